@@ -1,0 +1,95 @@
+# shardcast — build, test, bench, run.
+#
+#   make run     install what is missing, build, simulate scenarios/default.ini
+#   make test    install what is missing, build, run every test
+#   make check   the tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make bench   speed targets of the simulator
+#   make deps    install the Debian packages shardcast needs (idempotent)
+
+# ---- settings ---------------------------------------------------------------
+CC       ?= cc
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+MPICC    ?= mpicc
+OPT      ?= -O2
+CFLAGS   ?= $(OPT) -g
+WARN     := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
+            -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wundef -Wvla
+CPPFLAGS += -Isim -I$(BUILD)/gen -MMD -MP
+LDLIBS   := -lcjson -lsqlite3 -lgsl -lgslcblas -linih -lm
+BUILD    ?= build
+BIN      ?= bin
+SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+# Debian packages: header or tool -> package
+DEPS_PKGS := libinih-dev libsqlite3-dev sqlite3 libgsl-dev libcriterion-dev gnuplot-nox \
+             libopenmpi-dev openmpi-bin libcjson-dev libyaml-dev jq
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# ---- sources ----------------------------------------------------------------
+SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
+                sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c
+SIMULATE_SRCS := sim/simulate_main.c
+TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
+             tests/test_store.c
+
+SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
+TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
+LIB := $(BUILD)/libshardcast.a
+
+.PHONY: all test check bench run deps clean golden
+all: $(BIN)/simulate
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
+
+# results/schema.sql compiled in as a C string
+$(BUILD)/gen/schema_sql.h: results/schema.sql
+	@mkdir -p $(dir $@)
+	{ echo 'static const char schema_sql[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/  "/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
+$(BUILD)/sim/store.o: $(BUILD)/gen/schema_sql.h
+
+$(LIB): $(SIM_LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN)/simulate: $(BUILD)/sim/simulate_main.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/unit_tests: $(TEST_OBJS) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS)
+
+# ---- user targets -----------------------------------------------------------
+deps:
+	@missing=""; for p in $(DEPS_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "deps: installing$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null \
+	    || { echo "deps: apt-get failed"; exit 1; }; \
+	else echo "deps: all present ✓"; fi
+
+run: deps all
+	$(BIN)/simulate scenarios/default.ini
+
+test: deps all $(BIN)/unit_tests
+	$(BIN)/unit_tests --jobs 2
+	tests/golden.sh $(BIN)
+
+check: deps
+	$(MAKE) BUILD=build-san BIN=bin-san CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" \
+	  bin-san/simulate bin-san/unit_tests
+	ASAN_OPTIONS=detect_leaks=1 bin-san/unit_tests --jobs 1
+	tests/golden.sh bin-san
+
+bench: deps all
+	@echo "bench: (targets added by later work)"
+
+clean:
+	rm -rf build build-san bin bin-san
+
+-include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d

@@ -1,0 +1,620 @@
+/*
+ * graph.c — building the model graph (see graph.h).
+ *
+ * FLOPs: a (m x k)·(k x n) product is 2mkn in forward and 4mkn in backward
+ * (input gradient and weight gradient); attention's two batched products are
+ * 2·S_q·S_k·d per head each (Narayanan et al. 2021, eq. 3 derivation).
+ *
+ * What is saved follows the implementation named by the flavour:
+ *  GRAPH_EAGER — Hugging Face transformers modules under eager PyTorch:
+ *   * nn.Linear saves its input (under autocast: the bf16/fp16 cast copy);
+ *   * torch.matmul on permuted 4-D q/k/v reshapes them into contiguous copies
+ *     for bmm, and bmm saves both operands;
+ *   * softmax saves its output (fp32 under autocast, whose fp32 list includes
+ *     softmax, layer_norm, pow and cross_entropy);
+ *   * dropout saves a 1-byte mask; its output is saved by the next consumer;
+ *   * GPT-2's gelu_new is a Python formula that keeps x, tanh(.), 1 + tanh(.)
+ *     and 0.5x; BERT's F.gelu keeps its input; T5's ReLU keeps its output;
+ *     SiLU keeps its input and the gating product keeps both operands;
+ *   * LayerNorm keeps its input and fp32 mean and rstd; Llama/T5 RMSNorm
+ *     (Python) keeps the fp32 input, the fp32 rsqrt and the normalised tensor;
+ *   * the loss upcasts logits to fp32, copies the shifted slice, and
+ *     log_softmax keeps its fp32 output; the logits stay alive as the output.
+ *  GRAPH_SHARDCAST — the runtime keeps the set of Korthikanti et al. 2022
+ *   §4.1 (34·sbh + 5·as²b bytes per layer in 16-bit) plus fp32 norm statistics.
+ */
+#include "graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct bld {
+	struct graph *g;
+	const struct model *m;
+	const struct graph_opts *o;
+	int eager;
+	int A;          /* bytes of the compute dtype */
+	int U;          /* bytes of autocast's fp32 ops (= A without autocast) */
+	int stack, layer, unit;
+	double S;       /* tokens of the current stack */
+	struct err *e;
+};
+
+static int grow(void **p, int *cap, int need, size_t sz)
+{
+	void *np;
+	int ncap;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 256;
+	while (ncap < need)
+		ncap *= 2;
+	np = realloc(*p, (size_t)ncap * sz);
+	if (!np)
+		return -1;
+	*p = np;
+	*cap = ncap;
+	return 0;
+}
+
+static int tensor(struct bld *b, const char *name, double elems, int dsize, int producer)
+{
+	struct graph *g = b->g;
+	struct gtensor *t;
+
+	if (grow((void **)&g->t, &g->capt, g->nt + 1, sizeof *g->t))
+		return -1;
+	t = &g->t[g->nt];
+	memset(t, 0, sizeof *t);
+	snprintf(t->name, sizeof t->name, "%s", name);
+	t->elems = elems;
+	t->dsize = dsize;
+	t->producer = producer;
+	t->last_fwd_use = producer;
+	t->first_saver = -1;
+	return g->nt++;
+}
+
+/* A new op reading in0..in2 (-1 = none), producing a tensor of elems x dsize. */
+static int op(struct bld *b, int kind, const char *name, int in0, int in1, int in2,
+	      double elems, int dsize)
+{
+	struct graph *g = b->g;
+	struct gop *o;
+	int ins[3] = {in0, in1, in2}, i, idx;
+
+	if (grow((void **)&g->ops, &g->capops, g->nops + 1, sizeof *g->ops))
+		return -1;
+	idx = g->nops++;
+	o = &g->ops[idx];
+	memset(o, 0, sizeof *o);
+	if (b->layer >= 0)
+		snprintf(o->name, sizeof o->name, "%s%d.%s", b->stack ? "enc" : "L", b->layer, name);
+	else
+		snprintf(o->name, sizeof o->name, "%s", name);
+	o->kind = kind;
+	o->stack = b->stack;
+	o->layer = b->layer;
+	o->unit = b->unit;
+	o->out = -1;
+	for (i = 0; i < 3; i++) {
+		if (ins[i] < 0)
+			continue;
+		o->in[o->nin++] = ins[i];
+		g->t[ins[i]].last_fwd_use = idx;
+		o->io_elems += g->t[ins[i]].elems;
+	}
+	if (elems > 0) {
+		int t = tensor(b, o->name, elems, dsize, idx);
+		o = &g->ops[idx];  /* tensor() may not move ops, but keep it obvious */
+		o->out = t;
+		o->io_elems += elems;
+	}
+	return idx;
+}
+
+static int out(struct bld *b, int o)
+{
+	return b->g->ops[o].out;
+}
+
+static void save(struct bld *b, int o, int t)
+{
+	struct gop *p = &b->g->ops[o];
+	int i;
+
+	if (t < 0)
+		return;
+	for (i = 0; i < p->nsaved; i++)
+		if (p->saved[i] == t)
+			return;
+	if (p->nsaved < GRAPH_MAX_SAVED)
+		p->saved[p->nsaved++] = t;
+	if (b->g->t[t].first_saver < 0 || b->g->t[t].first_saver > o)
+		b->g->t[t].first_saver = o;
+}
+
+/* A tensor op o creates for its own backward (e.g. norm statistics, a mask). */
+static void save_new(struct bld *b, int o, const char *what, double elems, int dsize)
+{
+	char name[40];
+	int t;
+
+	snprintf(name, sizeof name, "%s.%s", b->g->ops[o].name, what);
+	t = tensor(b, name, elems, dsize, o);
+	save(b, o, t);
+}
+
+/* The input a matmul saves: under autocast a cast copy to the compute dtype. */
+static int cast_in(struct bld *b, int x, const char *name)
+{
+	int c;
+
+	if (b->g->t[x].dsize == b->A)
+		return x;
+	c = op(b, OP_COPY, name, x, -1, -1, b->g->t[x].elems, b->A);
+	return out(b, c);
+}
+
+/* y = x W (+ bias): k inputs per token, n outputs per token (per TP rank). */
+static int linear(struct bld *b, const char *name, int x, double k, double n, int bias,
+		  int tp_allreduce)
+{
+	int xin = cast_in(b, x, name), o;
+	struct gop *p;
+
+	o = op(b, OP_MATMUL, name, xin, -1, -1, b->S * n, b->A);
+	p = &b->g->ops[o];
+	p->m = b->S;
+	p->k = k;
+	p->n = n;
+	/* column-parallel biases are split; a row-parallel bias is whole on every rank */
+	p->params = k * n + (bias ? n : 0);
+	p->flops_fwd = 2 * b->S * k * n;
+	p->flops_bwd = 4 * b->S * k * n;
+	p->tp_allreduce = tp_allreduce && b->o->tp > 1;
+	save(b, o, xin);
+	return out(b, o);
+}
+
+static int norm(struct bld *b, const char *name, int x)
+{
+	const struct model *m = b->m;
+	double h = (double)m->hidden;
+	int o;
+
+	if (m->norm == NORM_LAYERNORM || !b->eager) {
+		/* LayerNorm (or the runtime's norm): input, fp32 mean and rstd */
+		int dsize = b->eager ? b->U : b->A;
+		o = op(b, OP_NORM, name, x, -1, -1, b->S * h, dsize);
+		b->g->ops[o].params = m->norm == NORM_LAYERNORM ? 2 * h : h;
+		b->g->ops[o].flops_fwd = 8 * b->S * h;
+		b->g->ops[o].flops_bwd = 16 * b->S * h;
+		save(b, o, x);
+		save_new(b, o, "stats", b->S * (m->norm == NORM_LAYERNORM ? 2 : 1), 4);
+		return out(b, o);
+	}
+	/* Python RMSNorm (Llama, T5): x.to(fp32); pow(2).mean; x * rsqrt; weight * x.to(dtype) */
+	{
+		int x32 = x, ob;
+		if (b->g->t[x].dsize != 4)
+			x32 = out(b, op(b, OP_COPY, "norm_f32", x, -1, -1, b->S * h, 4));
+		o = op(b, OP_NORM, name, x32, -1, -1, b->S * h, 4);
+		b->g->ops[o].flops_fwd = 4 * b->S * h;
+		b->g->ops[o].flops_bwd = 8 * b->S * h;
+		save(b, o, x32);
+		save_new(b, o, "rsqrt", b->S, 4);
+		ob = op(b, OP_MUL, "norm_w", out(b, o), -1, -1, b->S * h, b->U);
+		b->g->ops[ob].params = h;
+		/* weight * hidden.to(weight dtype): the cast (or fp32 tensor) is saved */
+		save(b, ob, out(b, o));
+		return out(b, ob);
+	}
+}
+
+static int dropout(struct bld *b, const char *name, int x)
+{
+	int o;
+
+	if (b->o->dropout <= 0)
+		return x;
+	o = op(b, OP_DROPOUT, name, x, -1, -1, b->g->t[x].elems, b->g->t[x].dsize);
+	save_new(b, o, "mask", b->g->t[x].elems, 1);
+	return out(b, o);
+}
+
+/* Self- or cross-attention of the current stack; kv_src = -1 for self. */
+static int attention(struct bld *b, int x, int kv_src, double Sk, int causal, int rel_bias)
+{
+	const struct model *m = b->m;
+	int tp = b->o->tp;
+	double h = (double)m->hidden, a = (double)(m->heads / tp), d = (double)m->head_dim;
+	double hq = a * d, hkv = (double)(m->kv_heads / tp) * d;
+	double Sq = b->S, saveS = b->S;
+	int q, k, v, qc, kc, vc, sc, sm, ctx, y, kvx = kv_src < 0 ? x : kv_src;
+	int bias = m->qkv_bias;
+
+	(void)causal;
+	(void)rel_bias;
+	if (kv_src < 0 && !b->eager) {
+		/* runtime: one fused qkv projection, q/k/v are views of its output */
+		q = linear(b, "qkv", x, h, hq + 2 * hkv, bias, 0);
+		k = v = q;
+	} else if (kv_src < 0 && m->family == FAM_DECODER && m->positions == POS_LEARNED) {
+		/* GPT-2's Conv1D c_attn: one product, q/k/v are views */
+		q = linear(b, "c_attn", x, h, hq + 2 * hkv, bias, 0);
+		k = v = q;
+	} else {
+		q = linear(b, "q", x, h, hq, bias, 0);
+		b->S = Sk;
+		k = linear(b, "k", kvx, h, hkv, bias, 0);
+		v = linear(b, "v", kvx, h, hkv, bias, 0);
+		b->S = Sq;
+	}
+	if (b->eager) {
+		/* reshape copies of the permuted heads for bmm (GQA: repeat_kv copies) */
+		double kv_elems = m->kv_heads < m->heads ? Sk * hq : Sk * hkv;
+		qc = out(b, op(b, OP_COPY, "q_bmm", q, -1, -1, Sq * hq, b->A));
+		kc = out(b, op(b, OP_COPY, "k_bmm", k, -1, -1, kv_elems, b->A));
+		vc = out(b, op(b, OP_COPY, "v_bmm", v, -1, -1, kv_elems, b->A));
+	} else {
+		qc = q;
+		kc = k;
+		vc = v;
+	}
+	sc = op(b, OP_ATTN_SCORE, "scores", qc, kc, -1, a * Sq * Sk, b->A);
+	b->g->ops[sc].flops_fwd = 2 * a * Sq * Sk * d;
+	b->g->ops[sc].flops_bwd = 4 * a * Sq * Sk * d;
+	b->g->ops[sc].attn_core = 1;
+	save(b, sc, qc);
+	save(b, sc, kc);
+	sm = op(b, OP_SOFTMAX, "softmax", out(b, sc), -1, -1, a * Sq * Sk, b->eager ? b->U : b->A);
+	b->g->ops[sm].flops_fwd = 5 * a * Sq * Sk;
+	b->g->ops[sm].flops_bwd = 3 * a * Sq * Sk;
+	b->g->ops[sm].attn_core = 1;
+	save(b, sm, out(b, sm));
+	y = out(b, sm);
+	if (b->g->t[y].dsize != b->A)
+		y = out(b, op(b, OP_COPY, "softmax_cast", y, -1, -1, a * Sq * Sk, b->A));
+	if (b->o->dropout > 0) {
+		int dr = op(b, OP_DROPOUT, "attn_drop", y, -1, -1, a * Sq * Sk, b->A);
+		save_new(b, dr, "mask", a * Sq * Sk, 1);
+		b->g->ops[dr].attn_core = 1;
+		b->g->ops[b->g->nops - 1].attn_core = 1;
+		y = out(b, dr);
+	}
+	ctx = op(b, OP_ATTN_CTX, "ctx", y, vc, -1, Sq * hq, b->A);
+	b->g->ops[ctx].flops_fwd = 2 * a * Sq * Sk * d;
+	b->g->ops[ctx].flops_bwd = 4 * a * Sq * Sk * d;
+	b->g->ops[ctx].attn_core = 1;
+	save(b, ctx, y);
+	save(b, ctx, vc);
+	y = out(b, ctx);
+	if (b->eager)  /* transpose(1, 2).contiguous() before the output projection */
+		y = out(b, op(b, OP_COPY, "merge_heads", y, -1, -1, Sq * hq, b->A));
+	y = linear(b, "attn_out", y, hq, h, m->out_bias, 1);
+	b->S = saveS;
+	return y;
+}
+
+static int mlp(struct bld *b, int x)
+{
+	const struct model *m = b->m;
+	double h = (double)m->hidden, f = (double)(m->ffn / b->o->tp), S = b->S;
+	int gated = m->activation == ACT_SWIGLU || m->activation == ACT_GATED_GELU;
+	int up, gate, act, y;
+
+	if (gated) {
+		gate = linear(b, "gate", x, h, f, m->mlp_bias, 0);
+		up = linear(b, "up", x, h, f, m->mlp_bias, 0);
+		act = op(b, OP_ACT, m->activation == ACT_SWIGLU ? "silu" : "gelu", gate, -1, -1, S * f, b->A);
+		b->g->ops[act].flops_fwd = 8 * S * f;
+		b->g->ops[act].flops_bwd = 16 * S * f;
+		save(b, act, gate);
+		y = op(b, OP_MUL, "gate_mul", out(b, act), up, -1, S * f, b->A);
+		save(b, y, out(b, act));
+		save(b, y, up);
+		y = out(b, y);
+	} else {
+		up = linear(b, "fc1", x, h, f, m->mlp_bias, 0);
+		act = op(b, OP_ACT, m->activation == ACT_RELU ? "relu" : "gelu", up, -1, -1, S * f, b->A);
+		b->g->ops[act].flops_fwd = (m->activation == ACT_RELU ? 1 : 8) * S * f;
+		b->g->ops[act].flops_bwd = (m->activation == ACT_RELU ? 1 : 16) * S * f;
+		if (m->activation == ACT_RELU) {
+			save(b, act, out(b, act));
+		} else if (b->eager && m->family == FAM_DECODER) {
+			/* gelu_new: 0.5*x*(1+tanh(c*(x+0.044715*x^3))); pow upcasts */
+			save(b, act, up);
+			save_new(b, act, "tanh", S * f, b->U);
+			save_new(b, act, "1p_tanh", S * f, b->U);
+			save_new(b, act, "half_x", S * f, b->A);
+			b->g->t[out(b, act)].dsize = b->U;
+		} else {
+			save(b, act, up);
+		}
+		y = out(b, act);
+		if (m->family == FAM_ENCODER_DECODER)  /* T5DenseActDense: dropout on the hidden */
+			y = dropout(b, "ff_drop", y);
+	}
+	return linear(b, "fc2", y, f, h, m->mlp_bias, 1);
+}
+
+static int add(struct bld *b, const char *name, int x, int y)
+{
+	int dsize = b->g->t[x].dsize > b->g->t[y].dsize ? b->g->t[x].dsize : b->g->t[y].dsize;
+	int o = op(b, OP_ADD, name, x, y, -1, b->g->t[x].elems, dsize);
+	return out(b, o);
+}
+
+static int mark_block(struct bld *b, int x)
+{
+	struct graph *g = b->g;
+	int i = g->nblocks;
+
+	g->block_first = realloc(g->block_first, (size_t)(i + 1) * sizeof *g->block_first);
+	g->block_in = realloc(g->block_in, (size_t)(i + 1) * sizeof *g->block_in);
+	if (!g->block_first || !g->block_in)
+		return -1;
+	g->block_first[i] = g->nops;
+	g->block_in[i] = x;
+	g->nblocks++;
+	return i;
+}
+
+/* Pre-norm block (GPT, Llama, T5): x + attn(norm(x)); x + mlp(norm(x)). */
+static int prenorm_block(struct bld *b, int x, int enc_out, double S_enc, int causal)
+{
+	int y, first = b->layer == 0;
+
+	y = attention(b, norm(b, "norm1", x), -1, b->S, causal, first);
+	x = add(b, "res1", x, dropout(b, "drop1", y));
+	if (enc_out >= 0) {
+		y = attention(b, norm(b, "norm_x", x), enc_out, S_enc, 0, 0);
+		x = add(b, "res_x", x, dropout(b, "drop_x", y));
+	}
+	y = mlp(b, norm(b, "norm2", x));
+	return add(b, "res2", x, dropout(b, "drop2", y));
+}
+
+/* Post-norm block (BERT): norm(x + attn(x)); norm(x + mlp(x)). */
+static int postnorm_block(struct bld *b, int x)
+{
+	int y = attention(b, x, -1, b->S, 0, 0);
+
+	x = norm(b, "norm1", add(b, "res1", x, dropout(b, "drop1", y)));
+	y = mlp(b, x);
+	return norm(b, "norm2", add(b, "res2", x, dropout(b, "drop2", y)));
+}
+
+static int embed(struct bld *b, int ids, int stack)
+{
+	const struct model *m = b->m;
+	double h = (double)m->hidden;
+	int o, x;
+
+	b->layer = -1;
+	b->unit = 0;
+	o = op(b, OP_EMBED, stack ? "enc.embed" : "embed", ids, -1, -1, b->S * h, b->U);
+	/* token table once (T5's stacks share it; the encoder is built first),
+	 * split over TP ranks by vocabulary (Megatron's VocabParallelEmbedding) */
+	b->g->ops[o].params = m->family != FAM_ENCODER_DECODER || stack == 1
+		? (double)m->vocab * h / b->o->tp : 0;
+	save(b, o, ids);
+	x = out(b, o);
+	if (m->positions == POS_LEARNED || m->type_vocab) {
+		int p = op(b, OP_ADD, "pos_embed", x, -1, -1, b->S * h, b->U);
+		b->g->ops[p].params = (m->positions == POS_LEARNED ? (double)m->max_positions * h : 0) +
+			(double)m->type_vocab * h;
+		x = out(b, p);
+	}
+	if (m->positions == POS_RELATIVE) {
+		/* T5: relative bias table in the stack's first layer; bias (B, H, S, S) */
+		int p = op(b, OP_EMBED, stack ? "enc.rel_bias" : "rel_bias", -1, -1, -1, 0, 0);
+		b->g->ops[p].params = (double)m->relative_buckets * (double)(m->heads / b->o->tp);
+	}
+	if (m->embed_norm)
+		x = norm(b, "embed_norm", x);
+	return dropout(b, stack ? "enc.embed_drop" : "embed_drop", x);
+}
+
+static int stack_blocks(struct bld *b, int x, long nlayers, int stack, int enc_out, double S_enc)
+{
+	long l;
+
+	for (l = 0; l < nlayers; l++) {
+		b->stack = stack;
+		b->layer = (int)l;
+		if (mark_block(b, x) < 0)
+			return -1;
+		b->unit = b->g->nblocks;
+		if (b->m->family == FAM_ENCODER)
+			x = postnorm_block(b, x);
+		else
+			x = prenorm_block(b, x, enc_out, S_enc, stack == 0);
+	}
+	b->layer = -1;
+	b->unit = 0;
+	if (b->m->final_norm) {
+		x = norm(b, stack ? "enc.final_norm" : "final_norm", x);
+		if (b->m->family == FAM_ENCODER_DECODER)
+			x = dropout(b, stack ? "enc.final_drop" : "final_drop", x);
+	}
+	return x;
+}
+
+/* LM head and cross-entropy over S positions (Megatron splits the vocabulary). */
+static void head_and_loss(struct bld *b, int x)
+{
+	const struct model *m = b->m;
+	double V = (double)m->vocab / b->o->tp, h = (double)m->hidden, S = b->S;
+	int logits, l32, lsm, tied = m->tied_embeddings;
+	int o;
+
+	if (m->family == FAM_ENCODER) {
+		/* BertForPreTraining's MLM transform: dense + gelu + LayerNorm */
+		x = linear(b, "mlm_dense", x, h, h, 1, 0);
+		o = op(b, OP_ACT, "mlm_gelu", x, -1, -1, S * h, b->A);
+		save(b, o, x);
+		x = norm(b, "mlm_norm", out(b, o));
+	}
+	logits = linear(b, "lm_head", x, h, V, m->lm_head_bias || m->family == FAM_ENCODER, 0);
+	o = b->g->nops - 1;
+	if (tied)  /* the weight is the token embedding's */
+		b->g->ops[o].params = (m->lm_head_bias || m->family == FAM_ENCODER) ? V : 0;
+	b->g->t[logits].held = b->eager;  /* returned in the model output */
+	l32 = logits;
+	if (b->eager) {
+		if (b->g->t[logits].dsize != 4 || b->o->autocast)
+			l32 = out(b, op(b, OP_COPY, "logits_f32", logits, -1, -1, S * V, 4));
+		if (m->family == FAM_DECODER)  /* shift_logits = logits[..., :-1, :].contiguous() */
+			l32 = out(b, op(b, OP_COPY, "shift_logits", l32, -1, -1, (S - 1) * V, 4));
+	}
+	lsm = op(b, OP_LOSS, "cross_entropy", l32, -1, -1, b->g->t[l32].elems, b->eager ? 4 : b->A);
+	b->g->ops[lsm].flops_fwd = 5 * S * V;
+	b->g->ops[lsm].flops_bwd = 3 * S * V;
+	save(b, lsm, out(b, lsm));  /* log_softmax output */
+	if (m->family == FAM_ENCODER) {
+		/* NSP head on the pooled first token: pooler dense + tanh + 2-way classifier */
+		b->S = 1;
+		x = linear(b, "pooler", x, h, h, 1, 0);
+		x = linear(b, "nsp", x, h, 2, 1, 0);
+		b->S = S;
+	} else if (m->pooler) {
+		b->g->ops[o].params += h * h + h;
+	}
+}
+
+double graph_param_count(const struct model *m)
+{
+	double h = (double)m->hidden, hq = (double)(m->heads * m->head_dim);
+	double hkv = (double)(m->kv_heads * m->head_dim), f = (double)m->ffn;
+	double nrm = m->norm == NORM_LAYERNORM ? 2 * h : h;
+	double attn = h * hq + 2 * h * hkv + hq * h +
+		(m->qkv_bias ? hq + 2 * hkv : 0) + (m->out_bias ? h : 0);
+	double cross = 2 * h * hq + 2 * h * hq + (m->qkv_bias ? 3 * hq : 0) + (m->out_bias ? h : 0);
+	int gated = m->activation == ACT_SWIGLU || m->activation == ACT_GATED_GELU;
+	double mlp = (gated ? 3 : 2) * h * f + (m->mlp_bias ? (gated ? 2 * f : f) + h : 0);
+	double p = (double)m->vocab * h, stacks = 1;
+
+	if (m->positions == POS_LEARNED)
+		p += (double)m->max_positions * h;
+	p += (double)m->type_vocab * h;
+	if (m->embed_norm)
+		p += nrm;
+	if (m->family == FAM_ENCODER_DECODER) {
+		stacks = 2;
+		p += (double)m->encoder_layers * (2 * nrm + attn + mlp);
+		p += (double)m->layers * (3 * nrm + attn + cross + mlp);
+	} else {
+		p += (double)m->layers * (2 * nrm + attn + mlp);
+	}
+	if (m->positions == POS_RELATIVE)
+		p += stacks * (double)m->relative_buckets * (double)m->heads;
+	if (m->final_norm)
+		p += stacks * nrm;
+	if (!m->tied_embeddings)
+		p += (double)m->vocab * h;
+	if (m->lm_head_bias)
+		p += (double)m->vocab;
+	if (m->pooler)
+		p += h * h + h;
+	return p;
+}
+
+int graph_build(struct graph *g, const struct model *m, const struct graph_opts *o,
+		struct err *e)
+{
+	struct bld b = {0};
+	int ids, x, enc = -1, i;
+	double S_enc = 0;
+
+	memset(g, 0, sizeof *g);
+	g->o = *o;
+	if (o->tp < 1 || m->heads % o->tp || m->kv_heads % o->tp || m->ffn % o->tp || m->vocab % o->tp)
+		return err_set(e, ERR_INPUT, NULL, 0,
+			       "tensor_parallel = %d must divide heads, kv_heads, ffn and vocab_size", o->tp);
+	b.g = g;
+	b.m = m;
+	b.o = o;
+	b.e = e;
+	b.eager = o->flavor == GRAPH_EAGER;
+	b.A = o->act_bytes;
+	b.U = o->autocast && b.eager ? 4 : o->act_bytes;
+	b.layer = -1;
+
+	if (m->family == FAM_ENCODER_DECODER) {
+		b.S = (double)o->seq_len;
+		S_enc = b.S;
+		ids = tensor(&b, "enc.ids", b.S, 8, -1);
+		b.stack = 1;
+		x = embed(&b, ids, 1);
+		enc = stack_blocks(&b, x, m->encoder_layers, 1, -1, 0);
+		b.S = (double)o->target_len;
+		b.stack = 0;
+		g->input = tensor(&b, "ids", b.S, 8, -1);
+		x = embed(&b, g->input, 0);
+		x = stack_blocks(&b, x, m->layers, 0, enc, S_enc);
+	} else {
+		b.S = (double)o->seq_len;
+		g->input = tensor(&b, "ids", b.S, 8, -1);
+		x = embed(&b, g->input, 0);
+		x = stack_blocks(&b, x, m->layers, m->family == FAM_ENCODER, -1, 0);
+	}
+	if (x < 0 || !g->ops || !g->t)
+		goto nomem;
+	head_and_loss(&b, x);
+	if (!g->block_first && g->nblocks)
+		goto nomem;
+
+	g->tokens = (double)o->seq_len + (m->family == FAM_ENCODER_DECODER ? (double)o->target_len : 0);
+	for (i = 0; i < g->nops; i++) {
+		g->params_rank += g->ops[i].params;
+		g->flops_fwd += g->ops[i].flops_fwd;
+		g->flops_bwd += g->ops[i].flops_bwd;
+	}
+	g->params_backbone = graph_param_count(m);
+	g->params = g->params_backbone;
+	if (m->family == FAM_ENCODER)  /* MLM transform + decoder bias + NSP classifier */
+		g->params += (double)m->hidden * m->hidden + m->hidden + 2.0 * m->hidden +
+			(double)m->vocab + 2.0 * m->hidden + 2;
+	return 0;
+nomem:
+	return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the model graph");
+}
+
+void graph_free(struct graph *g)
+{
+	free(g->ops);
+	free(g->t);
+	free(g->block_first);
+	free(g->block_in);
+	memset(g, 0, sizeof *g);
+}
+
+double graph_model_flops_per_sample(const struct graph *g, const struct model *m)
+{
+	double w = 0, att = 0;
+	int i;
+
+	(void)m;
+	/* 6N per token with N the weights of every product (the LM head included,
+	 * embedding lookups excluded): 3 x the forward FLOPs of the products.
+	 * Attention 6·L·s·d_attn per token (Kaplan et al. 2020, Table 1): 3 x the
+	 * forward FLOPs of Q·K^T. Both over all TP ranks. */
+	for (i = 0; i < g->nops; i++) {
+		if (g->ops[i].kind == OP_MATMUL)
+			w += g->ops[i].flops_fwd;
+		else if (g->ops[i].kind == OP_ATTN_SCORE)
+			att += g->ops[i].flops_fwd;
+	}
+	return 3 * (w + att) * g->o.tp;
+}
+
+const char *graph_kind_name(int kind)
+{
+	static const char *const names[] = {"embed", "norm", "matmul", "attn_score", "softmax",
+		"attn_ctx", "act", "dropout", "add", "mul", "copy", "loss"};
+	return kind >= 0 && kind < OP_KIND_COUNT ? names[kind] : "?";
+}

@@ -1,0 +1,114 @@
+/*
+ * graph.h — the model graph: the ordered ops of one training sample's forward
+ * pass, with the tensors each op produces and keeps for backward.
+ *
+ * Built from a struct model, sequence lengths, the tensor-parallel degree and a
+ * flavour that says whose implementation is followed:
+ *  - GRAPH_EAGER: a Hugging Face module run by eager PyTorch (what autograd
+ *    saves op by op: norm inputs and statistics, reshaped q/k/v copies, the
+ *    (heads, S, S) scores and softmax, dropout masks, MLP intermediates, fp32
+ *    logits and log-softmax);
+ *  - GRAPH_SHARDCAST: shardcast's own runtime, which keeps exactly the tensors
+ *    of Korthikanti et al. 2022 (arXiv 2205.05198, §4.1) plus the norms'
+ *    fp32 statistics.
+ * Sizes are per sample (one sequence) and per tensor-parallel rank, so the
+ * memory and time models multiply by the micro-batch. The runtime walks the same
+ * ops, which is what lets the simulator predict its memory byte for byte.
+ */
+#ifndef SHARDCAST_GRAPH_H
+#define SHARDCAST_GRAPH_H
+
+#include "err.h"
+#include "model.h"
+
+enum graph_flavor { GRAPH_EAGER, GRAPH_SHARDCAST };
+
+/* How the graph is built. */
+struct graph_opts {
+	long seq_len;      /* tokens per sample (encoder input for encoder-decoder) */
+	long target_len;   /* decoder tokens of an encoder-decoder (else = seq_len) */
+	double dropout;    /* probability; 0 = no dropout ops (eval-mode forward) */
+	int tp;            /* tensor-parallel degree */
+	int flavor;        /* enum graph_flavor */
+	int act_bytes;     /* bytes of the compute dtype: 2 (fp16/bf16) or 4 */
+	int autocast;      /* PyTorch autocast: fp32 master weights, fp32 residual, norms,
+			      softmax and loss in fp32, bf16 casts before each matmul */
+};
+
+enum op_kind {
+	OP_EMBED, OP_NORM, OP_MATMUL, OP_ATTN_SCORE, OP_SOFTMAX, OP_ATTN_CTX, OP_ACT,
+	OP_DROPOUT, OP_ADD, OP_MUL, OP_COPY, OP_LOSS, OP_KIND_COUNT
+};
+
+enum { GRAPH_MAX_IN = 3, GRAPH_MAX_SAVED = 6 };
+
+struct gtensor {
+	char name[32];
+	double elems;      /* elements per sample (per TP rank) */
+	int dsize;         /* bytes per element */
+	int producer;      /* op index, -1 for inputs */
+	int last_fwd_use;  /* last op (index) that reads it in forward */
+	int first_saver;   /* smallest op index that saves it for backward, -1 = none */
+	int held;          /* kept to the end of the step (model outputs such as logits) */
+};
+
+struct gop {
+	char name[32];
+	int kind;          /* enum op_kind */
+	int stack;         /* 0 = decoder (or the only stack), 1 = encoder */
+	int layer;         /* block index within the model, -1 outside blocks */
+	int unit;          /* wrap unit: 0 = root (embeddings, final norm, head), b+1 = block b */
+	double params;     /* weight elements owned (per TP rank) */
+	double m, n, k;    /* matmul: (m x k) @ (k x n), m per sample */
+	double flops_fwd;  /* per sample */
+	double flops_bwd;  /* per sample */
+	double io_elems;   /* activation elements read + written in forward, per sample */
+	int in[GRAPH_MAX_IN], nin;
+	int out;           /* tensor produced, -1 none */
+	int saved[GRAPH_MAX_SAVED], nsaved;
+	int tp_allreduce;  /* 1: the output is all-reduced across tensor-parallel ranks */
+	int attn_core;     /* part of attention's core (recomputed under selective) */
+};
+
+struct graph {
+	struct gop *ops;
+	int nops, capops;
+	struct gtensor *t;
+	int nt, capt;
+	struct graph_opts o;
+	int nblocks;            /* transformer blocks over all stacks */
+	double params;          /* trained parameters of the whole model (all TP ranks) */
+	double params_backbone; /* the published count's scope (e.g. BertModel) */
+	double params_rank;     /* parameters held by one TP rank */
+	double tokens;          /* tokens per sample (decoder tokens + encoder tokens) */
+	double flops_fwd;       /* per sample, one TP rank */
+	double flops_bwd;
+	int input;              /* token ids tensor */
+	int *block_first;       /* per block (over stacks, in forward order): its first op */
+	int *block_in;          /* per block: the tensor entering it (what full recompute keeps) */
+};
+
+/* Bytes per sample of tensor i. */
+static inline double graph_tensor_bytes(const struct graph *g, int i)
+{
+	return g->t[i].elems * g->t[i].dsize;
+}
+
+/* Builds the graph of model m under o. Returns 0 or fills e; g is freed with
+ * graph_free (also after an error). */
+int graph_build(struct graph *g, const struct model *m, const struct graph_opts *o,
+		struct err *e);
+
+void graph_free(struct graph *g);
+
+/* Parameter count of m's published scope (no graph needed): what the tests assert. */
+double graph_param_count(const struct model *m);
+
+/* Model FLOPs per training sample (all TP ranks): 6N per token plus attention
+ * 6·s·(h_attn)·L per token (PaLM appendix B convention, Kaplan et al. 2020);
+ * the MFU numerator. N excludes the embedding tables. */
+double graph_model_flops_per_sample(const struct graph *g, const struct model *m);
+
+const char *graph_kind_name(int kind);
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * hw.c — loading devices and links from the hardware catalog (see hw.h).
+ */
+#include "hw.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+
+#define G(x) offsetof(struct gpu, x)
+static const struct cfg_key gpu_keys[] = {
+	{NULL, "description", CFG_STR, 0, 0, 0, 0, "", G(description), NULL, "free text"},
+	{NULL, "memory", CFG_NUM, UNIT_BYTES, CFG_REQUIRED, 0, 1e14, NULL, G(memory), NULL, "device memory capacity"},
+	{NULL, "memory_bandwidth", CFG_NUM, UNIT_BW, CFG_REQUIRED, 1e6, 1e14, NULL, G(memory_bandwidth), NULL, "peak memory bandwidth"},
+	{NULL, "peak_fp32", CFG_NUM, UNIT_FLOPS, CFG_REQUIRED, 1e6, 1e17, NULL, G(peak[PREC_FP32]), NULL, "dense fp32 rate"},
+	{NULL, "peak_tf32", CFG_NUM, UNIT_FLOPS, CFG_REQUIRED, 0, 1e17, NULL, G(peak[PREC_TF32]), NULL, "dense tf32 tensor rate"},
+	{NULL, "peak_fp16", CFG_NUM, UNIT_FLOPS, CFG_REQUIRED, 0, 1e17, NULL, G(peak[PREC_FP16]), NULL, "dense fp16 tensor rate"},
+	{NULL, "peak_bf16", CFG_NUM, UNIT_FLOPS, CFG_REQUIRED, 0, 1e17, NULL, G(peak[PREC_BF16]), NULL, "dense bf16 tensor rate (0 = unsupported)"},
+	{NULL, "sm_count", CFG_INT, 0, 0, 1, 1e5, "1", G(sm_count), NULL, "streaming multiprocessors"},
+	{NULL, "source", CFG_STR, 0, 0, 0, 0, "", G(source), NULL, "where the figures come from"},
+};
+#undef G
+
+static const char *const link_kinds[] = {"intra", "inter", NULL};
+
+#define L(x) offsetof(struct link, x)
+static const struct cfg_key link_keys[] = {
+	{NULL, "kind", CFG_ENUM, 0, CFG_REQUIRED, 0, 0, NULL, L(kind), link_kinds, "inside a node or between nodes"},
+	{NULL, "bandwidth", CFG_NUM, UNIT_BW, CFG_REQUIRED, 1e6, 1e14, NULL, L(bandwidth), NULL, "per GPU or per NIC, per direction"},
+	{NULL, "efficiency", CFG_NUM, 0, 0, 0.01, 1, "1", L(efficiency), NULL, "achievable fraction of bandwidth"},
+	{NULL, "latency", CFG_NUM, UNIT_TIME, CFG_REQUIRED, 0, 1, NULL, L(latency), NULL, "per-hop latency"},
+	{NULL, "source", CFG_STR, 0, 0, 0, 0, "", L(source), NULL, "where the figures come from"},
+};
+#undef L
+
+static const struct cfg_table gpu_table = {gpu_keys, sizeof gpu_keys / sizeof gpu_keys[0]};
+static const struct cfg_table link_table = {link_keys, sizeof link_keys / sizeof link_keys[0]};
+
+const struct cfg_table *hw_gpu_keys(void) { return &gpu_table; }
+const struct cfg_table *hw_link_keys(void) { return &link_table; }
+
+/* Loads entry name from models/hw/<file> (or a path) into target. */
+static int load_entry(const struct cfg_table *t, const char *file, const char *name, void *target,
+		      size_t size, const char *where, int line, const char *key, struct err *e)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 64], section[CFG_STR_MAX], *text = NULL;
+	size_t len;
+	int rc;
+
+	if (catalog_is_path(name)) {
+		rc = catalog_resolve("hw", name, path, sizeof path, where, line, key, e);
+		if (rc)
+			return rc;
+	} else {
+		snprintf(path, sizeof path, "%s/hw/%s", catalog_dir(dir, sizeof dir), file);
+	}
+	rc = cfg_read_file(path, &text, &len, e);
+	if (rc)
+		return rc;
+	if (catalog_is_path(name))
+		catalog_first_section(text, section, sizeof section);
+	else
+		snprintf(section, sizeof section, "%s", name);
+	rc = cfg_parse_entry(t, target, size, section, path, text, len, e);
+	free(text);
+	if (rc && !catalog_is_path(name) && strstr(e->msg, "no entry [")) {
+		/* say which scenario key named the missing entry */
+		char msg[sizeof e->msg];
+		snprintf(msg, sizeof msg, "%s", e->msg);
+		err_clear(e);
+		err_set(e, ERR_INPUT, where, line, "%s = %s: %s", key, name, msg);
+		return ERR_INPUT;
+	}
+	return rc;
+}
+
+int hw_gpu_load(const char *name_or_path, struct gpu *g, const char *where, int line,
+		const char *key, struct err *e)
+{
+	int rc = load_entry(&gpu_table, "gpus.ini", name_or_path, g, sizeof *g, where, line, key, e);
+	if (!rc)
+		snprintf(g->name, sizeof g->name, "%s", name_or_path);
+	return rc;
+}
+
+int hw_link_load(const char *name_or_path, struct link *l, const char *where, int line,
+		 const char *key, struct err *e)
+{
+	int rc = load_entry(&link_table, "links.ini", name_or_path, l, sizeof *l, where, line, key, e);
+	if (!rc)
+		snprintf(l->name, sizeof l->name, "%s", name_or_path);
+	return rc;
+}

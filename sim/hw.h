@@ -1,0 +1,47 @@
+/*
+ * hw.h — devices (models/hw/gpus.ini) and links (models/hw/links.ini).
+ */
+#ifndef SHARDCAST_HW_H
+#define SHARDCAST_HW_H
+
+#include <stdint.h>
+
+#include "cfg.h"
+#include "err.h"
+
+enum { PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16, PREC_COUNT };
+
+struct gpu {
+	char name[CFG_STR_MAX];         /* catalog section or path */
+	char description[CFG_STR_MAX];
+	double memory;                  /* bytes */
+	double memory_bandwidth;        /* bytes/s */
+	double peak[PREC_COUNT];        /* FLOP/s, dense; 0 = unsupported */
+	int64_t sm_count;
+	char source[CFG_STR_MAX];
+};
+
+enum { LINK_INTRA, LINK_INTER };
+
+struct link {
+	char name[CFG_STR_MAX];
+	int kind;                       /* LINK_INTRA | LINK_INTER */
+	double bandwidth;               /* bytes/s per GPU (intra) or per NIC (inter), per direction */
+	double efficiency;              /* achievable fraction of bandwidth for large collectives */
+	double latency;                 /* s per hop */
+	char source[CFG_STR_MAX];
+};
+
+/* Loads a device: a section of models/hw/gpus.ini, or a path to a file whose
+ * first section is the device. where/line/key locate the scenario key. */
+int hw_gpu_load(const char *name_or_path, struct gpu *g, const char *where, int line,
+		const char *key, struct err *e);
+
+/* Loads a link from models/hw/links.ini (or a path), as hw_gpu_load. */
+int hw_link_load(const char *name_or_path, struct link *l, const char *where, int line,
+		 const char *key, struct err *e);
+
+const struct cfg_table *hw_gpu_keys(void);
+const struct cfg_table *hw_link_keys(void);
+
+#endif

@@ -1,0 +1,47 @@
+/*
+ * predict.c — runs the simulator's models for one scenario (see predict.h).
+ */
+#include "predict.h"
+
+#include <string.h>
+
+#include "graph.h"
+
+int predict_graph_opts(const struct scenario *s, struct graph_opts *o)
+{
+	const struct scn_training *t = &s->s.training;
+
+	memset(o, 0, sizeof *o);
+	o->seq_len = s->seq_len;
+	o->target_len = s->target_len;
+	o->dropout = s->dropout;
+	o->tp = (int)t->tensor_parallel;
+	o->flavor = t->framework == FW_SHARDCAST ? GRAPH_SHARDCAST : GRAPH_EAGER;
+	o->act_bytes = scenario_act_bytes(s);
+	/* PyTorch mixed precision is autocast over fp32 weights; DeepSpeed casts
+	 * the module to bf16/fp16 and keeps fp32 masters in the optimizer */
+	o->autocast = t->framework == FW_PYTORCH && o->act_bytes == 2;
+	return 0;
+}
+
+int predict_run(const struct scenario *s, struct prediction *p, struct err *e)
+{
+	struct graph g;
+	struct graph_opts o;
+	int rc;
+
+	memset(p, 0, sizeof *p);
+	p->max_micro_batch = -1;
+	predict_graph_opts(s, &o);
+	rc = graph_build(&g, &s->model, &o, e);
+	if (rc) {
+		graph_free(&g);
+		return rc;
+	}
+	p->params = g.params;
+	p->params_backbone = g.params_backbone;
+	p->flops_per_token = graph_model_flops_per_sample(&g, &s->model) / g.tokens;
+	p->micro_batch = s->s.training.micro_batch > 0 ? s->s.training.micro_batch : 0;
+	graph_free(&g);
+	return 0;
+}

@@ -1,0 +1,72 @@
+/*
+ * predict.h — what the simulator predicts for a scenario: the objects of
+ * DESIGN.md's JSON contract (memory, step, job) and the run that fills them.
+ *
+ * A section whose model is not run (no [failures]: no job) has valid = 0 and is
+ * left out of reports and JSON rather than filled with invented numbers.
+ */
+#ifndef SHARDCAST_PREDICT_H
+#define SHARDCAST_PREDICT_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "graph.h"
+#include "scenario.h"
+
+struct mem_result {
+	int valid;
+	double params;        /* bytes on the most loaded GPU at the peak */
+	double grads;
+	double optimizer;
+	double activations;
+	double buffers;       /* communication buckets, gathered shards, temporaries */
+	double overhead;      /* context, library workspaces, allocator slack */
+	double peak;          /* bytes, most loaded GPU */
+	double capacity;      /* bytes per GPU */
+	int fits;
+	int binding_gpu;      /* the most loaded GPU (0 for dp's master) */
+	char binding[96];     /* what dominates at the peak, e.g. "gathered logits" */
+	double host;          /* bytes of host memory per node (offload, async checkpoints) */
+};
+
+struct step_result {
+	int valid;
+	double time;          /* s per optimizer step */
+	double compute;       /* s of compute on the critical rank */
+	double comm;          /* s of communication issued */
+	double exposed_comm;  /* s of communication not hidden by compute */
+	double tokens_per_s;
+	double samples_per_s;
+	double mfu;           /* model FLOPs / (time x peak x GPUs) */
+	double hfu;           /* with recomputation */
+};
+
+struct job_result {
+	int valid;
+	double ettr;          /* effective training time ratio */
+	double wall_days;     /* mean */
+	double wall_days_lo, wall_days_hi; /* 95% interval of the mean */
+	double interruptions; /* mean per run */
+	double ckpt_interval; /* s */
+};
+
+struct prediction {
+	double params;             /* trained parameters (whole model) */
+	double params_backbone;    /* the published count's scope */
+	double flops_per_token;    /* model FLOPs per token (training), MFU convention */
+	int64_t micro_batch;       /* the batch the memory/step objects describe */
+	int64_t max_micro_batch;   /* -1 = not computed */
+	int64_t max_global_batch;
+	struct mem_result mem;
+	struct step_result step;
+	struct job_result job;
+};
+
+/* The graph options that the scenario implies (flavour, dtype, autocast). */
+int predict_graph_opts(const struct scenario *s, struct graph_opts *o);
+
+/* Runs every model the scenario asks for. Returns 0 or fills e. */
+int predict_run(const struct scenario *s, struct prediction *p, struct err *e);
+
+#endif

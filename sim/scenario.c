@@ -1,0 +1,316 @@
+/*
+ * scenario.c — the scenario key table, loading, validation and resolution.
+ *
+ * The table below is the contract of DESIGN.md ("Scenario files"): section, key,
+ * type, unit, range, default, field and a line of help. Everything else about a
+ * key follows from its row: parsing, range checks, typo suggestions, --set and
+ * the README's reference (simulate --keys).
+ */
+#include "scenario.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const strategies[] = {"single", "dp", "ddp", "zero1", "zero2", "zero3", "fsdp", NULL};
+static const char *const shardings[] = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard",
+					"hybrid_shard_zero2", NULL};
+static const char *const wraps[] = {"transformer_based_wrap", "size_based_wrap", "no_wrap", NULL};
+static const char *const prefetches[] = {"backward_pre", "backward_post", "none", NULL};
+static const char *const offloads[] = {"none", "optimizer", "optimizer_and_params", NULL};
+static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", NULL};
+static const char *const optimizers[] = {"sgd", "sgd_momentum", "adam", "adamw", NULL};
+static const char *const recomputes[] = {"none", "full", "selective", NULL};
+static const char *const frameworks[] = {"pytorch", "deepspeed", "shardcast", NULL};
+static const char *const modes[] = {"sync", "async", NULL};
+static const char *const states[] = {"sharded", "full", NULL};
+
+#define M(x) offsetof(struct scn_settings, model.x)
+#define C(x) offsetof(struct scn_settings, cluster.x)
+#define T(x) offsetof(struct scn_settings, training.x)
+#define FA(x) offsetof(struct scn_settings, failures.x)
+#define CK(x) offsetof(struct scn_settings, checkpoint.x)
+#define J(x) offsetof(struct scn_settings, job.x)
+static const struct cfg_key keys[] = {
+	{"model", "name", CFG_STR, 0, CFG_REQUIRED, 0, 0, NULL, M(name), NULL, "models/nn/<name>.ini, or a path to a file of that form"},
+	{"model", "seq_len", CFG_INT, 0, 0, 1, 1e7, "1024", M(seq_len), NULL, "tokens per sample (encoder input for encoder-decoder models)"},
+	{"model", "target_len", CFG_INT, 0, CFG_DEFAULTV, 1, 1e7, "default", M(target_len), NULL, "decoder tokens per sample, encoder-decoder only (default: seq_len)"},
+	{"model", "dropout", CFG_NUM, 0, CFG_DEFAULTV, 0, 0.99, "default", M(dropout), NULL, "dropout probability (default: the model file's); 0 = no dropout, as an eval-mode forward"},
+
+	{"cluster", "gpu", CFG_STR, 0, CFG_REQUIRED, 0, 0, NULL, C(gpu), NULL, "models/hw/gpus.ini section, or a path (cpu = the runtime's CPU backend)"},
+	{"cluster", "gpu_memory", CFG_NUM, UNIT_BYTES, CFG_DEFAULTV, 1 << 20, 1e14, "default", C(gpu_memory), NULL, "override the device's capacity, e.g. 40GiB, 64MiB"},
+	{"cluster", "nodes", CFG_INT, 0, 0, 1, 1e5, "1", C(nodes), NULL, "number of nodes"},
+	{"cluster", "gpus_per_node", CFG_INT, 0, 0, 1, 64, "1", C(gpus_per_node), NULL, "GPUs per node"},
+	{"cluster", "intra_node", CFG_STR, 0, 0, 0, 0, "nvlink3", C(intra_node), NULL, "models/hw/links.ini section (pcie3..5, nvlink2..4, shm), or a path"},
+	{"cluster", "inter_node", CFG_STR, 0, 0, 0, 0, "ib-hdr", C(inter_node), NULL, "models/hw/links.ini section (ib-*, roce-*, eth-*), or a path"},
+	{"cluster", "nics_per_node", CFG_INT, 0, 0, 1, 64, "1", C(nics_per_node), NULL, "network interfaces per node"},
+
+	{"training", "strategy", CFG_ENUM, 0, 0, 0, 0, "ddp", T(strategy), strategies, "parallelism strategy"},
+	{"training", "fsdp_sharding_strategy", CFG_ENUM, 0, 0, 0, 0, "full_shard", T(fsdp_sharding), shardings, "FSDP sharding strategy (hybrid: shard inside a node, replicate across)"},
+	{"training", "fsdp_auto_wrap_policy", CFG_ENUM, 0, 0, 0, 0, "transformer_based_wrap", T(fsdp_wrap), wraps, "FSDP unit boundaries"},
+	{"training", "fsdp_min_num_params", CFG_NUM, 0, 0, 1, 1e13, "1e8", T(fsdp_min_num_params), NULL, "size_based_wrap threshold (parameters)"},
+	{"training", "fsdp_backward_prefetch", CFG_ENUM, 0, 0, 0, 0, "backward_pre", T(fsdp_backward_prefetch), prefetches, "FSDP backward prefetch"},
+	{"training", "fsdp_forward_prefetch", CFG_BOOL, 0, 0, 0, 0, "false", T(fsdp_forward_prefetch), NULL, "FSDP forward prefetch"},
+	{"training", "fsdp_limit_all_gathers", CFG_BOOL, 0, 0, 0, 0, "true", T(fsdp_limit_all_gathers), NULL, "FSDP rate limiter: at most two units gathered ahead"},
+	{"training", "offload", CFG_ENUM, 0, 0, 0, 0, "none", T(offload), offloads, "CPU offload (ZeRO-Offload / FSDP CPUOffload)"},
+	{"training", "precision", CFG_ENUM, 0, 0, 0, 0, "fp32", T(precision), precisions, "fp16/bf16: mixed precision with fp32 master weights"},
+	{"training", "optimizer", CFG_ENUM, 0, 0, 0, 0, "adamw", T(optimizer), optimizers, "optimizer"},
+	{"training", "micro_batch", CFG_INT, 0, CFG_AUTO, 1, 1e7, "auto", T(micro_batch), NULL, "samples per GPU per micro-step, or auto = the largest that fits"},
+	{"training", "grad_accum", CFG_INT, 0, 0, 1, 1e6, "1", T(grad_accum), NULL, "micro-steps per optimizer step"},
+	{"training", "activation_checkpointing", CFG_ENUM, 0, 0, 0, 0, "none", T(recompute), recomputes, "recompute activations in backward"},
+	{"training", "tensor_parallel", CFG_INT, 0, 0, 1, 1024, "1", T(tensor_parallel), NULL, "Megatron-style tensor-parallel degree"},
+	{"training", "ddp_bucket_mb", CFG_NUM, 0, 0, 0.001, 1e6, "25", T(ddp_bucket_mb), NULL, "DDP bucket_cap_mb (MiB)"},
+	{"training", "ddp_gradient_as_bucket_view", CFG_BOOL, 0, 0, 0, 0, "false", T(ddp_gradient_as_bucket_view), NULL, "DDP gradients are views into the buckets"},
+	{"training", "zero_reduce_bucket_size", CFG_NUM, 0, 0, 1, 1e13, "5e8", T(zero_reduce_bucket_size), NULL, "DeepSpeed reduce_bucket_size (elements)"},
+	{"training", "zero_allgather_bucket_size", CFG_NUM, 0, 0, 1, 1e13, "5e8", T(zero_allgather_bucket_size), NULL, "DeepSpeed allgather_bucket_size (elements)"},
+	{"training", "zero_prefetch_bucket_size", CFG_NUM, 0, 0, 0, 1e13, "5e7", T(zero_prefetch_bucket_size), NULL, "DeepSpeed stage3_prefetch_bucket_size (elements)"},
+	{"training", "zero_max_live_parameters", CFG_NUM, 0, 0, 1, 1e13, "1e9", T(zero_max_live_parameters), NULL, "DeepSpeed stage3_max_live_parameters (elements)"},
+	{"training", "zero_param_persistence_threshold", CFG_NUM, 0, 0, 0, 1e13, "1e5", T(zero_param_persistence_threshold), NULL, "DeepSpeed stage3_param_persistence_threshold (elements)"},
+	{"training", "framework", CFG_ENUM, 0, 0, 0, 0, "pytorch", T(framework), frameworks, "whose buffers, allocator and overheads to model"},
+
+	{"failures", "catalog", CFG_STR, 0, 0, 0, 0, "llama3-h100", FA(catalog), NULL, "models/failures/<name>.ini (per-component rates), or a path"},
+	{"failures", "restart_minutes", CFG_NUM, 0, 0, 0, 1e5, "10", FA(restart_minutes), NULL, "time to restart the job after a failure (minutes)"},
+	{"failures", "spare_nodes", CFG_INT, 0, 0, 0, 1e5, "0", FA(spare_nodes), NULL, "hot spare nodes that replace failed ones"},
+	{"failures", "trials", CFG_INT, 0, 0, 1, 1e7, "1000", FA(trials), NULL, "Monte Carlo trials"},
+	{"failures", "seed", CFG_INT, 0, 0, 0, 4e9, "1", FA(seed), NULL, "random seed"},
+
+	{"checkpoint", "interval_minutes", CFG_NUM, 0, CFG_AUTO, 0.01, 1e7, "auto", CK(interval_minutes), NULL, "minutes between checkpoints, or auto = the interval that minimises wall time"},
+	{"checkpoint", "mode", CFG_ENUM, 0, 0, 0, 0, "async", CK(mode), modes, "sync: training waits for the write; async: only for the copy to host"},
+	{"checkpoint", "state_dict", CFG_ENUM, 0, 0, 0, 0, "sharded", CK(state_dict), states, "sharded: every rank writes its shard; full: gathered on rank 0"},
+	{"checkpoint", "storage_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "100GB/s", CK(storage_bandwidth), NULL, "aggregate write/read bandwidth of the checkpoint storage"},
+
+	{"job", "train_tokens", CFG_NUM, 0, 0, 1, 1e18, NULL, J(train_tokens), NULL, "tokens to train on (one of train_tokens, steps, wall_days)"},
+	{"job", "steps", CFG_INT, 0, 0, 1, 1e12, NULL, J(steps), NULL, "optimizer steps to run"},
+	{"job", "wall_days", CFG_NUM, 0, 0, 0.001, 1e5, NULL, J(wall_days), NULL, "a fixed calendar window to simulate (days)"},
+};
+#undef M
+#undef C
+#undef T
+#undef FA
+#undef CK
+#undef J
+
+#define NKEYS (sizeof keys / sizeof keys[0])
+_Static_assert(NKEYS <= SCN_MAX_KEYS, "raise SCN_MAX_KEYS");
+
+static const struct cfg_table table = {keys, NKEYS};
+
+const struct cfg_table *scenario_keys(void)
+{
+	return &table;
+}
+
+const char *scenario_strategy_name(int strategy)
+{
+	return strategies[strategy];
+}
+
+const char *scenario_precision_name(int precision)
+{
+	return precisions[precision];
+}
+
+const char *scenario_enum_name(const char *section, const char *key, int value)
+{
+	int i = cfg_index(&table, section, key);
+	return i < 0 || !keys[i].choices ? "?" : keys[i].choices[value];
+}
+
+int scenario_act_bytes(const struct scenario *s)
+{
+	return s->s.training.precision == PREC_FP16 || s->s.training.precision == PREC_BF16 ? 2 : 4;
+}
+
+static uint64_t fnv1a(uint64_t h, const char *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static int line_of(const struct scenario *s, const char *section, const char *key)
+{
+	return s->line[cfg_index(&table, section, key)];
+}
+
+static int section_set(const struct scenario *s, const char *section)
+{
+	size_t i;
+
+	for (i = 0; i < NKEYS; i++)
+		if (strcmp(keys[i].section, section) == 0 && s->line[i] != 0)
+			return 1;
+	return 0;
+}
+
+/* An error about key (section, key), located where it was set. */
+__attribute__((format(printf, 5, 6)))
+static int bad(const struct scenario *s, struct err *e, const char *section, const char *key,
+	       const char *fmt, ...)
+{
+	int line = line_of(s, section, key);
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return err_set(e, ERR_INPUT, line < 0 ? "--set" : s->file, line < 0 ? 0 : line,
+		       "[%s] %s: %s", section, key, msg);
+}
+
+static int check_training(struct scenario *s, struct err *e)
+{
+	const struct scn_training *t = &s->s.training;
+	const struct model *m = &s->model;
+	char d[256];
+
+	if (t->strategy == STRAT_SINGLE && s->world != 1) {
+		snprintf(d, sizeof d, "%lld", (long long)s->world);
+		return bad(s, e, "training", "strategy", "single needs exactly one GPU (nodes x gpus_per_node = %s)", d);
+	}
+	if (t->strategy == STRAT_DP && s->s.cluster.nodes != 1)
+		return bad(s, e, "training", "strategy", "%s", "dp (nn.DataParallel) is one process on one node; use ddp across nodes");
+	if (s->world % t->tensor_parallel) {
+		snprintf(d, sizeof d, "%lld GPUs", (long long)s->world);
+		return bad(s, e, "training", "tensor_parallel", "must divide the %s of the cluster", d);
+	}
+	if (m->heads % t->tensor_parallel || m->kv_heads % t->tensor_parallel || m->ffn % t->tensor_parallel) {
+		snprintf(d, sizeof d, "heads %lld, kv_heads %lld and ffn %lld", (long long)m->heads,
+			 (long long)m->kv_heads, (long long)m->ffn);
+		return bad(s, e, "training", "tensor_parallel", "must divide the model's %s", d);
+	}
+	if (t->tensor_parallel > 1 && (t->strategy == STRAT_DP || t->strategy == STRAT_SINGLE))
+		return bad(s, e, "training", "tensor_parallel", "%s", "needs a distributed strategy (ddp, zero*, fsdp)");
+	if (t->offload != OFFLOAD_NONE && t->strategy < STRAT_ZERO1)
+		return bad(s, e, "training", "offload", "%s", "CPU offload needs strategy zero1, zero2, zero3 or fsdp");
+	if (t->offload == OFFLOAD_OPTIMIZER_AND_PARAMS && (t->strategy == STRAT_ZERO1 || t->strategy == STRAT_ZERO2))
+		return bad(s, e, "training", "offload", "%s", "parameter offload needs zero3 or fsdp (ZeRO-Offload of stages 1-2 moves only the optimizer)");
+	if (t->offload == OFFLOAD_OPTIMIZER && t->strategy == STRAT_FSDP)
+		return bad(s, e, "training", "offload", "%s", "FSDP's CPUOffload moves parameters, gradients and optimizer together; use optimizer_and_params");
+	if (s->gpu.peak[t->precision] <= 0) {
+		snprintf(d, sizeof d, "%s has no %s support (peak_%s = 0 in its catalog entry)", s->gpu.name,
+			 precisions[t->precision], precisions[t->precision]);
+		return bad(s, e, "training", "precision", "%s", d);
+	}
+	return 0;
+}
+
+static int check_job(struct scenario *s, struct err *e)
+{
+	const struct scn_job *j = &s->s.job;
+	int n = (j->train_tokens > 0) + (j->steps > 0) + (j->wall_days > 0);
+
+	if (n > 1)
+		return err_set(e, ERR_INPUT, s->file, line_of(s, "job", j->steps > 0 ? "steps" : "wall_days"),
+			       "[job]: give one of train_tokens, steps or wall_days, not %d of them", n);
+	if (s->has_job && n == 0)
+		return err_set(e, ERR_INPUT, s->file, 0, "[job]: give one of train_tokens, steps or wall_days");
+	return 0;
+}
+
+/* Resolves catalog names and derived values after the settings are complete. */
+static int resolve(struct scenario *s, struct err *e)
+{
+	struct scn_settings *st = &s->s;
+	int rc;
+	char d[256];
+
+	rc = model_load(st->model.name, &s->model, s->file, line_of(s, "model", "name"), e);
+	if (!rc)
+		rc = hw_gpu_load(st->cluster.gpu, &s->gpu, s->file, line_of(s, "cluster", "gpu"), "gpu", e);
+	if (!rc)
+		rc = hw_link_load(st->cluster.intra_node, &s->intra, s->file,
+				  line_of(s, "cluster", "intra_node"), "intra_node", e);
+	if (!rc)
+		rc = hw_link_load(st->cluster.inter_node, &s->inter, s->file,
+				  line_of(s, "cluster", "inter_node"), "inter_node", e);
+	if (rc)
+		return rc;
+	if (s->intra.kind != LINK_INTRA)
+		return bad(s, e, "cluster", "intra_node", "%s is a link between nodes; expected an intra-node link (pcie*, nvlink*, shm)", s->intra.name);
+	if (s->inter.kind != LINK_INTER)
+		return bad(s, e, "cluster", "inter_node", "%s is a link inside a node; expected ib-*, roce-* or eth-*", s->inter.name);
+
+	s->seq_len = st->model.seq_len;
+	s->target_len = s->model.family == FAM_ENCODER_DECODER && st->model.target_len > 0
+		? st->model.target_len : s->seq_len;
+	if (st->model.target_len > 0 && s->model.family != FAM_ENCODER_DECODER)
+		return bad(s, e, "model", "target_len", "%s", "applies to encoder-decoder models only");
+	if (s->model.positions == POS_LEARNED &&
+	    (s->seq_len > s->model.max_positions || s->target_len > s->model.max_positions)) {
+		snprintf(d, sizeof d, "exceeds the model's %lld learned positions", (long long)s->model.max_positions);
+		return bad(s, e, "model", "seq_len", "%s", d);
+	}
+	s->dropout = st->model.dropout < 0 ? s->model.dropout : st->model.dropout;
+	s->capacity = st->cluster.gpu_memory > 0 ? st->cluster.gpu_memory : s->gpu.memory;
+	if (s->capacity <= 0)
+		return bad(s, e, "cluster", "gpu_memory", "%s", "the device has no fixed capacity (gpu = cpu): set gpu_memory, e.g. 64MiB");
+	s->world = st->cluster.nodes * st->cluster.gpus_per_node;
+	rc = check_training(s, e);
+	if (!rc)
+		s->dp = s->world / st->training.tensor_parallel;
+	if (!rc)
+		rc = check_job(s, e);
+	return rc;
+}
+
+static void rehash(struct scenario *s, const char *extra)
+{
+	if (extra) {
+		s->hash = fnv1a(s->hash, "\n--set ", 7);
+		s->hash = fnv1a(s->hash, extra, strlen(extra));
+	}
+}
+
+int scenario_load(struct scenario *s, const char *path, const char *const *sets, int nset,
+		  struct err *e)
+{
+	struct cfg_origin origin = {s->line, NULL};
+	int rc, i;
+
+	memset(s, 0, sizeof *s);
+	snprintf(s->file, sizeof s->file, "%s", path);
+	rc = cfg_read_file(path, &s->text, &s->text_len, e);
+	if (rc)
+		return rc;
+	s->hash = fnv1a(1469598103934665603ull, s->text, s->text_len);
+	rc = cfg_defaults(&table, &s->s, e);
+	if (!rc)
+		rc = cfg_parse(&table, &s->s, &origin, s->file, s->text, s->text_len, e);
+	for (i = 0; !rc && i < nset; i++) {
+		rc = cfg_set(&table, &s->s, &origin, sets[i], e);
+		rehash(s, sets[i]);
+	}
+	if (!rc)
+		rc = cfg_check_required(&table, &origin, s->file, e);
+	if (rc)
+		return rc;
+	s->has_failures = section_set(s, "failures");
+	s->has_checkpoint = section_set(s, "checkpoint");
+	s->has_job = section_set(s, "job");
+	return resolve(s, e);
+}
+
+int scenario_set(struct scenario *s, const char *assignment, struct err *e)
+{
+	struct cfg_origin origin = {s->line, s->file};
+	int rc = cfg_set(&table, &s->s, &origin, assignment, e);
+
+	if (rc)
+		return rc;
+	rehash(s, assignment);
+	return resolve(s, e);
+}
+
+void scenario_free(struct scenario *s)
+{
+	free(s->text);
+	s->text = NULL;
+}

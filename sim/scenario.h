@@ -1,0 +1,145 @@
+/*
+ * scenario.h — a training scenario: model, cluster, training, failures,
+ * checkpoint and job, loaded from INI and resolved against the catalogs.
+ *
+ * The keys are DESIGN.md's contract; scenario.c's table is the single place
+ * they are defined (type, unit, range, default, help) and `simulate --keys`
+ * prints it for the README.
+ */
+#ifndef SHARDCAST_SCENARIO_H
+#define SHARDCAST_SCENARIO_H
+
+#include <stdint.h>
+
+#include "cfg.h"
+#include "err.h"
+#include "hw.h"
+#include "model.h"
+
+enum strategy { STRAT_SINGLE, STRAT_DP, STRAT_DDP, STRAT_ZERO1, STRAT_ZERO2, STRAT_ZERO3, STRAT_FSDP };
+enum fsdp_sharding { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE, SHARD_HYBRID, SHARD_HYBRID_ZERO2 };
+enum fsdp_wrap { WRAP_TRANSFORMER, WRAP_SIZE, WRAP_NONE };
+enum fsdp_prefetch { PREFETCH_BACKWARD_PRE, PREFETCH_BACKWARD_POST, PREFETCH_NONE };
+enum offload { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER_AND_PARAMS };
+enum optimizer { OPT_SGD, OPT_SGD_MOMENTUM, OPT_ADAM, OPT_ADAMW };
+enum recompute { RECOMPUTE_NONE, RECOMPUTE_FULL, RECOMPUTE_SELECTIVE };
+enum framework { FW_PYTORCH, FW_DEEPSPEED, FW_SHARDCAST };
+enum ckpt_mode { CKPT_SYNC, CKPT_ASYNC };
+enum ckpt_state { CKPT_SHARDED, CKPT_FULL };
+
+struct scn_model {
+	char name[CFG_STR_MAX];   /* catalog name or path */
+	int64_t seq_len;          /* tokens per sample (encoder input) */
+	int64_t target_len;       /* decoder tokens (encoder-decoder); -1 = seq_len */
+	double dropout;           /* -1 = the model file's rate */
+};
+
+struct scn_cluster {
+	char gpu[CFG_STR_MAX];
+	double gpu_memory;        /* bytes; -1 = the device's capacity */
+	int64_t nodes, gpus_per_node;
+	char intra_node[CFG_STR_MAX], inter_node[CFG_STR_MAX];
+	int64_t nics_per_node;
+};
+
+struct scn_training {
+	int strategy;             /* enum strategy */
+	int fsdp_sharding;        /* enum fsdp_sharding */
+	int fsdp_wrap;            /* enum fsdp_wrap */
+	double fsdp_min_num_params;
+	int fsdp_backward_prefetch; /* enum fsdp_prefetch */
+	int fsdp_forward_prefetch;
+	int fsdp_limit_all_gathers;
+	int offload;              /* enum offload */
+	int precision;            /* PREC_* */
+	int optimizer;            /* enum optimizer */
+	int64_t micro_batch;      /* -1 = auto (largest that fits) */
+	int64_t grad_accum;
+	int recompute;            /* activation_checkpointing: enum recompute */
+	int64_t tensor_parallel;
+	double ddp_bucket_mb;     /* MiB, as torch's bucket_cap_mb */
+	int ddp_gradient_as_bucket_view;
+	double zero_reduce_bucket_size;     /* elements (DeepSpeed reduce_bucket_size) */
+	double zero_allgather_bucket_size;  /* elements */
+	double zero_prefetch_bucket_size;   /* elements (stage3_prefetch_bucket_size) */
+	double zero_max_live_parameters;    /* elements (stage3_max_live_parameters) */
+	double zero_param_persistence_threshold; /* elements */
+	int framework;            /* enum framework */
+};
+
+struct scn_failures {
+	char catalog[CFG_STR_MAX];
+	double restart_minutes;
+	int64_t spare_nodes;
+	int64_t trials;
+	int64_t seed;
+};
+
+struct scn_checkpoint {
+	double interval_minutes;  /* -1 = auto */
+	int mode;                 /* enum ckpt_mode */
+	int state_dict;           /* enum ckpt_state */
+	double storage_bandwidth; /* bytes/s, aggregate */
+};
+
+struct scn_job {
+	double train_tokens;      /* 0 = not set */
+	int64_t steps;            /* 0 = not set */
+	double wall_days;         /* 0 = not set */
+};
+
+/* The raw settings, exactly as the table fills them. */
+struct scn_settings {
+	struct scn_model model;
+	struct scn_cluster cluster;
+	struct scn_training training;
+	struct scn_failures failures;
+	struct scn_checkpoint checkpoint;
+	struct scn_job job;
+};
+
+#define SCN_MAX_KEYS 64
+
+struct scenario {
+	char file[CFG_STR_MAX];   /* the scenario's path as given */
+	char *text;               /* the file's text (owned) */
+	size_t text_len;
+	uint64_t hash;            /* FNV-1a 64 of text plus the --set overrides */
+	struct scn_settings s;
+	int line[SCN_MAX_KEYS];   /* where each key was set: line, 0 default, -1 --set */
+	int has_failures, has_checkpoint, has_job;
+
+	/* resolved */
+	struct model model;
+	struct gpu gpu;
+	struct link intra, inter;
+	int64_t seq_len, target_len; /* target_len = seq_len unless encoder-decoder */
+	double dropout;           /* effective dropout probability */
+	double capacity;          /* bytes per GPU: gpu_memory or the device's */
+	int64_t world;            /* nodes * gpus_per_node */
+	int64_t dp;               /* data-parallel degree: world / tensor_parallel */
+};
+
+/* Loads path, applies the nset overrides ("section.key=value"), validates and
+ * resolves the catalog entries. On error fills e (file:line, key, expectation)
+ * and returns ERR_INPUT or ERR_SYSTEM; s is then to be freed with scenario_free. */
+int scenario_load(struct scenario *s, const char *path, const char *const *sets, int nset,
+		  struct err *e);
+
+/* Applies one more override to an already loaded scenario and re-resolves it. */
+int scenario_set(struct scenario *s, const char *assignment, struct err *e);
+
+void scenario_free(struct scenario *s);
+
+/* The key table (for --keys and tests). */
+const struct cfg_table *scenario_keys(void);
+
+/* Names of enum values, for reports. */
+const char *scenario_strategy_name(int strategy);
+const char *scenario_precision_name(int precision);
+const char *scenario_enum_name(const char *section, const char *key, int value);
+
+/* Bytes per element of the compute dtype (2 for fp16/bf16, 4 for fp32/tf32). */
+int scenario_act_bytes(const struct scenario *s);
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * simulate_main.c — `simulate SCENARIO.ini`: predict memory, max batch, step
+ * time and (with [failures]) the job's wall time for one scenario.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "predict.h"
+#include "report.h"
+#include "scenario.h"
+#include "store.h"
+
+#define MAX_SETS 64
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: simulate SCENARIO.ini [options]\n"
+		"\n"
+		"Predicts, for the scenario's model, cluster and training settings: memory per GPU\n"
+		"and its breakdown, the largest micro-batch that fits, step time, throughput and\n"
+		"MFU, and with a [failures] section the job's wall time and goodput.\n"
+		"\n"
+		"options:\n"
+		"  --json                 print the JSON object of DESIGN.md's contract instead of the report\n"
+		"  --set SECTION.KEY=VAL  override a scenario key (repeatable), e.g. --set training.strategy=fsdp\n"
+		"  --db FILE              record the run (scenario, outputs) in this SQLite database\n"
+		"  --trace FILE           write a Chrome/Perfetto trace of the simulated step\n"
+		"  --memory-timeline FILE write the memory timeline of the most loaded GPU as CSV\n"
+		"  --keys                 print the reference of every scenario key (Markdown) and exit\n"
+		"  --version              print the version and exit\n"
+		"  -h, --help             this help\n"
+		"\n"
+		"exit status: 0 success, 2 bad input (the message names file:line and the key), 1 internal error\n");
+}
+
+struct opts {
+	const char *scenario, *db, *trace, *timeline;
+	const char *sets[MAX_SETS];
+	int nset, json;
+};
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	static const struct option longs[] = {
+		{"json", no_argument, NULL, 'j'}, {"set", required_argument, NULL, 's'},
+		{"db", required_argument, NULL, 'd'}, {"trace", required_argument, NULL, 't'},
+		{"memory-timeline", required_argument, NULL, 'm'}, {"keys", no_argument, NULL, 'k'},
+		{"version", no_argument, NULL, 'V'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+		switch (c) {
+		case 'j': o->json = 1; break;
+		case 's':
+			if (o->nset == MAX_SETS) {
+				fprintf(stderr, "simulate: at most %d --set options\n", MAX_SETS);
+				return 2;
+			}
+			o->sets[o->nset++] = optarg;
+			break;
+		case 'd': o->db = optarg; break;
+		case 't': o->trace = optarg; break;
+		case 'm': o->timeline = optarg; break;
+		case 'k':
+			printf("### Scenario keys\n\n");
+			cfg_write_reference(scenario_keys(), stdout);
+			return -1;
+		case 'V': printf("shardcast simulate %s\n", store_version()); return -1;
+		case 'h': usage(stdout); return -1;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "simulate: expected one scenario file%s\n\n",
+			optind < argc - 1 ? ", got several" : "");
+		usage(stderr);
+		return 2;
+	}
+	o->scenario = argv[optind];
+	return 0;
+}
+
+static int record(const struct opts *o, const struct scenario *s, const char *json, struct err *e)
+{
+	struct store st;
+	struct store_run r = {0};
+	char overrides[MAX_SETS * 128] = "";
+	size_t used = 0;
+	int i, rc;
+
+	for (i = 0; i < o->nset && used < sizeof overrides; i++)
+		used += (size_t)snprintf(overrides + used, sizeof overrides - used, "%s\n", o->sets[i]);
+	r.command = "simulate";
+	r.scenario_path = s->file;
+	r.scenario_text = s->text;
+	r.scenario_hash = s->hash;
+	r.overrides = o->nset ? overrides : NULL;
+	r.device = s->gpu.name;
+	r.predicted_json = json;
+	r.output_json = json;
+	rc = store_open(&st, o->db, e);
+	if (!rc)
+		rc = store_add_run(&st, &r, NULL, e);
+	store_close(&st);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {0};
+	struct scenario s;
+	struct prediction p;
+	struct err e = {0};
+	char *json = NULL;
+	int rc;
+
+	rc = parse_args(argc, argv, &o);
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	rc = scenario_load(&s, o.scenario, o.sets, o.nset, &e);
+	if (!rc)
+		rc = predict_run(&s, &p, &e);
+	if (!rc && (o.json || o.db)) {
+		json = report_json(&s, &p);
+		if (!json)
+			rc = err_set(&e, ERR_SYSTEM, NULL, 0, "out of memory writing JSON");
+	}
+	if (!rc && o.db)
+		rc = record(&o, &s, json, &e);
+	if (!rc) {
+		if (o.json)
+			printf("%s\n", json);
+		else
+			report_text(stdout, &s, &p);
+	}
+	if (rc)
+		fprintf(stderr, "simulate: error: %s\n", e.msg);
+	free(json);
+	scenario_free(&s);
+	return rc;
+}

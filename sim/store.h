@@ -1,0 +1,45 @@
+/*
+ * store.h — the SQLite results store (results/schema.sql).
+ *
+ * Opening applies the schema (versioned with PRAGMA user_version, migrated
+ * forward), sets WAL mode and a busy timeout so several processes can write at
+ * once. A run is written in one transaction: a killed writer leaves nothing.
+ */
+#ifndef SHARDCAST_STORE_H
+#define SHARDCAST_STORE_H
+
+#include <sqlite3.h>
+
+#include "err.h"
+
+#define STORE_SCHEMA_VERSION 1
+
+struct store {
+	sqlite3 *db;
+	char path[512];
+};
+
+/* A run to record: the JSON body's numbers are flattened into predictions
+ * (or measurements) as dotted keys. */
+struct store_run {
+	const char *command;
+	const char *scenario_path;
+	const char *scenario_text;
+	unsigned long long scenario_hash;
+	const char *overrides;   /* may be NULL */
+	const char *device;
+	const char *predicted_json;  /* may be NULL */
+	const char *measured_json;   /* may be NULL */
+	const char *output_json;     /* the whole output, may be NULL */
+};
+
+int store_open(struct store *st, const char *path, struct err *e);
+void store_close(struct store *st);
+
+/* Writes r in one transaction; *run_id gets the new row id. */
+int store_add_run(struct store *st, const struct store_run *r, long long *run_id, struct err *e);
+
+/* The version string of this build. */
+const char *store_version(void);
+
+#endif
