@@ -14,8 +14,11 @@ OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 WARN     := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
             -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wundef -Wvla
-CPPFLAGS += -Isim -I$(BUILD)/gen -MMD -MP
+CPPFLAGS += -Isim -Iruntime -I$(BUILD)/gen -MMD -MP
 LDLIBS   := -lcjson -lsqlite3 -lgsl -lgslcblas -linih -lm
+# MPI (Open MPI from Debian): flags from its compiler wrapper, used by runtime/ only
+MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
 BUILD    ?= build
 BIN      ?= bin
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -30,14 +33,21 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
                 sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c
 SIMULATE_SRCS := sim/simulate_main.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
-             tests/test_store.c
+             tests/test_store.c tests/test_runtime.c
+# the real runtime (host side and the cpu backend)
+RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
+               runtime/ckpt.c
+VALIDATE_SRCS := runtime/validate_main.c
+RT_MPI_TEST_SRCS := tests/rt_mpi_main.c
 
 SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 LIB := $(BUILD)/libshardcast.a
+RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o)
+RT_LIB := $(BUILD)/libshardcast_rt.a
 
 .PHONY: all test check bench run deps clean golden
-all: $(BIN)/simulate
+all: $(BIN)/simulate $(BIN)/validate
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -50,6 +60,22 @@ $(BUILD)/gen/schema_sql.h: results/schema.sql
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/  "/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
 $(BUILD)/sim/store.o: $(BUILD)/gen/schema_sql.h
 
+$(BUILD)/runtime/%.o: runtime/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(MPI_CFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
+
+$(RT_LIB): $(RT_LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN)/validate: $(BUILD)/runtime/validate_main.o $(RT_LIB) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) -lpthread
+
+$(BIN)/rt_mpi_test: $(BUILD)/tests/rt_mpi_main.o $(RT_LIB) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) -lpthread
+
 $(LIB): $(SIM_LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
@@ -58,9 +84,9 @@ $(BIN)/simulate: $(BUILD)/sim/simulate_main.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/unit_tests: $(TEST_OBJS) $(LIB)
+$(BIN)/unit_tests: $(TEST_OBJS) $(RT_LIB) $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS) $(MPI_LIBS) -lpthread
 
 # ---- user targets -----------------------------------------------------------
 deps:
@@ -76,13 +102,14 @@ deps:
 run: deps all
 	$(BIN)/simulate scenarios/default.ini
 
-test: deps all $(BIN)/unit_tests
+test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test
 	$(BIN)/unit_tests --jobs 2
 	tests/golden.sh $(BIN)
+	tests/mpi.sh $(BIN)
 
 check: deps
 	$(MAKE) BUILD=build-san BIN=bin-san CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" \
-	  bin-san/simulate bin-san/unit_tests
+	  bin-san/simulate bin-san/unit_tests bin-san/validate
 	ASAN_OPTIONS=detect_leaks=1 bin-san/unit_tests --jobs 1
 	tests/golden.sh bin-san
 
@@ -92,4 +119,5 @@ bench: deps all
 clean:
 	rm -rf build build-san bin bin-san
 
--include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d
+-include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d $(RT_LIB_OBJS:.o=.d) \
+  $(BUILD)/runtime/validate_main.d $(BUILD)/tests/rt_mpi_main.d

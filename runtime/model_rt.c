@@ -1,0 +1,655 @@
+/*
+ * model_rt.c — the decoder's micro-step over the model graph (see model_rt.h).
+ */
+#include "model_rt.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scenario.h"
+
+enum { MAXPROD = 4 };
+
+/* ---- layout ------------------------------------------------------------- */
+
+static int check_model(const struct model *m, struct err *e)
+{
+	if (m->family != FAM_DECODER || m->positions != POS_LEARNED || m->norm != NORM_LAYERNORM ||
+	    m->activation != ACT_GELU || m->kv_heads != m->heads || m->heads * m->head_dim != m->hidden ||
+	    !m->qkv_bias || !m->out_bias || !m->mlp_bias || m->lm_head_bias || !m->final_norm ||
+	    m->type_vocab || m->embed_norm || m->pooler)
+		return err_set(e, ERR_INPUT, NULL, 0,
+			       "model %s: the runtime implements GPT-2 style decoders (learned positions, "
+			       "LayerNorm, GELU, multi-head attention with heads x head_dim = hidden, all "
+			       "biases); Llama-style blocks are not implemented yet", m->name);
+	return 0;
+}
+
+static int add_param(struct rtm *r, int op, const char *what, size_t n, int kind)
+{
+	struct rt_param *p;
+	int u = r->g.ops[op].unit;
+
+	p = realloc(r->p, (size_t)(r->np + 1) * sizeof *p);
+	if (!p)
+		return -1;
+	r->p = p;
+	p = &r->p[r->np];
+	memset(p, 0, sizeof *p);
+	snprintf(p->name, sizeof p->name, "%s.%s", r->g.ops[op].name, what);
+	p->op = op;
+	p->unit = u;
+	p->off = r->unit_n[u];
+	p->n = n;
+	p->kind = kind;
+	r->unit_n[u] += n;
+	return r->np++;
+}
+
+static int layout(struct rtm *r, struct err *e)
+{
+	struct graph *g = &r->g;
+	int i, embed = -1;
+
+	r->nunits = g->nblocks + 1;
+	r->unit_n = calloc((size_t)r->nunits, sizeof *r->unit_n);
+	r->unit_goff = calloc((size_t)r->nunits, sizeof *r->unit_goff);
+	r->op_w = malloc((size_t)g->nops * sizeof *r->op_w);
+	r->op_b = malloc((size_t)g->nops * sizeof *r->op_b);
+	if (!r->unit_n || !r->unit_goff || !r->op_w || !r->op_b)
+		goto nomem;
+	for (i = 0; i < g->nops; i++) {
+		struct gop *o = &g->ops[i];
+		size_t C = (size_t)r->C;
+		r->op_w[i] = r->op_b[i] = -1;
+		switch (o->kind) {
+		case OP_EMBED:
+			r->op_w[i] = embed = add_param(r, i, "wte", (size_t)r->V * C, PK_EMBED);
+			break;
+		case OP_ADD:
+			if (o->params > 0)
+				r->op_w[i] = add_param(r, i, "wpe", (size_t)o->params, PK_EMBED);
+			break;
+		case OP_NORM:
+			r->op_w[i] = add_param(r, i, "weight", C, PK_NORM_W);
+			r->op_b[i] = add_param(r, i, "bias", C, PK_NORM_B);
+			break;
+		case OP_MATMUL:
+			if (o->params == 0) {  /* tied LM head: the token embedding */
+				r->op_w[i] = embed;
+				break;
+			}
+			r->op_w[i] = add_param(r, i, "weight", (size_t)(o->k * o->n), PK_MATRIX);
+			if (o->params > o->k * o->n)
+				r->op_b[i] = add_param(r, i, "bias", (size_t)o->n, PK_BIAS);
+			break;
+		case OP_ATTN_SCORE: case OP_SOFTMAX: case OP_ATTN_CTX: case OP_ACT: case OP_DROPOUT:
+		case OP_LOSS:
+			break;
+		default:
+			return err_set(e, ERR_INPUT, NULL, 0, "model %s: op %s (%s) is not implemented by the runtime",
+				       r->m.name, o->name, graph_kind_name(o->kind));
+		}
+		if ((r->op_w[i] < -1 || r->op_b[i] < -1) || (o->kind == OP_MATMUL && r->op_w[i] < 0))
+			goto nomem;
+	}
+	for (i = 1; i < r->nunits; i++)
+		r->unit_goff[i] = r->unit_goff[i - 1] + r->unit_n[i - 1];
+	r->nparams = r->unit_goff[r->nunits - 1] + r->unit_n[r->nunits - 1];
+	for (i = 0; i < r->np; i++)
+		r->p[i].goff = r->unit_goff[r->p[i].unit] + r->p[i].off;
+	if ((double)r->nparams != g->params_rank)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "runtime layout has %zu parameters, the graph %.0f",
+			       r->nparams, g->params_rank);
+	return 0;
+nomem:
+	return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory laying out parameters");
+}
+
+/* Does op k read or save tensor t? */
+static int uses(const struct gop *o, int t)
+{
+	int i;
+	for (i = 0; i < o->nin; i++)
+		if (o->in[i] == t)
+			return 1;
+	for (i = 0; i < o->nsaved; i++)
+		if (o->saved[i] == t)
+			return 1;
+	return 0;
+}
+
+static int saves(const struct gop *o, int t)
+{
+	int i;
+	for (i = 0; i < o->nsaved; i++)
+		if (o->saved[i] == t)
+			return 1;
+	return 0;
+}
+
+/* Full checkpointing: which tensors survive the forward, which ops rerun. */
+static int ckpt_plan(struct rtm *r)
+{
+	struct graph *g = &r->g;
+	int i, k, t, b;
+
+	r->block_of = malloc((size_t)g->nops * sizeof *r->block_of);
+	r->block_last = calloc((size_t)g->nblocks + 1, sizeof *r->block_last);
+	r->keep_ckpt = malloc((size_t)g->nt);
+	if (!r->block_of || !r->block_last || !r->keep_ckpt)
+		return -1;
+	for (i = 0; i < g->nops; i++) {
+		r->block_of[i] = g->ops[i].unit - 1;
+		if (r->block_of[i] >= 0)
+			r->block_last[r->block_of[i]] = i;
+	}
+	for (t = 0; t < g->nt; t++) {
+		int p = g->t[t].producer;
+		r->keep_ckpt[t] = 1;
+		if (p < 0 || (b = r->block_of[p]) < 0)
+			continue;
+		r->keep_ckpt[t] = (uint8_t)g->t[t].held;
+		for (k = 0; k < g->nops; k++)
+			if (r->block_of[k] != b && saves(&g->ops[k], t))
+				r->keep_ckpt[t] = 1;
+	}
+	return 0;
+}
+
+int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int recompute,
+	     struct backend *be, struct err *e)
+{
+	struct graph_opts o = {0};
+	int rc;
+
+	memset(r, 0, sizeof *r);
+	r->m = *m;
+	r->be = be;
+	rc = check_model(m, e);
+	if (rc)
+		return rc;
+	if (recompute == RECOMPUTE_SELECTIVE)
+		return err_set(e, ERR_INPUT, NULL, 0,
+			       "activation_checkpointing = selective is not implemented by the runtime; use none or full");
+	r->T = T;
+	r->C = (int)m->hidden;
+	r->NH = (int)m->heads;
+	r->V = (int)m->vocab;
+	r->F = (int)m->ffn;
+	r->recompute = recompute;
+	r->dropout = (float)dropout;
+	o.seq_len = T;
+	o.target_len = T;
+	o.dropout = dropout;
+	o.tp = 1;
+	o.flavor = GRAPH_SHARDCAST;
+	o.act_bytes = 4;
+	rc = graph_build(&r->g, m, &o, e);
+	if (!rc)
+		rc = layout(r, e);
+	if (!rc && ckpt_plan(r))
+		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
+	if (!rc) {
+		r->val = calloc((size_t)r->g.nt, sizeof *r->val);
+		r->grad = calloc((size_t)r->g.nt, sizeof *r->grad);
+		if (!r->val || !r->grad)
+			rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
+	}
+	if (rc)
+		rtm_free(r);
+	return rc;
+}
+
+void rtm_free(struct rtm *r)
+{
+	graph_free(&r->g);
+	free(r->unit_n);
+	free(r->unit_goff);
+	free(r->p);
+	free(r->op_w);
+	free(r->op_b);
+	free(r->val);
+	free(r->grad);
+	free(r->keep_ckpt);
+	free(r->block_of);
+	free(r->block_last);
+	memset(r, 0, sizeof *r);
+}
+
+/* ---- initial values and data -------------------------------------------- */
+
+static uint64_t mix64(uint64_t x)
+{
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* element i of splitmix64 seeded with seed: mix(seed + (i+1) * golden) */
+static uint64_t stream(uint64_t seed, uint64_t i)
+{
+	return mix64(seed + (i + 1) * 0x9e3779b97f4a7c15ull);
+}
+
+float rtm_init_value(uint64_t seed, size_t i, int kind)
+{
+	double u = (double)(stream(seed, i) >> 11) * 0x1p-53 * 2.0 - 1.0;  /* U[-1, 1) */
+
+	switch (kind) {
+	case PK_MATRIX: return (float)(0.08 * u);
+	case PK_EMBED:  return (float)(0.1 * u);
+	case PK_BIAS:   return (float)(0.02 * u);
+	case PK_NORM_W: return (float)(1.0 + 0.1 * u);
+	default:        return (float)(0.02 * u);  /* PK_NORM_B */
+	}
+}
+
+void rtm_init_unit(const struct rtm *r, uint64_t seed, int u, size_t from, float *dst, size_t n)
+{
+	size_t j = 0;
+	int p;
+
+	for (p = 0; p < r->np && j < n; p++) {
+		const struct rt_param *q = &r->p[p];
+		size_t a, b;
+		if (q->unit != u || q->off + q->n <= from + j || q->off >= from + n)
+			continue;
+		a = from + j > q->off ? from + j : q->off;
+		b = from + n < q->off + q->n ? from + n : q->off + q->n;
+		for (; a < b; a++)
+			dst[a - from] = rtm_init_value(seed, q->goff + (a - q->off), q->kind);
+		j = b - from;
+	}
+	/* padding past the unit's end */
+	if (from + n > r->unit_n[u]) {
+		size_t z = from > r->unit_n[u] ? from : r->unit_n[u];
+		memset(dst + (z - from), 0, (from + n - z) * sizeof *dst);
+	}
+}
+
+void rtm_sample(const struct rtm *r, uint64_t seed, uint64_t sample, int32_t *ids)
+{
+	/* a learnable stream: a random start and stride, 1 token in 8 random */
+	uint64_t h = stream(seed ^ 0x5eed5eed5eedull, sample);
+	int32_t x = (int32_t)(h % (uint64_t)r->V), stride = (int32_t)(1 + (h >> 20) % 7);
+	int t;
+
+	for (t = 0; t <= r->T; t++) {
+		uint64_t n = stream(h, (uint64_t)t);
+		int32_t tok = (n & 7) == 0 ? (int32_t)((n >> 8) % (uint64_t)r->V) : x;
+		if (t < r->T)
+			ids[t] = tok;
+		if (t > 0)
+			ids[r->T + t - 1] = tok;
+		x = (tok + stride) % r->V;
+	}
+}
+
+/* ---- execution ---------------------------------------------------------- */
+
+size_t rtm_tensor_bytes(const struct rtm *r, int t, int B)
+{
+	return (size_t)B * (size_t)r->g.t[t].elems * (size_t)r->g.t[t].dsize;
+}
+
+static int talloc(struct rtm *r, void **slot, int t, struct err *e)
+{
+	return arena_alloc(r->ar, slot, rtm_tensor_bytes(r, t, r->B), r->g.t[t].name, e);
+}
+
+static void tfree(struct rtm *r, void **slot)
+{
+	arena_free(r->ar, *slot);
+	*slot = NULL;
+}
+
+static float *W(struct rtm *r, int param)
+{
+	const struct rt_param *p = &r->p[param];
+	return r->h.params(r->h.ctx, p->unit) + p->off;
+}
+
+static float *dW(struct rtm *r, int param)
+{
+	const struct rt_param *p;
+	if (param < 0)
+		return NULL;
+	p = &r->p[param];
+	return r->h.grads(r->h.ctx, p->unit) + p->off;
+}
+
+static float *F(struct rtm *r, int t)
+{
+	return t < 0 ? NULL : r->val[t];
+}
+
+/* tensors op i produces: its output, then what it creates for backward */
+static int produced(const struct rtm *r, int i, int *ts)
+{
+	int n = 0, t;
+
+	if (r->g.ops[i].out >= 0)
+		ts[n++] = r->g.ops[i].out;
+	for (t = r->g.ops[i].out + 1; t < r->g.nt && n < MAXPROD && r->g.t[t].producer == i; t++)
+		ts[n++] = t;
+	return n;
+}
+
+static int saved_tensor(const struct gop *o, int k)
+{
+	return k < o->nsaved ? o->saved[k] : -1;
+}
+
+static void forward_kernel(struct rtm *r, int i)
+{
+	struct backend *be = r->be;
+	const struct gop *o = &r->g.ops[i];
+	int B = r->B, T = r->T, C = r->C, N = B * T;
+	const int32_t *ids = r->val[r->g.input];
+	float *y = F(r, o->out), *x = F(r, o->in[0]);
+
+	switch (o->kind) {
+	case OP_EMBED:
+		be->embed_fwd(y, ids, W(r, r->op_w[i]), B, T, C);
+		break;
+	case OP_ADD:
+		if (o->nin == 1)
+			be->pos_fwd(y, x, W(r, r->op_w[i]), B, T, C);
+		else
+			be->add_fwd(y, x, F(r, o->in[1]), (size_t)N * C);
+		break;
+	case OP_NORM:
+		be->layernorm_fwd(y, F(r, o->out + 1), x, W(r, r->op_w[i]), W(r, r->op_b[i]), N, C);
+		break;
+	case OP_MATMUL:
+		be->matmul_fwd(y, x, W(r, r->op_w[i]), r->op_b[i] >= 0 ? W(r, r->op_b[i]) : NULL, N,
+			       (int)o->k, (int)o->n);
+		if (r->capture_logits && r->g.t[o->out].elems == (double)T * r->V && o->params == 0)
+			be->copy(r->capture_logits, y, (size_t)N * r->V * sizeof *y, COPY_D2H);
+		break;
+	case OP_ATTN_SCORE:
+		be->attn_score_fwd(y, x, B, T, C, r->NH);
+		break;
+	case OP_SOFTMAX:
+		be->softmax_fwd(y, x, B * r->NH * T, T);
+		break;
+	case OP_ATTN_CTX:
+		be->attn_ctx_fwd(y, x, F(r, o->in[1]), B, T, C, r->NH);
+		break;
+	case OP_ACT:
+		be->gelu_fwd(y, x, (size_t)B * (size_t)r->g.t[o->out].elems);
+		break;
+	case OP_DROPOUT:
+		be->dropout_fwd(y, r->val[o->out + 1], x, (size_t)B * (size_t)r->g.t[o->out].elems,
+				r->dropout, r->seed ^ (r->rng_step * 0x9e3779b97f4a7c15ull),
+				(uint64_t)i << 40);
+		break;
+	case OP_LOSS:
+		be->xent_fwd(y, &r->loss_sum, x, ids, B, T, r->V);
+		break;
+	}
+}
+
+/* runs op i forward: allocate, compute, free what is dead.
+ * mode 0: normal; 1: checkpointed forward; 2: recompute (last[] gives the
+ * last rerun reader of each tensor). */
+static int forward_op(struct rtm *r, int i, int ckpt, struct err *e)
+{
+	const struct gop *o = &r->g.ops[i];
+	int ts[MAXPROD], n = produced(r, i, ts), k, rc;
+
+	for (k = 0; k < n; k++) {
+		rc = talloc(r, &r->val[ts[k]], ts[k], e);
+		if (rc)
+			return rc;
+	}
+	forward_kernel(r, i);
+	/* free the inputs and products whose last reader this is */
+	for (k = 0; k < o->nin + n; k++) {
+		int t = k < o->nin ? o->in[k] : ts[k - o->nin];
+		const struct gtensor *g = &r->g.t[t];
+		int keep = g->first_saver >= 0 || g->held;
+		if (ckpt && !r->keep_ckpt[t])
+			keep = g->held;
+		if (g->last_fwd_use == i && !keep && r->val[t])
+			tfree(r, &r->val[t]);
+	}
+	return 0;
+}
+
+/* Reruns block b's forward for its backward (full checkpointing). */
+static int recompute_block(struct rtm *r, int b, struct err *e)
+{
+	struct graph *g = &r->g;
+	int first = g->block_first[b], last = r->block_last[b], i, k, j, rc;
+	uint8_t need[512];
+	int ts[MAXPROD];
+
+	if (last - first + 1 > (int)sizeof need)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "block of %d ops: too many to recompute", last - first + 1);
+	/* an op reruns when a later op of the block saves what it produces, or
+	 * reads it and reruns */
+	for (i = last; i >= first; i--) {
+		int n = produced(r, i, ts);
+		need[i - first] = 0;
+		for (k = 0; k < n && !need[i - first]; k++)
+			for (j = i; j <= last; j++)
+				if (saves(&g->ops[j], ts[k]) || (j > i && need[j - first] && uses(&g->ops[j], ts[k])))
+					need[i - first] = 1;
+	}
+	for (i = first; i <= last; i++) {
+		const struct gop *o = &g->ops[i];
+		int n;
+		if (!need[i - first])
+			continue;
+		n = produced(r, i, ts);
+		for (k = 0; k < n; k++) {
+			rc = talloc(r, &r->val[ts[k]], ts[k], e);
+			if (rc)
+				return rc;
+		}
+		forward_kernel(r, i);
+		/* free what no later rerun op reads and nothing saves */
+		for (k = 0; k < o->nin + n; k++) {
+			int t = k < o->nin ? o->in[k] : ts[k - o->nin], later = 0;
+			if (g->t[t].first_saver >= 0 || g->t[t].held || !r->val[t] ||
+			    g->t[t].producer < first)
+				continue;
+			for (j = i + 1; j <= last; j++)
+				if (need[j - first] && uses(&g->ops[j], t))
+					later = 1;
+			if (!later)
+				tfree(r, &r->val[t]);
+		}
+	}
+	return 0;
+}
+
+static int need_grad(struct rtm *r, int t, struct err *e)
+{
+	int rc;
+
+	if (t == r->g.input || r->grad[t])
+		return 0;
+	rc = talloc(r, &r->grad[t], t, e);
+	if (!rc)
+		r->be->zero(r->grad[t], rtm_tensor_bytes(r, t, r->B));
+	return rc;
+}
+
+static void backward_kernel(struct rtm *r, int i)
+{
+	struct backend *be = r->be;
+	const struct gop *o = &r->g.ops[i];
+	int B = r->B, T = r->T, C = r->C, N = B * T;
+	const int32_t *ids = r->val[r->g.input];
+	float *dy = o->out >= 0 ? r->grad[o->out] : NULL;
+	float *dx = r->grad[o->in[0]];
+
+	switch (o->kind) {
+	case OP_EMBED:
+		be->embed_bwd(dW(r, r->op_w[i]), dy, ids, B, T, C);
+		break;
+	case OP_ADD:
+		if (o->nin == 1)
+			be->pos_bwd(dx, dW(r, r->op_w[i]), dy, B, T, C);
+		else
+			be->add_bwd(dx, r->grad[o->in[1]], dy, (size_t)N * C);
+		break;
+	case OP_NORM:
+		be->layernorm_bwd(dx, dW(r, r->op_w[i]), dW(r, r->op_b[i]), dy, F(r, o->in[0]),
+				  F(r, saved_tensor(o, 1)), W(r, r->op_w[i]), N, C);
+		break;
+	case OP_MATMUL:
+		be->matmul_bwd(dx, dW(r, r->op_w[i]), dW(r, r->op_b[i]), dy, F(r, o->in[0]),
+			       W(r, r->op_w[i]), N, (int)o->k, (int)o->n);
+		break;
+	case OP_ATTN_SCORE:
+		be->attn_score_bwd(dx, dy, F(r, o->in[0]), B, T, C, r->NH);
+		break;
+	case OP_SOFTMAX:
+		be->softmax_bwd(dx, dy, F(r, o->out), B * r->NH * T, T);
+		break;
+	case OP_ATTN_CTX:
+		be->attn_ctx_bwd(dx, r->grad[o->in[1]], dy, F(r, o->in[0]), F(r, o->in[1]), B, T, C, r->NH);
+		break;
+	case OP_ACT:
+		be->gelu_bwd(dx, dy, F(r, o->in[0]), (size_t)B * (size_t)r->g.t[o->out].elems);
+		break;
+	case OP_DROPOUT:
+		be->dropout_bwd(dx, dy, r->val[o->out + 1], (size_t)B * (size_t)r->g.t[o->out].elems,
+				r->dropout);
+		break;
+	case OP_LOSS:
+		be->xent_bwd(dx, F(r, o->out), ids, B, T, r->V, r->loss_scale);
+		break;
+	}
+}
+
+static int backward_op(struct rtm *r, int i, struct err *e)
+{
+	const struct gop *o = &r->g.ops[i];
+	int k, t, rc;
+
+	for (k = 0; k < o->nin; k++) {
+		rc = need_grad(r, o->in[k], e);
+		if (rc)
+			return rc;
+	}
+	backward_kernel(r, i);
+	if (o->out >= 0 && r->grad[o->out])
+		tfree(r, &r->grad[o->out]);
+	for (t = 0; t < r->g.nt; t++)
+		if (r->g.t[t].first_saver == i && r->val[t])
+			tfree(r, &r->val[t]);
+	if (r->h.grad_ready) {
+		if (r->op_w[i] >= 0 && r->p[r->op_w[i]].op == i && (rc = r->h.grad_ready(r->h.ctx, r->op_w[i], e)))
+			return rc;
+		if (r->op_b[i] >= 0 && (rc = r->h.grad_ready(r->h.ctx, r->op_b[i], e)))
+			return rc;
+	}
+	return 0;
+}
+
+static void free_all(struct rtm *r)
+{
+	int t;
+
+	for (t = 0; t < r->g.nt; t++) {
+		if (r->val[t])
+			tfree(r, &r->val[t]);
+		if (r->grad[t])
+			tfree(r, &r->grad[t]);
+	}
+}
+
+static int hook(int (*f)(void *, int, struct err *), void *ctx, int unit, struct err *e)
+{
+	return f ? f(ctx, unit, e) : 0;
+}
+
+static int forward(struct rtm *r, int ckpt, struct err *e)
+{
+	int i, cur = 0, rc;
+
+	rc = hook(r->h.fwd_enter, r->h.ctx, 0, e);
+	for (i = 0; !rc && i < r->g.nops; i++) {
+		int u = r->g.ops[i].unit;
+		if (u != cur) {
+			if (cur > 0)
+				rc = hook(r->h.fwd_exit, r->h.ctx, cur, e);
+			if (!rc && u > 0)
+				rc = hook(r->h.fwd_enter, r->h.ctx, u, e);
+			cur = u;
+		}
+		if (!rc)
+			rc = forward_op(r, i, ckpt && r->block_of[i] >= 0, e);
+	}
+	if (!rc && cur > 0)
+		rc = hook(r->h.fwd_exit, r->h.ctx, cur, e);
+	if (!rc)
+		rc = hook(r->h.fwd_exit, r->h.ctx, 0, e);
+	return rc;
+}
+
+static int backward(struct rtm *r, struct err *e)
+{
+	int i, cur = 0, rc;
+
+	rc = hook(r->h.bwd_enter, r->h.ctx, 0, e);
+	for (i = r->g.nops - 1; !rc && i >= 0; i--) {
+		int u = r->g.ops[i].unit;
+		if (u != cur) {
+			if (cur > 0)
+				rc = hook(r->h.bwd_exit, r->h.ctx, cur, e);
+			if (!rc && u > 0)
+				rc = hook(r->h.bwd_enter, r->h.ctx, u, e);
+			if (!rc && u > 0 && r->recompute == RECOMPUTE_FULL)
+				rc = recompute_block(r, u - 1, e);
+			cur = u;
+		}
+		if (!rc)
+			rc = backward_op(r, i, e);
+	}
+	if (!rc && cur > 0)
+		rc = hook(r->h.bwd_exit, r->h.ctx, cur, e);
+	if (!rc)
+		rc = hook(r->h.bwd_exit, r->h.ctx, 0, e);
+	return rc;
+}
+
+static int load_ids(struct rtm *r, int B, const int32_t *ids_host, struct err *e)
+{
+	int rc;
+
+	r->B = B;
+	r->loss_sum = 0;
+	rc = talloc(r, &r->val[r->g.input], r->g.input, e);
+	if (!rc)
+		r->be->copy(r->val[r->g.input], ids_host, (size_t)B * 2 * r->T * sizeof *ids_host, COPY_H2D);
+	return rc;
+}
+
+int rtm_micro_step(struct rtm *r, int B, const int32_t *ids_host, struct err *e)
+{
+	int rc = load_ids(r, B, ids_host, e);
+
+	if (!rc)
+		rc = forward(r, r->recompute == RECOMPUTE_FULL, e);
+	if (!rc)
+		rc = backward(r, e);
+	free_all(r);
+	return rc;
+}
+
+int rtm_forward_only(struct rtm *r, int B, const int32_t *ids_host, struct err *e)
+{
+	int rc = load_ids(r, B, ids_host, e);
+
+	if (!rc)
+		rc = forward(r, 0, e);
+	free_all(r);
+	return rc;
+}
