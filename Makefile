@@ -36,7 +36,7 @@ SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 LIB := $(BUILD)/libshardcast.a
 
-.PHONY: all test check bench run deps clean golden
+.PHONY: all test check bench run deps clean readme-keys
 all: $(BIN)/simulate
 
 $(BUILD)/%.o: %.c
@@ -88,6 +88,11 @@ check: deps
 
 bench: deps all
 	@echo "bench: (targets added by later work)"
+
+# regenerate README.md's key reference from the loader's table
+readme-keys: $(BIN)/simulate
+	@{ sed '/<!-- keys:begin -->/q' README.md; $(BIN)/simulate --keys; \
+	   sed -n '/<!-- keys:end -->/,$$p' README.md; } > README.md.new && mv README.md.new README.md
 
 clean:
 	rm -rf build build-san bin bin-san

@@ -71,6 +71,11 @@ done
 "$root/$bin/simulate" --help | grep -q "usage: simulate" && ok || bad "--help"
 "$root/$bin/simulate" --keys | grep -q '`strategy`' && ok || bad "--keys"
 
+# the README's key reference is the loader's table
+if diff <(sed -n '/<!-- keys:begin -->/,/<!-- keys:end -->/p' README.md | sed '1d;$d') \
+        <("$root/$bin/simulate" --keys) >"$tmp/keys.diff"; then ok
+else bad "README key reference differs from 'simulate --keys' (run: make readme-keys): $(head -c 400 "$tmp/keys.diff")"; fi
+
 # --db records a run, and identical runs repeat byte for byte
 db="$tmp/r.db"
 if "$root/$bin/simulate" scenarios/default.ini --db "$db" >/dev/null 2>"$tmp/err" &&
