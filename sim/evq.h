@@ -7,6 +7,10 @@
  * one array that grows by doubling only when full; pushing and popping never
  * allocate otherwise. No state outside struct evq: many queues can live in one
  * process (a sweep runs one simulation per configuration).
+ *
+ * Times must be finite and >= 0: the heap compares their IEEE-754 bit patterns
+ * as unsigned integers, which order exactly like the values for non-negative
+ * doubles, so a comparison is two integer compares without branches.
  */
 #ifndef SHARDCAST_EVQ_H
 #define SHARDCAST_EVQ_H
@@ -21,8 +25,14 @@ struct evq_event {
 	uint32_t id;      /* the caller's object (task, flow, ...) */
 };
 
+struct evq_node {
+	uint64_t t;       /* bits of the time (s) */
+	uint64_t seq;
+	uint32_t kind, id;
+};
+
 struct evq {
-	struct evq_event *h;  /* (cap) heap array, h[0] the earliest */
+	struct evq_node *h;   /* (cap) heap array, h[0] the earliest */
 	size_t n, cap;
 	uint64_t seq;         /* next insertion count */
 };
@@ -33,7 +43,8 @@ int evq_create(struct evq *q, size_t cap);
 /* Empties the queue (keeps its memory) and restarts the insertion count. */
 void evq_clear(struct evq *q);
 
-/* Inserts an event. Returns 0, or -1 when the array had to grow and could not. */
+/* Inserts an event. Returns 0, or -1 when time is negative or not finite, or
+ * when the array had to grow and could not. */
 int evq_push(struct evq *q, double time, uint32_t kind, uint32_t id);
 
 /* Removes the earliest event into *ev. Returns 1, or 0 when the queue is empty. */
