@@ -39,6 +39,10 @@ Test(evq, ties_come_out_in_insertion_order)
 		cr_expect_eq(ev.id, expect[i], "pop %u gave %u", i, ev.id);
 	}
 	cr_expect_eq(evq_pop(&q, &ev), 0, "empty");
+	/* the integer comparison needs finite times >= 0 */
+	cr_expect_eq(evq_push(&q, -1.0, 0, 0), -1);
+	cr_expect_eq(evq_push(&q, INFINITY, 0, 0), -1);
+	cr_expect_eq(evq_push(&q, NAN, 0, 0), -1);
 	evq_delete(&q);
 }
 

@@ -84,6 +84,7 @@ Test(step, every_strategy_and_option_runs_with_exposed_at_most_total, .timeout =
 {
 	/* the memory issue's strategies and options, each on 2 nodes x 4 GPUs */
 	static const char *const cases[][4] = {
+		{"training.strategy=single", "cluster.nodes=1", "cluster.gpus_per_node=1"},
 		{"training.strategy=dp", "cluster.nodes=1"},
 		{"training.strategy=ddp"},
 		{"training.strategy=ddp", "training.grad_accum=3"},
