@@ -598,10 +598,18 @@ static void recompute(struct bld *b, int gu)
 	if (gu == 0 || f < 0 || b->recompute == RECOMPUTE_NONE)
 		return;
 	for (i = f; i <= l; i++) {
+		/* ZeRO-3's hooks fetch and release a module in the recomputed forward
+		 * too (FSDP's unit is already gathered by its pre-backward hook and
+		 * FSDP does not reshard in a backward-time forward) */
+		int u = b->is_zero3 ? b->ss->unit_of[i] : -1, k = -1;
 		if (b->recompute == RECOMPUTE_SELECTIVE && !b->g->ops[i].attn_core)
 			continue;
+		if (u >= 0)
+			pre_forward(b, u);
 		if (b->ss->tf[i] > 0)
-			kernel(b, b->ss->tf[i], b->disp_f, i, T_RECOMP);
+			k = kernel(b, b->ss->tf[i], b->disp_f, i, T_RECOMP);
+		if (u >= 0)
+			post_forward(b, u, k);
 		if (b->recompute == RECOMPUTE_FULL && tp_forward_allreduce(b, &b->g->ops[i]))
 			tp_allreduce(b, graph_tensor_bytes(b->g, b->g->ops[i].out) * b->B, last_on(b, b->gpu), i);
 	}
