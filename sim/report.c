@@ -47,7 +47,9 @@ static void text_step(FILE *f, const struct scenario *s, const struct prediction
 	fprintf(f, "\nStep (one optimizer step: %lld micro-step%s of %lld sample%s per GPU, global batch %lld)\n",
 		(long long)t->grad_accum, t->grad_accum > 1 ? "s" : "", (long long)t->micro_batch,
 		t->micro_batch > 1 ? "s" : "", (long long)t->global_batch);
-	if (t->batch_assumed)
+	if (t->batch_assumed && p->max_micro_batch == 0)
+		fprintf(f, "  (not even one sample fits in memory: simulated at micro-batch 1 for reference)\n");
+	else if (t->batch_assumed)
 		fprintf(f, "  (micro-batch 1 assumed: neither the scenario nor the memory model gave one)\n");
 	fprintf(f, "  time              %14s\n", fmt(b[0], 32, t->time, UNIT_TIME));
 	fprintf(f, "  compute           %14s (optimizer %s)\n", fmt(b[1], 32, t->compute, UNIT_TIME),

@@ -42,7 +42,7 @@
 
 enum tag {
 	T_DISPATCH, T_WAIT, T_FWD, T_BWD, T_RECOMP, T_OPT, T_AG, T_RS, T_AR, T_TP, T_BCAST,
-	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_COUNT
+	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_ISSUE_COLL, T_COUNT
 };
 
 struct step_unit {
@@ -158,7 +158,7 @@ static int collective(struct bld *b, int st, int op, const struct coll_group *g,
 		      int after, int label, int tag)
 {
 	struct coll_cost c;
-	int h = host_work(b, b->cpu, b->disp_c, label, T_DISPATCH), t;
+	int h = host_work(b, b->cpu, b->disp_c, tag, T_ISSUE_COLL), t;
 
 	coll_cost(op, b->algo, bytes, g, &c);
 	t = des_coll(b->d, st, &c, label, tag);
@@ -1078,9 +1078,10 @@ static const char *task_name(void *ctx, const struct des_task *t, char *buf, siz
 	const struct step_sim *ss = ctx;
 	const struct graph *g = ss->g;
 	const char *op = t->label >= 0 && t->label < g->nops ? g->ops[t->label].name : "";
-	static const char *const what[T_COUNT] = {"issue", "wait", "", "bwd ", "recompute ",
-		"optimizer step", "", "", "", "", "", "", "", "copy to GPU", "copy to host",
-		"optimizer step (host)"};
+	static const char *const what[T_COUNT] = {"issue ", "wait", "", "bwd ", "recompute ",
+		"optimizer step", "all-gather", "reduce-scatter", "all-reduce", "TP all-reduce",
+		"broadcast", "gather", "reduce", "copy to GPU", "copy to host",
+		"optimizer step (host)", "issue "};
 	char size[32];
 
 	if (t->coll >= 0) {
@@ -1092,7 +1093,10 @@ static const char *task_name(void *ctx, const struct des_task *t, char *buf, siz
 	}
 	switch (t->tag) {
 	case T_FWD: case T_BWD: case T_RECOMP: case T_DISPATCH:
-		snprintf(buf, n, "%s%s", what[t->tag], t->label >= 0 ? op : "optimizer");
+		snprintf(buf, n, "%s%s", what[t->tag], t->label >= 0 ? op : "optimizer step");
+		break;
+	case T_ISSUE_COLL:  /* label: the collective's tag */
+		snprintf(buf, n, "issue %s", t->label >= 0 && t->label < T_COUNT ? what[t->label] : "collective");
 		break;
 	default:
 		snprintf(buf, n, "%s", t->tag >= 0 && t->tag < T_COUNT ? what[t->tag] : "?");
