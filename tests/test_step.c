@@ -145,6 +145,40 @@ Test(step, repeated_runs_are_identical)
 	cr_expect_eq(memcmp(&a.r, &b.r, sizeof a.r), 0);
 }
 
+Test(step, a_reused_simulation_repeats_bit_for_bit)
+{
+	/* one struct step_sim reused across configurations (as a sweep does): A, then
+	 * B, then A again gives A's result exactly; no state leaks between runs */
+	const char *a[] = {"cluster.nodes=2", "cluster.gpus_per_node=8", "training.strategy=fsdp",
+		"training.precision=bf16", "training.micro_batch=2"};
+	const char *bset[] = {"model.name=llama-2-7b", "cluster.gpus_per_node=8", "training.strategy=ddp",
+		"training.tensor_parallel=2", "training.micro_batch=1"};
+	struct scenario sa, sb;
+	struct graph ga, gb;
+	struct graph_opts o;
+	struct step_sim ss;
+	struct step_result r1, r2, rb;
+	struct err e = {0};
+
+	cr_assert_eq(scenario_load(&sa, "tests/good/minimal.ini", a, 5, &e), 0, "%s", e.msg);
+	cr_assert_eq(scenario_load(&sb, "tests/good/minimal.ini", bset, 5, &e), 0, "%s", e.msg);
+	predict_graph_opts(&sa, &o);
+	cr_assert_eq(graph_build(&ga, &sa.model, &o, &e), 0, "%s", e.msg);
+	predict_graph_opts(&sb, &o);
+	cr_assert_eq(graph_build(&gb, &sb.model, &o, &e), 0, "%s", e.msg);
+	cr_assert_eq(step_sim_create(&ss), 0);
+	cr_assert_eq(step_simulate(&ss, &sa, &ga, 2, &r1, &e), 0, "%s", e.msg);
+	cr_assert_eq(step_simulate(&ss, &sb, &gb, 1, &rb, &e), 0, "%s", e.msg);
+	cr_assert_eq(step_simulate(&ss, &sa, &ga, 2, &r2, &e), 0, "%s", e.msg);
+	cr_expect_eq(memcmp(&r1, &r2, sizeof r1), 0);
+	cr_expect_neq(r1.time, rb.time);
+	step_sim_delete(&ss);
+	graph_free(&ga);
+	graph_free(&gb);
+	scenario_free(&sa);
+	scenario_free(&sb);
+}
+
 Test(step, ddp_with_one_giant_bucket_exposes_its_communication)
 {
 	/* one bucket holding every gradient is all-reduced after the last gradient
