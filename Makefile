@@ -27,10 +27,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # ---- sources ----------------------------------------------------------------
 SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
-                sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c
+                sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c \
+                sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c
 SIMULATE_SRCS := sim/simulate_main.c
+BENCH_STEP_SRCS := bench/bench_step.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
-             tests/test_store.c
+             tests/test_store.c tests/test_coll.c tests/test_step.c
 
 SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
@@ -55,6 +57,10 @@ $(LIB): $(SIM_LIB_OBJS)
 	ar rcs $@ $^
 
 $(BIN)/simulate: $(BUILD)/sim/simulate_main.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/bench_step: $(BENCH_STEP_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -86,8 +92,8 @@ check: deps
 	ASAN_OPTIONS=detect_leaks=1 bin-san/unit_tests --jobs 1
 	tests/golden.sh bin-san
 
-bench: deps all
-	@echo "bench: (targets added by later work)"
+bench: deps all $(BIN)/bench_step
+	$(BIN)/bench_step
 
 # regenerate README.md's key reference from the loader's table
 readme-keys: $(BIN)/simulate
@@ -97,4 +103,4 @@ readme-keys: $(BIN)/simulate
 clean:
 	rm -rf build build-san bin bin-san
 
--include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d
+-include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d $(BUILD)/bench/bench_step.d

@@ -26,6 +26,8 @@ static const char *const recomputes[] = {"none", "full", "selective", NULL};
 static const char *const frameworks[] = {"pytorch", "deepspeed", "shardcast", NULL};
 static const char *const modes[] = {"sync", "async", NULL};
 static const char *const states[] = {"sharded", "full", NULL};
+/* the order of enum coll_algo (coll.h) */
+static const char *const coll_algos[] = {"auto", "ring", "tree", "hierarchical", NULL};
 
 #define M(x) offsetof(struct scn_settings, model.x)
 #define C(x) offsetof(struct scn_settings, cluster.x)
@@ -46,6 +48,7 @@ static const struct cfg_key keys[] = {
 	{"cluster", "intra_node", CFG_STR, 0, 0, 0, 0, "nvlink3", C(intra_node), NULL, "models/hw/links.ini section (pcie3..5, nvlink2..4, shm), or a path"},
 	{"cluster", "inter_node", CFG_STR, 0, 0, 0, 0, "ib-hdr", C(inter_node), NULL, "models/hw/links.ini section (ib-*, roce-*, eth-*), or a path"},
 	{"cluster", "nics_per_node", CFG_INT, 0, 0, 1, 64, "1", C(nics_per_node), NULL, "network interfaces per node"},
+	{"cluster", "collective_algorithm", CFG_ENUM, 0, 0, 0, 0, "auto", C(coll_algo), coll_algos, "collective cost model: auto (NCCL's choice of ring/tree), ring, tree, hierarchical"},
 
 	{"training", "strategy", CFG_ENUM, 0, 0, 0, 0, "ddp", T(strategy), strategies, "parallelism strategy"},
 	{"training", "fsdp_sharding_strategy", CFG_ENUM, 0, 0, 0, 0, "full_shard", T(fsdp_sharding), shardings, "FSDP sharding strategy (hybrid: shard inside a node, replicate across)"},
@@ -231,6 +234,8 @@ static int resolve(struct scenario *s, struct err *e)
 	if (!rc)
 		rc = hw_link_load(st->cluster.inter_node, &s->inter, s->file,
 				  line_of(s, "cluster", "inter_node"), "inter_node", e);
+	if (!rc)
+		rc = compute_load(st->cluster.gpu, &s->eff, e);
 	if (rc)
 		return rc;
 	if (s->intra.kind != LINK_INTRA)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cfg.h"
+#include "compute.h"
 #include "err.h"
 #include "hw.h"
 #include "model.h"
@@ -40,6 +41,7 @@ struct scn_cluster {
 	int64_t nodes, gpus_per_node;
 	char intra_node[CFG_STR_MAX], inter_node[CFG_STR_MAX];
 	int64_t nics_per_node;
+	int coll_algo;            /* enum coll_algo (coll.h): collective_algorithm */
 };
 
 struct scn_training {
@@ -113,6 +115,7 @@ struct scenario {
 	struct model model;
 	struct gpu gpu;
 	struct link intra, inter;
+	struct compute_eff eff;   /* models/hw/efficiency.ini entry of the device */
 	int64_t seq_len, target_len; /* target_len = seq_len unless encoder-decoder */
 	double dropout;           /* effective dropout probability */
 	double capacity;          /* bytes per GPU: gpu_memory or the device's */

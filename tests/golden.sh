@@ -61,6 +61,19 @@ if out=$("$root/$bin/simulate" scenarios/default.ini --json 2>"$tmp/err"); then
 	else bad "json: contract keys missing: $out"; fi
 else bad "json: exit $? ($(cat "$tmp/err"))"; fi
 
+# the step object (DESIGN.md contract) and a Chrome/Perfetto trace of the step
+if out=$("$root/$bin/simulate" scenarios/default.ini --json --trace "$tmp/trace.json" 2>"$tmp/err"); then
+	if echo "$out" | jq -e '.step.time_s > 0 and .step.compute_s > 0 and (.step.comm_s >= 0)
+	    and (.step.exposed_comm_s <= .step.comm_s) and .step.tokens_per_s > 0
+	    and .step.samples_per_s > 0 and .step.mfu > 0 and .step.mfu < 1' >/dev/null; then ok
+	else bad "json: step object: $(echo "$out" | jq -c .step)"; fi
+	if jq -e '(.traceEvents | length) > 100 and all(.traceEvents[]; .ph == "M" or
+	    (.ph == "X" and (.ts >= 0) and (.dur > 0) and (.pid | type) == "number" and (.tid | type) == "number"
+	     and (.name | type) == "string"))' "$tmp/trace.json" >/dev/null; then ok
+	else bad "--trace: not a Chrome trace: $(head -c 300 "$tmp/trace.json")"; fi
+else bad "--trace: exit $? ($(cat "$tmp/err"))"; fi
+expect_error trace-unwritable "cannot write the trace" scenarios/default.ini --trace /nonexistent/dir/t.json
+
 # every shipped scenario runs
 for f in scenarios/*.ini; do
 	if "$root/$bin/simulate" "$f" >"$tmp/out" 2>"$tmp/err"; then ok
