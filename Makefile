@@ -15,7 +15,7 @@ CFLAGS   ?= $(OPT) -g
 WARN     := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
             -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wundef -Wvla
 CPPFLAGS += -Isim -I$(BUILD)/gen -MMD -MP
-LDLIBS   := -lcjson -lsqlite3 -lgsl -lgslcblas -linih -lm
+LDLIBS   := -lcjson -lyaml -lsqlite3 -lgsl -lgslcblas -linih -lm
 BUILD    ?= build
 BIN      ?= bin
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -27,7 +27,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # ---- sources ----------------------------------------------------------------
 SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
-                sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c
+                sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c \
+                sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c
 SIMULATE_SRCS := sim/simulate_main.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
              tests/test_store.c
