@@ -194,10 +194,19 @@ int imp_json_load(struct imp_json *j, const char *path, struct err *e)
 		return e->code;
 	j->root = cJSON_ParseWithLengthOpts(j->text, j->len, &end, 0);
 	if (!j->root) {
-		size_t pos = end && end >= j->text ? (size_t)(end - j->text) : 0;
+		size_t pos = end && end >= j->text ? (size_t)(end - j->text) : 0, i, n = 0;
+		char near[24];
+		for (i = pos; i < j->len && isspace((unsigned char)j->text[i]); i++)
+			;
+		if (i >= j->len)
+			return err_set(e, ERR_INPUT, path, line_at(j->text, pos),
+				       "not valid JSON: the file ends inside an object or list "
+				       "(a '}' or ']' missing?)");
+		for (; i < j->len && n < sizeof near - 1 && j->text[i] != '\n'; i++)
+			near[n++] = isprint((unsigned char)j->text[i]) ? j->text[i] : '?';
+		near[n] = '\0';
 		return err_set(e, ERR_INPUT, path, line_at(j->text, pos),
-			       "not valid JSON (cJSON stops at byte %zu: '%.20s')", pos,
-			       pos < j->len ? j->text + pos : "end of file");
+			       "not valid JSON near '%s'", near);
 	}
 	if (!cJSON_IsObject(j->root))
 		return err_set(e, ERR_INPUT, path, 1, "expected a JSON object {...} at the top level");

@@ -481,8 +481,10 @@ int scenario_load(struct scenario *s, const char *path, const char *const *sets,
 	s->has_checkpoint = section_set(s, "checkpoint");
 	s->has_job = section_set(s, "job");
 	rc = resolve(s, e);
-	if (s->imp)  /* the imported files are part of what was simulated */
+	if (s->imp) {  /* the imported files are part of what was simulated */
 		s->hash = fnv1a(s->hash ^ s->imp->hash, "imports", 7);
+		s->has_checkpoint = section_set(s, "checkpoint");  /* e.g. fsdp_state_dict_type */
+	}
 	return rc;
 }
 

@@ -67,6 +67,31 @@ for f in scenarios/*.ini; do
 	else bad "$f: $(cat "$tmp/err")"; fi
 done
 
+# an imported config and the same run written as shardcast keys predict the
+# same: every key of --json but the scenario's path (and the model's name when
+# one names a config.json and the other the catalog entry)
+same_json() {
+	local a b filter=$3
+	a=$("$root/$bin/simulate" "$1" --json 2>"$tmp/err") || { bad "$1: $(cat "$tmp/err")"; return; }
+	b=$("$root/$bin/simulate" "$2" --json 2>"$tmp/err") || { bad "$2: $(cat "$tmp/err")"; return; }
+	a=$(jq -S "$filter" <<<"$a"); b=$(jq -S "$filter" <<<"$b")
+	if [ -n "$a" ] && [ "$a" = "$b" ]; then ok
+	else bad "$1 and $2 predict differently: $(diff <(echo "$a") <(echo "$b") | head -6)"; fi
+}
+same_json scenarios/llama-3-8b-accelerate.ini tests/equiv/llama-3-8b-fsdp.ini 'del(.scenario)'
+same_json scenarios/t5-3b-deepspeed-offload.ini tests/equiv/t5-3b-zero3-offload.ini 'del(.scenario)'
+same_json tests/equiv/gpt2-ds-explicit.ini tests/equiv/gpt2-zero2.ini 'del(.scenario)'
+printf '[model]\nhf_config = %s/tests/data/hf/llama-3-8b\nseq_len = 2048\n[cluster]\ngpu = h100-sxm5-80gb\ngpus_per_node = 8\n[training]\nstrategy = fsdp\nprecision = bf16\n' "$root" >"$tmp/hf.ini"
+printf '[model]\nname = llama-3-8b\nseq_len = 2048\n[cluster]\ngpu = h100-sxm5-80gb\ngpus_per_node = 8\n[training]\nstrategy = fsdp\nprecision = bf16\n' >"$tmp/cat.ini"
+same_json "$tmp/hf.ini" "$tmp/cat.ini" 'del(.scenario, .model.name)'
+
+# the report says where each imported value came from
+"$root/$bin/simulate" scenarios/llama-3-8b-accelerate.ini --set training.fsdp_backward_prefetch=none >"$tmp/out" 2>&1
+if grep -q '^Settings from imports' "$tmp/out" &&
+   grep -qE '^  training.strategy = fsdp +<- scenarios/imports/llama-fsdp.yaml:7 distributed_type$' "$tmp/out" &&
+   grep -qE '^    training.fsdp_backward_prefetch = backward_pre +<- scenarios/imports/llama-fsdp.yaml:12 ' "$tmp/out"; then ok
+else bad "imports report: $(cat "$tmp/out")"; fi
+
 # --help and --keys
 "$root/$bin/simulate" --help | grep -q "usage: simulate" && ok || bad "--help"
 "$root/$bin/simulate" --keys | grep -q '`strategy`' && ok || bad "--keys"
