@@ -28,10 +28,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # ---- sources ----------------------------------------------------------------
 SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
                 sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c \
-                sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c
+                sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c
 SIMULATE_SRCS := sim/simulate_main.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
-             tests/test_import.c \
+             tests/test_import.c tests/test_launch.c \
              tests/test_store.c
 
 SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
