@@ -104,5 +104,55 @@ else bad "--db: $(cat "$tmp/err")"; fi
 a=$("$root/$bin/simulate" scenarios/default.ini --json); b=$("$root/$bin/simulate" scenarios/default.ini --json)
 [ "$a" = "$b" ] && ok || bad "repeat runs differ"
 
+# bin/results: --help, clear errors (exit 2), merge, export
+res="$root/$bin/results"
+# expect_res NAME EXPECTED-TEXT ARGS... : results exits 2 with that text
+expect_res() {
+	local name=$1 want=$2; shift 2
+	"$res" "$@" >"$tmp/out" 2>"$tmp/err"
+	local rc=$?
+	if [ $rc -ne 2 ]; then bad "results $name: exit $rc, expected 2 ($(head -c 300 "$tmp/err"))"; return; fi
+	grep -qF -- "$want" "$tmp/err" && ok || bad "results $name: message '$(head -c 300 "$tmp/err")' lacks '$want'"
+}
+"$res" --help | grep -q "^usage: results COMMAND" && ok || bad "results --help"
+for c in list show export merge; do
+	"$res" $c --help | grep -q "^usage: results $c" && ok || bad "results $c --help"
+done
+rdb="$tmp/r1.db"; rdb2="$tmp/r2.db"
+"$root/$bin/simulate" scenarios/default.ini --db "$rdb" >/dev/null &&
+"$root/$bin/simulate" scenarios/llama-3-8b-accelerate.ini --db "$rdb" >/dev/null &&
+"$root/$bin/simulate" scenarios/t5-3b-deepspeed-offload.ini --db "$rdb2" >/dev/null || bad "results: simulate --db"
+printf 'not a database, only text that is long enough to be read as a header by sqlite\n' >"$tmp/text.db"
+expect_res no-command "usage: results COMMAND"
+expect_res unknown-command "unknown command 'frobnicate'" frobnicate
+expect_res list-missing "cannot open the results database" list --db "$tmp/none.db"
+expect_res list-text "not a results database" list --db "$tmp/text.db"
+expect_res list-dir "not a regular file" list --db "$tmp"
+expect_res show-unknown "no run with id 99" show 99 --db "$rdb"
+expect_res show-bad-id "run id 'abc': expected a whole number" show abc --db "$rdb"
+expect_res export-no-csv "--csv FILE is required" export --db "$rdb"
+expect_res merge-one-arg "expected OUT.db and at least one IN.db" merge "$tmp/m.db"
+expect_res merge-missing "cannot open the results database" merge "$tmp/m.db" "$rdb" "$tmp/none.db"
+[ -e "$tmp/m.db" ] && bad "merge: a failed merge left $tmp/m.db" || ok
+expect_res merge-text "not a results database" merge "$tmp/m.db" "$tmp/text.db"
+expect_res merge-self "is the output database itself" merge "$rdb" "$rdb2" "$rdb"
+"$res" list --db "$rdb" >"$tmp/out" 2>&1 && [ "$(grep -c ' simulate ' "$tmp/out")" = 2 ] &&
+	[ "$(sed -n 2p "$tmp/out" | awk '{print $1}')" = 2 ] && ok || bad "results list: $(cat "$tmp/out")"
+"$res" show 2 --db "$rdb" | grep -q "accelerate_config = imports/llama-fsdp.yaml" && ok || bad "results show"
+# merge two databases: 2 + 1 runs, every prediction row; again: all duplicates
+if "$res" merge "$tmp/m.db" "$rdb" "$rdb2" >"$tmp/out" 2>&1 &&
+   [ "$(sqlite3 "$tmp/m.db" 'select count(*) from runs')" = 3 ] &&
+   [ "$(sqlite3 "$tmp/m.db" 'select count(*) from predictions')" = \
+     "$(( $(sqlite3 "$rdb" 'select count(*) from predictions') + $(sqlite3 "$rdb2" 'select count(*) from predictions') ))" ] &&
+   "$res" merge "$tmp/m.db" "$rdb" "$rdb2" | grep -q "0 runs copied, 3 duplicates skipped" &&
+   [ "$(sqlite3 "$tmp/m.db" 'select count(*) from runs')" = 3 ]; then ok
+else bad "results merge: $(cat "$tmp/out")"; fi
+# export: a CSV that SQLite's own CSV reader parses, one row per prediction
+if "$res" export --csv "$tmp/x.csv" --db "$tmp/m.db" 2>"$tmp/err" &&
+   [ "$(sqlite3 :memory: ".import --csv $tmp/x.csv x" 'select count(*) from x where run_id > 0')" = \
+     "$(sqlite3 "$tmp/m.db" 'select count(*) from predictions')" ] &&
+   [ "$(head -1 "$tmp/x.csv")" = "run_id,created_at,command,scenario,device,key,predicted,measured,rel_error" ]; then ok
+else bad "results export: $(cat "$tmp/err")"; fi
+
 echo "golden: $pass passed, $fail failed"
 [ $fail -eq 0 ]
