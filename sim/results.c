@@ -56,11 +56,11 @@ int results_list(struct store *st, FILE *out, long limit, struct err *e)
 	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
 		return sql_fail(st, e, "listing runs");
 	sqlite3_bind_int64(q, 1, limit > 0 ? limit : -1);
-	fprintf(out, "%5s  %-20s  %-9s  %-16s  %-7s %-7s  %-10s %-10s  %-10s %-10s  %s\n", "id", "time (UTC)",
+	fprintf(out, "%5s  %-24s  %-9s  %-16s  %-7s %-7s  %-10s %-10s  %-10s %-10s  %s\n", "id", "time (UTC)",
 		"command", "device", "mb pred", "meas", "step pred", "meas", "peak pred", "meas", "scenario");
 	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
 		rows++;
-		fprintf(out, "%5lld  %-20s  %-9s  %-16.16s  %-7s %-7s  %-10s %-10s  %-10s %-10s  %s\n",
+		fprintf(out, "%5lld  %-24s  %-9s  %-16.16s  %-7s %-7s  %-10s %-10s  %-10s %-10s  %s\n",
 			(long long)sqlite3_column_int64(q, 0), text(q, 1), text(q, 2), text(q, 3),
 			cell(b[0], 32, q, 5, UNIT_NONE), cell(b[1], 32, q, 6, UNIT_NONE),
 			cell(b[2], 32, q, 7, UNIT_TIME), cell(b[3], 32, q, 8, UNIT_TIME),

@@ -36,8 +36,8 @@ struct store_run {
 int store_open(struct store *st, const char *path, struct err *e);
 void store_close(struct store *st);
 
-/* Opens an existing results database read-only (list, show, export, merge's
- * inputs). A missing file, a file that is not SQLite, or a SQLite file without
+/* Opens an existing results database for reading only (PRAGMA query_only;
+ * list, show, export, merge's inputs). A missing file, a file that is not SQLite, or a SQLite file without
  * this schema (or with a newer version) is ERR_INPUT naming the path. */
 int store_open_readonly(struct store *st, const char *path, struct err *e);
 

@@ -154,5 +154,52 @@ if "$res" export --csv "$tmp/x.csv" --db "$tmp/m.db" 2>"$tmp/err" &&
    [ "$(head -1 "$tmp/x.csv")" = "run_id,created_at,command,scenario,device,key,predicted,measured,rel_error" ]; then ok
 else bad "results export: $(cat "$tmp/err")"; fi
 
+# scenarios/launch/validate.sbatch: syntax, the exact srun line of a dry run,
+# campaign (--list) mode, errors outside an allocation, and a run through a
+# stand-in srun (no Slurm here) with simulate in validate's place, whose
+# database the wrapper copies out and results merges
+sb=scenarios/launch/validate.sbatch
+bash -n "$sb" && sh -n scenarios/launch/validate-rank.sh && ok || bad "launch scripts: syntax"
+out=$(SHARDCAST_DRY_RUN=1 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=8 SLURM_JOB_ID=4242 "$sb" scenarios/llama-3-8b-accelerate.ini 2>&1)
+want='srun --mpi=pmix --nodes=2 --ntasks-per-node=8 --kill-on-bad-exit=1 scenarios/launch/validate-rank.sh results/campaign/validate-4242.db bin/validate scenarios/llama-3-8b-accelerate.ini --backend cuda --set cluster.nodes=2 --set cluster.gpus_per_node=8 '
+[ "$out" = "$want" ] && ok || bad "sbatch dry run: got '$out'"
+printf '# a campaign\nscenarios/default.ini\n\nscenarios/llama-3-8b-accelerate.ini\n' >"$tmp/campaign.txt"
+out=$(SHARDCAST_DRY_RUN=1 SLURM_JOB_NUM_NODES=1 SLURM_NTASKS_PER_NODE=4 SLURM_JOB_ID=9 SLURM_ARRAY_JOB_ID=8 SLURM_ARRAY_TASK_ID=2 \
+      SHARDCAST_ARGS="--json" "$sb" --list "$tmp/campaign.txt" 2>&1)
+case "$out" in
+*"validate-8_2.db bin/validate scenarios/llama-3-8b-accelerate.ini --backend cuda --set cluster.nodes=1 --set cluster.gpus_per_node=4 --json "*) ok ;;
+*) bad "sbatch --list: got '$out'" ;;
+esac
+expect_sb() {
+	local name=$1 want=$2; shift 2
+	env "$@" "$sb" scenarios/default.ini >"$tmp/out" 2>&1
+	local rc=$?
+	[ $rc -eq 2 ] && grep -qF -- "$want" "$tmp/out" && ok || bad "sbatch $name: exit $rc: $(cat "$tmp/out")"
+}
+expect_sb no-allocation "not inside a Slurm allocation" -u SLURM_JOB_NUM_NODES SHARDCAST_DRY_RUN=1
+expect_sb no-tasks "SLURM_NTASKS_PER_NODE is unset" -u SLURM_NTASKS_PER_NODE SLURM_JOB_NUM_NODES=2 SHARDCAST_DRY_RUN=1
+SHARDCAST_DRY_RUN=1 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=8 "$sb" nope.ini >"$tmp/out" 2>&1
+[ $? -eq 2 ] && grep -q "nope.ini: no such scenario" "$tmp/out" && ok || bad "sbatch missing scenario: $(cat "$tmp/out")"
+mkdir -p "$tmp/fakebin"
+cat >"$tmp/fakebin/srun" <<'FAKE'
+#!/bin/sh
+# stands in for srun: skips srun's options and runs the command as rank 0
+echo "$*" >"$FAKE_SRUN_LOG"
+while [ $# -gt 0 ]; do case "$1" in --*) shift ;; *) break ;; esac; done
+SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_STEP_NUM_TASKS=1 exec "$@"
+FAKE
+chmod +x "$tmp/fakebin/srun"
+for j in 77 78; do
+	PATH="$tmp/fakebin:$PATH" FAKE_SRUN_LOG="$tmp/srun.log" SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=8 SLURM_JOB_ID=$j \
+	SHARDCAST_VALIDATE="$bin/simulate" SHARDCAST_BACKEND= SHARDCAST_DB_DIR="$tmp/campaign" \
+		"$sb" scenarios/llama-3-8b-accelerate.ini >"$tmp/out" 2>&1 || bad "sbatch via srun: $(cat "$tmp/out")"
+done
+if grep -q "^Settings from imports" "$tmp/out" && grep -q "^--mpi=pmix --nodes=2 " "$tmp/srun.log" &&
+   [ "$(sqlite3 "$tmp/campaign/validate-77.db" "select count(*) from runs where overrides like '%cluster.nodes=2%'")" = 1 ] &&
+   "$res" merge "$tmp/campaign.db" "$tmp/campaign"/validate-*.db >/dev/null &&
+   [ "$(sqlite3 "$tmp/campaign.db" 'select count(*) from runs')" = 2 ] &&
+   [ -z "$(ls "$tmp/campaign" | grep -v '^validate-7[78].db$')" ]; then ok
+else bad "sbatch via srun: $(cat "$tmp/out" "$tmp/srun.log")"; fi
+
 echo "golden: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -138,3 +138,97 @@ Test(launch, malformed_values_are_errors_naming_the_variable)
 			  cases[i].expect);
 	}
 }
+
+/* ---- scenarios/launch/validate-mpijob.yaml ------------------------------------ */
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "import_int.h"
+#include "scenario.h"
+
+/* The node at the dotted path of mappings under map; NULL when absent. */
+static yaml_node_t *at(const struct imp_yaml *y, yaml_node_t *map, const char *path)
+{
+	char key[64];
+	const char *p = path, *dot;
+	int line;
+
+	while (map && *p) {
+		dot = strchr(p, '.');
+		snprintf(key, sizeof key, "%.*s", dot ? (int)(dot - p) : (int)strlen(p), p);
+		map = imp_yaml_get(y, map, key, &line);
+		p += strlen(key) + (dot ? 1 : 0);
+	}
+	return map;
+}
+
+static const char *scalar(yaml_node_t *n)
+{
+	return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : "";
+}
+
+static yaml_node_t *item(struct imp_yaml *y, yaml_node_t *seq, int i)
+{
+	cr_assert(seq && seq->type == YAML_SEQUENCE_NODE);
+	cr_assert_lt(i, seq->data.sequence.items.top - seq->data.sequence.items.start);
+	return yaml_document_get_node(&y->doc, seq->data.sequence.items.start[i]);
+}
+
+Test(launch_files, mpijob_manifest_is_consistent_and_its_command_loads)
+{
+	/* parsed with libyaml: the MPIJob's rank count, node shape, GPU limits and
+	 * the --set overrides agree, and the command's scenario with those
+	 * overrides loads (what validate would do first on every rank) */
+	struct imp_yaml y;
+	struct err e = {0};
+	struct scenario s;
+	struct stat st;
+	yaml_node_t *cmd, *launcher;
+	const char *sets[8];
+	char want[64];
+	int slots, workers, n, i, np = -1, wrap = -1, nsets = 0;
+
+	cr_assert_eq(imp_yaml_load(&y, "scenarios/launch/validate-mpijob.yaml", &e), 0, "%s", e.msg);
+	cr_expect_str_eq(scalar(at(&y, y.root, "apiVersion")), "kubeflow.org/v2beta1");
+	cr_expect_str_eq(scalar(at(&y, y.root, "kind")), "MPIJob");
+	slots = atoi(scalar(at(&y, y.root, "spec.slotsPerWorker")));
+	workers = atoi(scalar(at(&y, y.root, "spec.mpiReplicaSpecs.Worker.replicas")));
+	cr_assert(slots > 0 && workers > 0);
+	cr_expect_eq(atoi(scalar(at(&y, y.root, "spec.mpiReplicaSpecs.Launcher.replicas"))), 1);
+	{
+		int line;   /* "nvidia.com/gpu" has dots: looked up directly */
+		yaml_node_t *lim = at(&y, item(&y, at(&y, y.root, "spec.mpiReplicaSpecs.Worker.template.spec.containers"), 0),
+				      "resources.limits");
+		cr_expect_eq(atoi(scalar(imp_yaml_get(&y, lim, "nvidia.com/gpu", &line))), slots,
+			     "one GPU per slot");
+	}
+	launcher = item(&y, at(&y, y.root, "spec.mpiReplicaSpecs.Launcher.template.spec.containers"), 0);
+	cmd = at(&y, launcher, "command");
+	cr_assert(cmd && cmd->type == YAML_SEQUENCE_NODE);
+	n = (int)(cmd->data.sequence.items.top - cmd->data.sequence.items.start);
+	cr_expect_str_eq(scalar(item(&y, cmd, 0)), "mpirun");
+	for (i = 0; i < n; i++) {
+		const char *a = scalar(item(&y, cmd, i));
+		if (!strcmp(a, "-np") && i + 1 < n)
+			np = atoi(scalar(item(&y, cmd, i + 1)));
+		if (strstr(a, "validate-rank.sh"))
+			wrap = i;
+		if (!strcmp(a, "--set") && i + 1 < n && nsets < 8)
+			sets[nsets++] = scalar(item(&y, cmd, i + 1));
+	}
+	cr_expect_eq(np, workers * slots, "-np = Worker replicas x slotsPerWorker");
+	cr_assert_geq(wrap, 0, "ranks run scenarios/launch/validate-rank.sh");
+	cr_assert_lt(wrap + 3, n);
+	cr_expect_eq(stat(scalar(item(&y, cmd, wrap)), &st), 0, "the wrapper is in the repository");
+	cr_expect(st.st_mode & S_IXUSR, "and executable");
+	cr_expect_str_eq(scalar(item(&y, cmd, wrap + 2)), "bin/validate");
+	snprintf(want, sizeof want, "cluster.nodes=%d", workers);
+	cr_expect(nsets == 2 && !strcmp(sets[0], want), "%s", nsets ? sets[0] : "no --set");
+	snprintf(want, sizeof want, "cluster.gpus_per_node=%d", slots);
+	cr_expect(nsets == 2 && !strcmp(sets[1], want), "%s", nsets > 1 ? sets[1] : "no second --set");
+	cr_assert_eq(scenario_load(&s, scalar(item(&y, cmd, wrap + 3)), sets, nsets, &e), 0, "%s", e.msg);
+	cr_expect_eq(s.world, np, "the scenario, with the overrides, is the job mpirun starts");
+	scenario_free(&s);
+	imp_yaml_free(&y);
+}
