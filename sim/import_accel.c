@@ -51,6 +51,7 @@ struct acc {
 	int file;
 	const struct model *m;
 	struct err *e;
+	int type_line;          /* line of distributed_type */
 };
 
 /* Index of v in names (case-sensitive), or -1. */
@@ -290,7 +291,7 @@ static int deepspeed(struct acc *a)
 	char file[CFG_STR_MAX], path[CFG_STR_MAX * 2];
 	int kind, line;
 
-	if (ADD(a, 0, "distributed_type", "training", "framework", "deepspeed") ||
+	if (ADD(a, a->type_line, "distributed_type", "training", "framework", "deepspeed") ||
 	    imp_yaml_map(a->y, a->y->root, "deepspeed_config", &ds, a->e))
 		return a->e->code;
 	if (ds && imp_yaml_names(a->r, a->y, ds, "deepspeed_config", ds_known, a->e))
@@ -349,7 +350,7 @@ int imp_accelerate(struct imp_result *r, const char *path, const struct model *m
 {
 	static const char *const types[] = {"NO", "MULTI_GPU", "FSDP", "DEEPSPEED", NULL};
 	struct imp_yaml y;
-	struct acc a = {r, &y, 0, m, e};
+	struct acc a = {r, &y, 0, m, e, 0};
 	int rc, type, line, cpu;
 
 	rc = imp_yaml_load(&y, path, e);
@@ -358,7 +359,8 @@ int imp_accelerate(struct imp_result *r, const char *path, const struct model *m
 	if (!rc)
 		rc = imp_yaml_names(r, &y, y.root, "", top_known, e);
 	if (!rc)
-		rc = choice(&a, y.root, "distributed_type", types, &type, &line);
+		rc = choice(&a, y.root, "distributed_type", types, &type, &a.type_line);
+	line = a.type_line;
 	if (!rc && type < 0)
 		rc = err_set(e, ERR_INPUT, path, 0, "missing field 'distributed_type'; expected NO, "
 			     "MULTI_GPU, FSDP or DEEPSPEED");

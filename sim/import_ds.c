@@ -39,7 +39,7 @@ static const char *const top_known[] = {
 	"tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "checkpoint", "data_types",
 	"aio", "elasticity", "autotuning", "compression_training", "data_efficiency", "pipeline",
 	"dump_state", "memory_breakdown", "seq_parallel_communication_data_type", "torch_autocast",
-	"tensor_parallel", "compile", "use_data_before_expert_parallel_", "nebula", "curriculum_learning",
+	"tensor_parallel", "compile", "nebula", "curriculum_learning",
 	"disable_allgather", "dataloader_drop_last", "hybrid_engine", "weight_quantization", NULL};
 
 static const char *const zero_known[] = {
@@ -57,7 +57,7 @@ static const char *const zero_known[] = {
 	"mics_hierarchical_params_gather", "memory_efficient_linear", "pipeline_loading_checkpoint",
 	"override_module_apply", "use_multi_rank_bucket_allreduce", "log_trace_cache_warnings",
 	"use_all_reduce_for_fetch_params", "module_granularity_threshold",
-	"stage3_module_granularity_threshold", "zeropp_loco_param", "allgather_sequential", NULL};
+	"stage3_module_granularity_threshold", "zeropp_loco_param", NULL};
 
 struct ds {
 	struct imp_result *r;

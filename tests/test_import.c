@@ -323,6 +323,30 @@ Test(accelerate, the_scenario_and_set_override_the_import)
 	scenario_free(&s);
 }
 
+Test(accelerate, scenario_set_re_resolves_the_imports)
+{
+	/* an override after loading (what a sweep does) keeps the other imported
+	 * values and marks the replaced one */
+	struct scenario s;
+	struct err e = {0};
+
+	cr_assert_eq(scenario_load(&s, "scenarios/llama-3-8b-accelerate.ini", NULL, 0, &e), 0, "%s", e.msg);
+	cr_assert_eq(scenario_set(&s, "training.precision=fp16", &e), 0, "%s", e.msg);
+	cr_expect_eq(s.s.training.precision, PREC_FP16);
+	cr_expect_eq(setting(&s, "precision")->state, IMP_OVERRIDDEN);
+	cr_expect_eq(s.s.training.strategy, STRAT_FSDP);
+	cr_expect_eq(s.s.training.recompute, RECOMPUTE_FULL);
+	cr_expect_eq(origin(&s, "training", "strategy"), SCN_IMPORTED);
+	cr_expect_eq(s.world, 16);
+	/* and a --set that names another import file, relative to the working
+	 * directory (the tests run in the repository) */
+	cr_assert_eq(scenario_set(&s, "training.accelerate_config=tests/bad/data/fsdp-plain.yaml", &e), 0, "%s", e.msg);
+	cr_expect_eq(s.s.training.recompute, RECOMPUTE_NONE, "back to the default: fsdp-plain.yaml says nothing");
+	cr_expect_eq(s.s.training.fsdp_wrap, WRAP_NONE, "Accelerate's default");
+	cr_expect_eq(s.world, 8, "1 node x 8 processes");
+	scenario_free(&s);
+}
+
 struct sharding_case {
 	const char *yaml_value;
 	int expect;
