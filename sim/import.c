@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void imp_init(struct imp_result *r)
 {
@@ -102,6 +103,11 @@ int imp_check_names(struct imp_result *r, const char *file, const char *prefix,
 
 int imp_read(const char *path, char **text, size_t *len, struct err *e)
 {
+	struct stat st;
+
+	if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (unsigned long long)st.st_size > CFG_MAX_FILE)
+		return err_set(e, ERR_INPUT, path, 0, "file is %lld bytes; a config file may be at most %u MiB",
+			       (long long)st.st_size, CFG_MAX_FILE >> 20);
 	return cfg_read_file(path, text, len, e);
 }
 

@@ -53,6 +53,19 @@ expect_error bad-option "unrecognized option" "$good" --frobnicate
 printf '[model]\nname = ../nope/model.ini\n[cluster]\ngpu = a100-sxm4-80gb\n' >"$tmp/path.ini"
 expect_error model-path "no such file" "$tmp/path.ini"
 
+# junk in imported files
+head -c 4096 /dev/urandom >"$tmp/junk.bin"
+printf '[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\n[training]\ndeepspeed_config = junk.bin\n' >"$tmp/ds-junk.ini"
+expect_error ds-binary "junk.bin:" "$tmp/ds-junk.ini"
+printf '[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\n[training]\naccelerate_config = junk.bin\n' >"$tmp/acc-junk.ini"
+expect_error accelerate-binary "not valid YAML" "$tmp/acc-junk.ini"
+printf '[model]\nhf_config = junk.bin\n[cluster]\ngpu = a100-sxm4-80gb\n' >"$tmp/hf-junk.ini"
+expect_error hf-binary "not valid JSON" "$tmp/hf-junk.ini"
+: >"$tmp/empty.yaml"
+printf '[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\n[training]\naccelerate_config = empty.yaml\n' >"$tmp/acc-empty.ini"
+expect_error accelerate-empty "empty YAML file" "$tmp/acc-empty.ini"
+expect_error hf-directory "cannot open" --set model.hf_config="$here" "$tmp/hf-junk.ini"
+
 # the JSON contract (DESIGN.md): parses, and has the keys
 if out=$("$root/$bin/simulate" scenarios/default.ini --json 2>"$tmp/err"); then
 	if echo "$out" | jq -e '.scenario and .model.name and (.model.params > 0) and .cluster.gpu
