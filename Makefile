@@ -15,7 +15,7 @@ CFLAGS   ?= $(OPT) -g
 WARN     := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
             -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wundef -Wvla
 CPPFLAGS += -Isim -I$(BUILD)/gen -MMD -MP
-LDLIBS   := -lcjson -lsqlite3 -lgsl -lgslcblas -linih -lm
+LDLIBS   := -lcjson -lyaml -lsqlite3 -lgsl -lgslcblas -linih -lm
 BUILD    ?= build
 BIN      ?= bin
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -28,18 +28,22 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # ---- sources ----------------------------------------------------------------
 SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
                 sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c \
-                sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c
+                sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
+                sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
+                sim/results.c
 SIMULATE_SRCS := sim/simulate_main.c
+RESULTS_SRCS := sim/results_main.c
 BENCH_STEP_SRCS := bench/bench_step.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
-             tests/test_store.c tests/test_coll.c tests/test_step.c
+             tests/test_store.c tests/test_coll.c tests/test_step.c \
+             tests/test_import.c tests/test_launch.c tests/test_results.c
 
 SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 LIB := $(BUILD)/libshardcast.a
 
 .PHONY: all test check bench run deps clean readme-keys
-all: $(BIN)/simulate
+all: $(BIN)/simulate $(BIN)/results
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -57,6 +61,10 @@ $(LIB): $(SIM_LIB_OBJS)
 	ar rcs $@ $^
 
 $(BIN)/simulate: $(BUILD)/sim/simulate_main.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/results: $(BUILD)/sim/results_main.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -88,7 +96,7 @@ test: deps all $(BIN)/unit_tests
 
 check: deps
 	$(MAKE) BUILD=build-san BIN=bin-san CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" \
-	  bin-san/simulate bin-san/unit_tests
+	  bin-san/simulate bin-san/results bin-san/unit_tests
 	ASAN_OPTIONS=detect_leaks=1 bin-san/unit_tests --jobs 1
 	tests/golden.sh bin-san
 
@@ -103,4 +111,5 @@ readme-keys: $(BIN)/simulate
 clean:
 	rm -rf build build-san bin bin-san
 
--include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d $(BUILD)/bench/bench_step.d
+-include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d \
+         $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d

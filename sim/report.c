@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
+#include "import.h"
 #include "units.h"
 
 static const char *fmt(char *b, size_t n, double v, enum unit u)
@@ -85,6 +86,42 @@ static void text_job(FILE *f, const struct prediction *p)
 	fprintf(f, "  checkpoint every  %14s\n", fmt(b, 32, j->ckpt_interval, UNIT_TIME));
 }
 
+/* Where the imported values came from (key = value  <- file:line field). */
+static void text_imports(FILE *f, const struct scenario *s)
+{
+	const struct imp_result *r = s->imp;
+	char kv[128];
+	int i, any = 0;
+
+	if (!r)
+		return;
+	fprintf(f, "\nSettings from imports\n");
+	for (i = 0; i < r->nset; i++) {
+		const struct imp_setting *t = &r->set[i];
+		if (t->state != IMP_APPLIED)
+			continue;
+		snprintf(kv, sizeof kv, "%s.%s = %s", t->section, t->key, t->value);
+		fprintf(f, "  %-44s <- %s", kv, imp_file(r, t));
+		if (t->line > 0)
+			fprintf(f, ":%d", t->line);
+		fprintf(f, " %s\n", t->field);
+	}
+	for (i = 0; i < r->nset; i++) {
+		const struct imp_setting *t = &r->set[i];
+		if (t->state != IMP_OVERRIDDEN)
+			continue;
+		if (!any++)
+			fprintf(f, "  overridden by the scenario or --set:\n");
+		snprintf(kv, sizeof kv, "%s.%s = %s", t->section, t->key, t->value);
+		fprintf(f, "    %-42s <- %s", kv, imp_file(r, t));
+		if (t->line > 0)
+			fprintf(f, ":%d", t->line);
+		fprintf(f, " %s\n", t->field);
+	}
+	for (i = 0; i < r->nnotes; i++)
+		fprintf(f, "%s  - %s\n", i ? "" : "  notes:\n", r->notes[i]);
+}
+
 void report_text(FILE *f, const struct scenario *s, const struct prediction *p)
 {
 	const struct scn_training *t = &s->s.training;
@@ -120,6 +157,7 @@ void report_text(FILE *f, const struct scenario *s, const struct prediction *p)
 	fprintf(f, "\n          micro-batch %s, grad_accum %lld\n",
 		t->micro_batch < 0 ? "auto" : (snprintf(b[3], 32, "%lld", (long long)t->micro_batch), b[3]),
 		(long long)t->grad_accum);
+	text_imports(f, s);
 	if (p->max_micro_batch >= 0)
 		fprintf(f, "\nLargest micro-batch that fits: %lld per GPU, global batch %lld samples\n",
 			(long long)p->max_micro_batch, (long long)p->max_global_batch);
