@@ -37,6 +37,7 @@ struct bld {
 	int A;          /* bytes of the compute dtype */
 	int U;          /* bytes of autocast's fp32 ops (= A without autocast) */
 	int stack, layer, unit;
+	int module;     /* enum op_module of the ops being built */
 	double S;       /* tokens of the current stack */
 	struct err *e;
 };
@@ -98,6 +99,7 @@ static int op(struct bld *b, int kind, const char *name, int in0, int in1, int i
 	o->stack = b->stack;
 	o->layer = b->layer;
 	o->unit = b->unit;
+	o->module = b->module;
 	o->out = -1;
 	for (i = 0; i < 3; i++) {
 		if (ins[i] < 0)
@@ -238,6 +240,7 @@ static int attention(struct bld *b, int x, int kv_src, double Sk, int causal, in
 
 	(void)causal;
 	(void)rel_bias;
+	b->module = kv_src < 0 ? MOD_ATTN : MOD_XATTN;
 	if (kv_src < 0 && !b->eager) {
 		/* runtime: one fused qkv projection, q/k/v are views of its output */
 		q = linear(b, "qkv", x, h, hq + 2 * hkv, bias, 0);
@@ -296,6 +299,7 @@ static int attention(struct bld *b, int x, int kv_src, double Sk, int causal, in
 		y = out(b, op(b, OP_COPY, "merge_heads", y, -1, -1, Sq * hq, b->A));
 	y = linear(b, "attn_out", y, hq, h, m->out_bias, 1);
 	b->S = saveS;
+	b->module = MOD_NONE;
 	return y;
 }
 
@@ -306,6 +310,7 @@ static int mlp(struct bld *b, int x)
 	int gated = m->activation == ACT_SWIGLU || m->activation == ACT_GATED_GELU;
 	int up, gate, act, y;
 
+	b->module = MOD_MLP;
 	if (gated) {
 		gate = linear(b, "gate", x, h, f, m->mlp_bias, 0);
 		up = linear(b, "up", x, h, f, m->mlp_bias, 0);
@@ -338,7 +343,9 @@ static int mlp(struct bld *b, int x)
 		if (m->family == FAM_ENCODER_DECODER)  /* T5DenseActDense: dropout on the hidden */
 			y = dropout(b, "ff_drop", y);
 	}
-	return linear(b, "fc2", y, f, h, m->mlp_bias, 1);
+	y = linear(b, "fc2", y, f, h, m->mlp_bias, 1);
+	b->module = MOD_NONE;
+	return y;
 }
 
 static int add(struct bld *b, const char *name, int x, int y)
@@ -401,6 +408,7 @@ static int embed(struct bld *b, int ids, int stack)
 	 * split over TP ranks by vocabulary (Megatron's VocabParallelEmbedding) */
 	b->g->ops[o].params = m->family != FAM_ENCODER_DECODER || stack == 1
 		? (double)m->vocab * h / b->o->tp : 0;
+	b->g->ops[o].tied = b->g->ops[o].params == 0;  /* T5's decoder reads the shared table */
 	save(b, o, ids);
 	x = out(b, o);
 	if (m->positions == POS_LEARNED || m->type_vocab) {
@@ -461,8 +469,10 @@ static void head_and_loss(struct bld *b, int x)
 	}
 	logits = linear(b, "lm_head", x, h, V, m->lm_head_bias || m->family == FAM_ENCODER, 0);
 	o = b->g->nops - 1;
-	if (tied)  /* the weight is the token embedding's */
+	if (tied) {  /* the weight is the token embedding's */
 		b->g->ops[o].params = (m->lm_head_bias || m->family == FAM_ENCODER) ? V : 0;
+		b->g->ops[o].tied = 1;
+	}
 	b->g->t[logits].held = b->eager;  /* returned in the model output */
 	l32 = logits;
 	if (b->eager) {

@@ -69,4 +69,9 @@ int predict_graph_opts(const struct scenario *s, struct graph_opts *o);
 /* Runs every model the scenario asks for. Returns 0 or fills e. */
 int predict_run(const struct scenario *s, struct prediction *p, struct err *e);
 
+/* Writes the memory timeline of the most loaded GPU at micro_batch to path (CSV,
+ * see memory.h). Returns 0 or fills e. */
+int predict_memory_timeline(const struct scenario *s, int64_t micro_batch, const char *path,
+			    struct err *e);
+
 #endif
