@@ -31,7 +31,7 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
                 sim/profile.c sim/memwalk.c sim/memory.c
 SIMULATE_SRCS := sim/simulate_main.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
-             tests/test_store.c
+             tests/test_store.c tests/test_memory.c
 
 SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)

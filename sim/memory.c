@@ -114,8 +114,8 @@ void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d
 			if (e->phase == MEM_SETUP)
 				d->states_setup = states;
 		}
-		if (e->sign > 0 && (cur = reserved(p, &q)) > d->peak) {
-			d->peak = cur;
+		if (e->sign > 0 && (cur = reserved(p, &q)) >= d->peak) {
+			d->peak = cur;  /* the last event at the peak: its fullest composition */
 			at = i;
 		}
 	}
@@ -367,6 +367,8 @@ int mem_predict(const struct scenario *s, const struct graph *g, struct predicti
 		}
 	}
 	fill_result(&p, g, &d, t, &pr->mem);
+	if (p.ntapes == 2)
+		pr->mem.other_peak = (double)(t ? mem_peak(&p, 0, b) : d2.peak);
 out:
 	mem_plan_free(&p);
 	return rc;

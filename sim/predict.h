@@ -26,7 +26,9 @@ struct mem_result {
 	double capacity;      /* bytes per GPU */
 	int fits;
 	int binding_gpu;      /* the most loaded GPU (0 for dp's master) */
-	char binding[96];     /* what dominates at the peak, e.g. "gathered logits" */
+	char binding[128];    /* the binding GPU and what dominates its peak, e.g.
+				 "GPU 0: gathered logits (41% of the peak), backward lm_head" */
+	double other_peak;    /* bytes on the other GPUs when they differ (dp's replicas), else 0 */
 	double host;          /* bytes of host memory per node (offload, async checkpoints) */
 };
 
