@@ -59,6 +59,10 @@ $(BIN)/simulate: $(BUILD)/sim/simulate_main.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BIN)/bench_memory: $(BUILD)/bench/bench_memory.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BIN)/unit_tests: $(TEST_OBJS) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS)
@@ -87,10 +91,10 @@ check: deps
 	ASAN_OPTIONS=detect_leaks=1 bin-san/unit_tests --jobs 1
 	tests/golden.sh bin-san
 
-bench: deps all
-	@echo "bench: (targets added by later work)"
+bench: deps all $(BIN)/bench_memory
+	$(BIN)/bench_memory scenarios/gpt3-175b-zero3.ini
 
 clean:
 	rm -rf build build-san bin bin-san
 
--include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d
+-include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d $(BUILD)/bench/bench_memory.d

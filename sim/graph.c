@@ -11,7 +11,9 @@
  *   * torch.matmul on permuted 4-D q/k/v reshapes them into contiguous copies
  *     for bmm, and bmm saves both operands;
  *   * softmax saves its output (fp32 under autocast, whose fp32 list includes
- *     softmax, layer_norm, pow and cross_entropy);
+ *     softmax, layer_norm, pow and cross_entropy; always fp32 in Llama, which
+ *     passes dtype=torch.float32, and T5, which upcasts the scores first), and
+ *     the cast back to the compute dtype is saved by the context product;
  *   * dropout saves a 1-byte mask; its output is saved by the next consumer;
  *   * GPT-2's gelu_new is a Python formula that keeps x, tanh(.), 1 + tanh(.)
  *     and 0.5x; BERT's F.gelu keeps its input; T5's ReLU keeps its output;
@@ -237,6 +239,10 @@ static int attention(struct bld *b, int x, int kv_src, double Sk, int causal, in
 	double Sq = b->S, saveS = b->S;
 	int q, k, v, qc, kc, vc, sc, sm, ctx, y, kvx = kv_src < 0 ? x : kv_src;
 	int bias = m->qkv_bias;
+	/* softmax in fp32: under autocast (its fp32 op list), and always in the
+	 * Hugging Face Llama (softmax(..., dtype=torch.float32)) and T5
+	 * (softmax(scores.float())) implementations */
+	int softmax_bytes = b->eager && (b->o->autocast || m->positions != POS_LEARNED) ? 4 : b->A;
 
 	(void)causal;
 	(void)rel_bias;
@@ -273,14 +279,22 @@ static int attention(struct bld *b, int x, int kv_src, double Sk, int causal, in
 	b->g->ops[sc].attn_core = 1;
 	save(b, sc, qc);
 	save(b, sc, kc);
-	sm = op(b, OP_SOFTMAX, "softmax", out(b, sc), -1, -1, a * Sq * Sk, b->eager ? b->U : b->A);
+	y = out(b, sc);
+	if (softmax_bytes == 4 && m->positions == POS_RELATIVE && b->A != 4) {
+		/* T5: softmax(scores.float()) — an fp32 copy of the scores */
+		y = out(b, op(b, OP_COPY, "scores_f32", y, -1, -1, a * Sq * Sk, 4));
+		b->g->ops[b->g->nops - 1].attn_core = 1;
+	}
+	sm = op(b, OP_SOFTMAX, "softmax", y, -1, -1, a * Sq * Sk, softmax_bytes);
 	b->g->ops[sm].flops_fwd = 5 * a * Sq * Sk;
 	b->g->ops[sm].flops_bwd = 3 * a * Sq * Sk;
 	b->g->ops[sm].attn_core = 1;
 	save(b, sm, out(b, sm));
 	y = out(b, sm);
-	if (b->g->t[y].dsize != b->A)
+	if (b->g->t[y].dsize != b->A) {  /* .to(query.dtype) / .type_as(scores) */
 		y = out(b, op(b, OP_COPY, "softmax_cast", y, -1, -1, a * Sq * Sk, b->A));
+		b->g->ops[b->g->nops - 1].attn_core = 1;
+	}
 	if (b->o->dropout > 0) {
 		int dr = op(b, OP_DROPOUT, "attn_drop", y, -1, -1, a * Sq * Sk, b->A);
 		save_new(b, dr, "mask", a * Sq * Sk, 1);
