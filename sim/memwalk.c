@@ -526,6 +526,34 @@ static void size_wrap_block(struct wk *w, int first, int last, int64_t min)
 		w->u[u].elems = claim(w, u, first, last);
 }
 
+/* Above the blocks: each stack (T5Stack, GPT2Model, LlamaModel, BertEncoder)
+ * is a module with a forward, wrapped when what its blocks and final norm left
+ * unwrapped reaches min_num_params. Its embeddings stay in the root (T5's are
+ * the top-level shared table). */
+static void size_wrap_stacks(struct wk *w, int64_t min)
+{
+	const struct graph *g = w->g;
+	int b, st, first, last, u;
+
+	for (st = 0; st < 2; st++) {
+		first = last = -1;
+		for (b = 0; b < g->nblocks; b++)
+			if (g->ops[g->block_first[b]].stack == st) {
+				if (first < 0)
+					first = g->block_first[b];
+				last = block_last(g, b);
+			}
+		if (first < 0)
+			continue;
+		while (last + 1 < g->nops && g->ops[last + 1].stack == st && g->ops[last + 1].layer < 0 &&
+		       (g->ops[last + 1].kind == OP_NORM || g->ops[last + 1].kind == OP_DROPOUT ||
+			g->ops[last + 1].kind == OP_MUL || g->ops[last + 1].kind == OP_COPY))
+			last++;
+		if (unclaimed(w, first, last, -1) >= min && (u = add_unit(w, first, last, 0)) >= 0)
+			w->u[u].elems = claim(w, u, first, last);
+	}
+}
+
 static int build_units(struct wk *w, int policy)
 {
 	const struct graph *g = w->g;
@@ -545,6 +573,8 @@ static int build_units(struct wk *w, int policy)
 			w->u[u].elems = claim(w, u, first, last);
 		}
 	}
+	if (policy == WRAP_SIZE)
+		size_wrap_stacks(w, (int64_t)w->s->s.training.fsdp_min_num_params);
 	if (root >= 0)
 		w->u[root].elems = claim(w, root, 0, g->nops - 1);
 	w->ul = calloc((size_t)w->nu + 1, 1);
