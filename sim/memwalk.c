@@ -932,6 +932,23 @@ static void zero3_fwd_post(struct wk *w, int i)
 		zrelease(w, i, i);
 }
 
+/* The recompute's forward fetches each module again; its backward follows
+ * within the region, so the parameters stay gathered unless the rest of the
+ * region's fetches exceed the reuse distance. */
+static void zero3_replay_fetch(struct wk *w, int i, int last)
+{
+	int64_t dist = 0;
+	int j;
+
+	if (w->G[i] <= 0)
+		return;
+	zfetch(w, i, i);
+	for (j = i + 1; j <= last; j++)
+		dist += 2 * w->G[j];
+	if ((double)dist >= w->pf->zero3_reuse_distance)
+		zrelease(w, i, i);
+}
+
 static void zero3_setup(struct wk *w)
 {
 	int i, bytes, copies;
@@ -1408,6 +1425,8 @@ static void replay(struct wk *w, int R)
 
 	for (i = f; i <= l; i++) {
 		const struct gop *o = &w->g->ops[i];
+		if (w->mech == MECH_ZERO3)
+			zero3_replay_fetch(w, i, l);
 		cast_alloc(w, i);
 		for (p = w->poff[i]; p < w->poff[i + 1]; p++) {
 			act(w, +1, W_RECOMPUTE, i, w->prod[p], MEM_ACT);
@@ -1453,9 +1472,9 @@ static void bwd_op(struct wk *w, int i)
 	int R = w->reg[i], gout = o->out >= 0 ? w->gblk[o->out] : -1, p, t;
 	int runs = o->kind == OP_LOSS || gout >= 0 || has_param_grads(w, i);
 
+	hook_bwd_pre(w, i);  /* FSDP's pre-backward unshard precedes the recompute */
 	if (R >= 0 && i == w->rlast[R])
 		replay(w, R);
-	hook_bwd_pre(w, i);
 	if (runs) {
 		input_grads(w, i, gout);
 		if (has_param_grads(w, i))
