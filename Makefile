@@ -28,7 +28,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # ---- sources ----------------------------------------------------------------
 SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
                 sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c \
-                sim/profile.c sim/memwalk.c sim/memory.c
+                sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c
 SIMULATE_SRCS := sim/simulate_main.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
              tests/test_store.c tests/test_memory.c
