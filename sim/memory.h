@@ -34,10 +34,12 @@
  *     ZeRO's 2 + 2 + K layout. Optimizer states per parameter: sgd 0,
  *     sgd_momentum 4 B, adam/adamw 8 B. fp16 adds an 8 B loss-scale state.
  *  S3 Model states are flat per-rank buffers, allocated before the step and kept
- *     across steps, in this order: working params, master, optimizer states,
- *     gradients, then the strategy's buffers (S6). A shard of a unit of U
- *     elements over N ranks is ceil(U / N) elements; a gathered unit is
- *     N x ceil(U / N) elements. Flat buffers are one allocation each.
+ *     across steps, in this order: working params, master, optimizer states
+ *     (one buffer for all of them), gradients, then the strategy's buffers
+ *     (S6), then the fp16 loss-scale state. A buffer of zero bytes is not
+ *     allocated. A shard of U elements over N ranks is ceil(U / N) elements; a
+ *     gathered unit is N x ceil(U / N) elements. Offloaded states are not
+ *     allocated on the device (their bytes are reported as host memory).
  *  S4 Activations: the GRAPH_SHARDCAST graph, tensor bytes = elems x dsize x
  *     micro_batch (token ids: int64). At the start of each micro-step the ids
  *     tensors are allocated (encoder ids first).
@@ -54,11 +56,12 @@
  *     whose first saver is this op (graph order). The loss's output has no
  *     gradient.
  *  S5 Recompute. full: each block is a region; selective: each run of
- *     attention-core ops (scores .. ctx) is a region. In forward, a tensor made
- *     inside a region is kept only if an op outside any region saves it or
- *     another region reads it; a tensor read by a region but made outside it is
- *     kept until that region's backward ends (its first op). Before the backward
- *     of a region's last op the region's forward is replayed: outputs and
+ *     attention-core ops (scores .. ctx, with any softmax copies) is a region.
+ *     In forward, a tensor made inside a region is kept only if an op outside
+ *     any region saves it or another region reads it; a tensor read by a region
+ *     but made outside it is kept until that region's backward ends (after the
+ *     backward of its first op). Before the backward of a region's last op (and
+ *     after S6's gather for it) the region's forward is replayed: outputs and
  *     created tensors allocated again; those saved by an op of the region are
  *     kept until their first saver inside the region, the others freed at their
  *     last use inside the region.
@@ -66,29 +69,37 @@
  *     single   grads flat (S3).
  *     ddp      grads flat; gradient_as_bucket_view = false adds a second flat
  *              buffer of the same size (the buckets, all-reduced in place).
- *     zero1    params, grads full; master + optimizer states shards.
- *     zero2    params full; grad shard; a bucket of min(zero_reduce_bucket_size,
- *              params) elements kept across steps; gradients are written into
- *              the bucket and reduce-scattered into the shard.
+ *     zero1    params and grads full; master and optimizer states shards.
+ *     zero2    params full; grad shard; then a bucket of
+ *              min(zero_reduce_bucket_size, params) elements; gradients are
+ *              written into the bucket and reduce-scattered into the shard.
  *     zero3, fsdp  units: each transformer block and the root (everything
- *              else); fsdp honours fsdp_auto_wrap_policy. Per unit: param,
- *              master, optimizer and grad shards (flat, S3). A unit is gathered
- *              (one buffer of the gathered size) before its first op in forward
- *              and freed after its last op (full_shard, hybrid_shard; zero3),
- *              or kept to the end of its backward (shard_grad_op,
- *              hybrid_shard_zero2, no_shard). The root is gathered for the whole
- *              step. Backward: the unit is gathered again if freed, before the
- *              backward of its last op; an unsharded gradient buffer of the
- *              gathered size is allocated before its first parameter gradient;
- *              after the backward of its first op the gradient is
- *              reduce-scattered into the grad shard and the buffer, then the
- *              gathered params, are freed. fsdp's prefetch keys gather the next
- *              unit early (forward_prefetch: at the current unit's start;
- *              backward_pre: at the current unit's backward start;
- *              backward_post: after the current unit is freed).
- *     Optimizer steps are in place, no temporaries. Offload moves master and
- *     optimizer states (and with optimizer_and_params the param and grad
- *     shards) to the host.
+ *              else); fsdp honours fsdp_auto_wrap_policy. Per-unit shards of
+ *              params, master, optimizer states and grads, summed into the
+ *              flat buffers of S3. N is the data-parallel degree, or for
+ *              hybrid_shard(_zero2) the ranks of a node (gpus_per_node /
+ *              tensor_parallel) when that is smaller. A unit is gathered (one
+ *              buffer of the gathered size) before its first op in forward and
+ *              freed after its last op (full_shard, hybrid_shard, zero3) or kept
+ *              to the end of its backward (shard_grad_op, hybrid_shard_zero2).
+ *              The root is gathered for the whole step. Backward: the unit is
+ *              gathered again if freed, before the backward of its last op; an
+ *              unsharded gradient buffer of the gathered size is allocated before
+ *              its first parameter gradient; after the backward of its first op
+ *              the gradient is reduce-scattered into the grad shard and the
+ *              buffer, then the gathered params, are freed. no_shard: N = 1,
+ *              nothing is gathered and gradients go straight into the grads.
+ *              fsdp's prefetch keys gather the next unit early (forward_prefetch:
+ *              at the current unit's start; backward_pre: at the current unit's
+ *              backward start; backward_post: after the current unit is freed).
+ *              offload = optimizer_and_params: the param shard is staged in a
+ *              shard-sized buffer around each gather, and the reduce-scattered
+ *              gradient in one around each reduction.
+ *     dp       not part of the runtime: nn.DataParallel's mechanics (memstrat.c)
+ *              with these dtypes.
+ *     Optimizer steps are in place, no temporaries. offload = optimizer moves
+ *     master and optimizer states to the host; optimizer_and_params moves the
+ *     param and grad shards too.
  * ---------------------------------------------------------------------------
  */
 #ifndef SHARDCAST_MEMORY_H

@@ -471,19 +471,20 @@ static void units_setup(struct wk *w)
 	for (u = 0; u < w->nu; u++)
 		S += shard(w, w->u[u].elems);
 	if (!pt(w)) {
+		/* memory.h S3 order: params, master, optimizer states, grads */
 		int host_p = w->offload == OFFLOAD_OPTIMIZER_AND_PARAMS, host_o = w->offload != OFFLOAD_NONE;
 		if (host_p)
 			w->host += (double)S * (w->wp + w->wg);
-		else {
+		else
 			alloc(w, MEM_PARAMS, W_PARAMS, -1, S * w->wp);
-			alloc(w, MEM_GRADS, W_GRAD_SHARD, -1, S * w->wg);
-		}
-		if (host_o)
+		if (host_o) {
 			w->host += (double)S * (w->wm + bytes * copies);
-		else {
+		} else {
 			alloc(w, MEM_OPTIM, W_MASTER, -1, S * w->wm);
 			alloc(w, MEM_OPTIM, W_OPT_STATES, -1, S * bytes * copies);
 		}
+		if (!host_p)
+			alloc(w, MEM_GRADS, W_GRAD_SHARD, -1, S * w->wg);
 		return;
 	}
 	/* PyTorch: a FlatParameter shard per unit; offload keeps it on the host */
