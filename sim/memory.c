@@ -98,7 +98,7 @@ void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d
 {
 	const struct mem_tape *tp = &p->tape[t];
 	struct pools q = {0, 0, 0, 0};
-	int64_t sz, seg, cur, states = 0, alloc_total = 0;
+	int64_t sz, seg, cur, states = 0, alloc_total = 0, what[W_NWHAT] = {0};
 	int i, pool, at = -1;
 
 	memset(d, 0, sizeof *d);
@@ -107,6 +107,9 @@ void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d
 		const struct mem_event *e = &tp->ev[i];
 		sz = block(p, e, b, &pool, &seg);
 		pool_add(&q, pool, e->sign * seg);
+		what[e->what] += e->sign * sz;
+		if (what[e->what] > d->what_peak[e->what])
+			d->what_peak[e->what] = what[e->what];
 		if (e->cat == MEM_PARAMS || e->cat == MEM_GRADS || e->cat == MEM_OPTIM) {
 			states += e->sign * sz;
 			if (states > d->states_peak)

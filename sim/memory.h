@@ -170,6 +170,7 @@ struct mem_detail {
 	int64_t live[MEM_NCAT];/* allocated bytes per category at the peak */
 	int64_t slack;         /* pool slack at the peak */
 	int64_t what[W_NWHAT]; /* allocated bytes per label at the peak */
+	int64_t what_peak[W_NWHAT]; /* the most each label holds at any point of the step */
 	int64_t states_peak;   /* max over the step of params + grads + optimizer */
 	int64_t states_setup;  /* params + grads + optimizer kept across steps (after setup) */
 	int event;             /* index of the peak event */

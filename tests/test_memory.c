@@ -575,3 +575,63 @@ Test(memory, predict_fills_contract)
 	cr_expect(strncmp(pr.mem.binding, "GPU 0: ", 7) == 0, "%s", pr.mem.binding);
 	scenario_free(&s);
 }
+
+/* FSDP wrap policies: the whole model gathered at once without wrapping, one
+ * block (and its prefetched neighbour) with transformer wrapping, single
+ * products with size-based wrapping at a small threshold. The root (embeddings
+ * and LM head) is gathered in all three. */
+Test(memory, fsdp_wrap_policies)
+{
+	static const char *const wrap[] = {"training.fsdp_auto_wrap_policy=no_wrap",
+		"training.fsdp_auto_wrap_policy=transformer_based_wrap",
+		"training.fsdp_auto_wrap_policy=size_based_wrap"};
+	const char *sets[] = {"training.strategy=fsdp", NULL, "training.fsdp_min_num_params=1e6"};
+	struct ctx c;
+	struct mem_detail d;
+	int64_t gathered[3];
+	double P = 0;
+	int k;
+
+	for (k = 0; k < 3; k++) {
+		sets[1] = wrap[k];
+		load(&c, base, sets, 3);
+		mem_detail(&c.p, 0, 1, &d);
+		gathered[k] = d.what_peak[W_GATHERED];
+		P = c.g.params_rank;
+		drop(&c);
+	}
+	cr_expect_geq((double)gathered[0], 2 * P * 0.999, "no_wrap gathers every bf16 parameter");
+	cr_expect_lt(gathered[1], gathered[0]);
+	cr_expect_lt(gathered[2], gathered[1]);
+}
+
+/* Dropout keeps a 1-byte mask per element it drops (and its output): turning it
+ * off lowers the peak. fp16 autocast saves 16-bit products where fp32 saves
+ * 32-bit ones, and adds the loss-scale state. */
+Test(memory, dropout_and_precision)
+{
+	const char *sets[] = {"model.name=gpt2", "model.dropout=0.1", "training.precision=fp16",
+			      "cluster.gpu=v100-sxm2-32gb", "model.seq_len=1024"};
+	struct ctx c;
+	struct mem_detail d;
+	int64_t with, without, saved16;
+
+	load(&c, base, sets, 5);
+	with = mem_peak(&c.p, 0, 4);
+	mem_detail(&c.p, 0, 4, &d);
+	cr_expect_gt(d.what[W_LOSS_SCALE], 0);
+	drop(&c);
+	sets[1] = "model.dropout=0";
+	load(&c, base, sets, 5);
+	without = mem_peak(&c.p, 0, 4);
+	mem_detail(&c.p, 0, 4, &d);
+	saved16 = d.what_peak[W_SAVED];
+	drop(&c);
+	cr_expect_lt(without, with);
+	sets[2] = "training.precision=fp32";
+	load(&c, base, sets, 5);
+	mem_detail(&c.p, 0, 4, &d);
+	cr_expect_gt(d.what_peak[W_SAVED], saved16);
+	cr_expect_eq(d.what[W_LOSS_SCALE], 0);
+	drop(&c);
+}
