@@ -274,7 +274,7 @@ void mem_plan_free(struct mem_plan *p)
 
 /* ---- labels ------------------------------------------------------------------------ */
 
-const char *mem_what_name(int what, int is_dp_master)
+const char *mem_what_name(int what)
 {
 	static const char *const names[W_NWHAT] = {
 		"CUDA context", "cuBLAS workspace", "NCCL buffers", "parameters",
@@ -286,7 +286,6 @@ const char *mem_what_name(int what, int is_dp_master)
 		"gathered logits", "replica parameters", "replica gradients",
 		"optimizer-step temporaries", "staging copies"};
 
-	(void)is_dp_master;
 	return what >= 0 && what < W_NWHAT ? names[what] : "?";
 }
 
@@ -335,7 +334,7 @@ static void fill_result(const struct mem_plan *p, const struct graph *g, const s
 		if (d->what[w] > d->what[best])
 			best = w;
 	snprintf(r->binding, sizeof r->binding, "GPU %d: %s (%.0f%% of the peak), %s%s%s",
-		 r->binding_gpu, mem_what_name(best, r->binding_gpu == 0), d->peak > 0 ?
+		 r->binding_gpu, mem_what_name(best), d->peak > 0 ?
 		 100.0 * (double)d->what[best] / (double)d->peak : 0.0, mem_phase_name(d->phase),
 		 d->op >= 0 ? " " : "", d->op >= 0 ? g->ops[d->op].name : "");
 }
@@ -397,7 +396,7 @@ static void csv_rows(const struct mem_plan *p, const struct graph *g, int t, int
 		live[e->cat] += e->sign * sz;
 		total += e->sign * sz;
 		fprintf(f, "%d,%s,%d,%s,%s,%s,%lld", i, mem_phase_name(e->phase), e->micro,
-			e->op >= 0 ? g->ops[e->op].name : "", mem_what_name(e->what, tp->gpu == 0),
+			e->op >= 0 ? g->ops[e->op].name : "", mem_what_name(e->what),
 			e->sign > 0 ? "alloc" : "free", (long long)sz);
 		for (c = 0; c < MEM_NCAT; c++)
 			fprintf(f, ",%lld", (long long)live[c]);

@@ -202,7 +202,7 @@ int mem_write_timeline(const struct mem_plan *p, const struct graph *g, int t, i
 		       FILE *f, const char *path, struct err *e);
 
 /* Label of a what / category / phase. */
-const char *mem_what_name(int what, int is_dp_master);
+const char *mem_what_name(int what);
 const char *mem_cat_name(int cat);
 const char *mem_phase_name(int phase);
 
