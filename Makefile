@@ -40,10 +40,10 @@ BENCH_STEP_SRCS := bench/bench_step.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
              tests/test_store.c tests/test_coll.c tests/test_step.c \
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
-             tests/test_runtime.c tests/test_reference.c
+             tests/test_runtime.c tests/test_reference.c tests/test_grid.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
-               runtime/ckpt.c
+               runtime/ckpt.c runtime/search.c
 VALIDATE_SRCS := runtime/validate_main.c
 RT_MPI_TEST_SRCS := tests/rt_mpi_main.c
 
