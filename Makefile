@@ -33,7 +33,8 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
                 sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c \
                 sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
-                sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c
+                sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
+                sim/calib.c
 SIMULATE_SRCS := sim/simulate_main.c
 RESULTS_SRCS := sim/results_main.c
 BENCH_STEP_SRCS := bench/bench_step.c
@@ -54,7 +55,7 @@ RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o)
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
 .PHONY: all test check bench run deps clean readme-keys
-all: $(BIN)/simulate $(BIN)/results
+all: $(BIN)/simulate $(BIN)/results $(BIN)/validate
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -125,6 +126,7 @@ test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test
 	$(BIN)/unit_tests --jobs 2
 	tests/golden.sh $(BIN)
 	tests/mpi.sh $(BIN)
+	tests/validate.sh $(BIN)
 
 check: deps
 	$(MAKE) BUILD=build-san BIN=bin-san CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" \

@@ -45,7 +45,7 @@ static int load(struct scenario *s, const struct gcase *c, int64_t B, double gpu
 	snprintf(set[n++], 128, "cluster.nodes=%d", hybrid && c->world > 1 ? 2 : 1);
 	snprintf(set[n++], 128, "cluster.gpus_per_node=%d", hybrid && c->world > 1 ? c->world / 2 : c->world);
 	snprintf(set[n++], 128, "model.seq_len=%d", c->seq);
-	snprintf(set[n++], 128, "model.name=%s", c->mini ? "tests/grid/gpt-mini.ini" : "gpt-tiny");
+	snprintf(set[n++], 128, "model.name=%s", c->mini ? "gpt-mini" : "gpt-tiny");
 	snprintf(set[n++], 128, "training.activation_checkpointing=%s",
 		 c->recompute == 2 ? "selective" : c->recompute ? "full" : "none");
 	snprintf(set[n++], 128, "training.grad_accum=%d", c->accum);
