@@ -28,9 +28,11 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # ---- sources ----------------------------------------------------------------
 SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
                 sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c
+SIM_LIB_SRCS += sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c
 SIMULATE_SRCS := sim/simulate_main.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
              tests/test_store.c
+TEST_SRCS += tests/test_job.c
 
 SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
@@ -89,7 +91,18 @@ check: deps
 bench: deps all
 	@echo "bench: (targets added by later work)"
 
+# the job simulation's speed target
+.PHONY: bench-job
+bench: bench-job
+bench-job: deps $(BIN)/bench_job
+	$(BIN)/bench_job
+
+$(BIN)/bench_job: $(BUILD)/bench/bench_job.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 clean:
 	rm -rf build build-san bin bin-san
 
 -include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d
+-include $(BUILD)/bench/bench_job.d

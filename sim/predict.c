@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "graph.h"
+#include "jobrun.h"
 
 int predict_graph_opts(const struct scenario *s, struct graph_opts *o)
 {
@@ -43,5 +44,8 @@ int predict_run(const struct scenario *s, struct prediction *p, struct err *e)
 	p->flops_per_token = graph_model_flops_per_sample(&g, &s->model) / g.tokens;
 	p->micro_batch = s->s.training.micro_batch > 0 ? s->s.training.micro_batch : 0;
 	graph_free(&g);
+	/* the job model needs the step time: [job] step_time or the step model's */
+	if (s->has_failures)
+		return jobrun_predict(s, p, e);
 	return 0;
 }

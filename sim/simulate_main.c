@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobrun.h"
 #include "predict.h"
 #include "report.h"
 #include "scenario.h"
@@ -29,6 +30,7 @@ static void usage(FILE *f)
 		"  --db FILE              record the run (scenario, outputs) in this SQLite database\n"
 		"  --trace FILE           write a Chrome/Perfetto trace of the simulated step\n"
 		"  --memory-timeline FILE write the memory timeline of the most loaded GPU as CSV\n"
+		"  --plot FILE.png        plot ETTR against checkpoint interval, sync and async (needs [failures])\n"
 		"  --keys                 print the reference of every scenario key (Markdown) and exit\n"
 		"  --version              print the version and exit\n"
 		"  -h, --help             this help\n"
@@ -37,7 +39,7 @@ static void usage(FILE *f)
 }
 
 struct opts {
-	const char *scenario, *db, *trace, *timeline;
+	const char *scenario, *db, *trace, *timeline, *plot;
 	const char *sets[MAX_SETS];
 	int nset, json;
 };
@@ -48,6 +50,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"json", no_argument, NULL, 'j'}, {"set", required_argument, NULL, 's'},
 		{"db", required_argument, NULL, 'd'}, {"trace", required_argument, NULL, 't'},
 		{"memory-timeline", required_argument, NULL, 'm'}, {"keys", no_argument, NULL, 'k'},
+		{"plot", required_argument, NULL, 'p'},
 		{"version", no_argument, NULL, 'V'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	int c;
 
@@ -64,6 +67,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'd': o->db = optarg; break;
 		case 't': o->trace = optarg; break;
 		case 'm': o->timeline = optarg; break;
+		case 'p': o->plot = optarg; break;
 		case 'k':
 			printf("### Scenario keys\n\n");
 			cfg_write_reference(scenario_keys(), stdout);
@@ -130,11 +134,15 @@ int main(int argc, char **argv)
 	}
 	if (!rc && o.db)
 		rc = record(&o, &s, json, &e);
+	if (!rc && o.plot)
+		rc = jobrun_plot(&s, &p, o.plot, &e);
 	if (!rc) {
 		if (o.json)
 			printf("%s\n", json);
 		else
 			report_text(stdout, &s, &p);
+		if (o.plot)
+			fprintf(o.json ? stderr : stdout, "\nplot: wrote %s\n", o.plot);
 	}
 	if (rc)
 		fprintf(stderr, "simulate: error: %s\n", e.msg);
