@@ -635,6 +635,7 @@ double job_daly_wall(double work, double interval, double delta, double restart,
 #define GRID 13               /* points of the log grid */
 #define GRID_HALF 6
 #define GRID_STEP 1.2599210498948732  /* 2^(1/3): the grid spans x/4 .. x4 */
+#define FINE 64               /* points of the scan of the fit */
 
 struct search {
 	struct job_sim *w;
@@ -656,17 +657,31 @@ static double objective(struct search *s, double tau)
 	return s->rc ? INFINITY : st.wall / st.useful;
 }
 
+/* The fit A/x + B + C x + D q(x) in x = tau / tau_best, where q is the part of
+ * (e^{τ/M} − 1)/τ beyond its linear terms, scaled to ≈ x² for τ ≪ M: with
+ * these four functions Daly's T_w(τ) = M e^{R/M}(e^{(τ+δ)/M} − 1)/τ · T_s is
+ * represented exactly, and other failure processes smoothly. */
 struct fit {
-	double c[4];              /* A/x + B + C x + D x^2 in x = tau / x0 */
+	double c[4];
+	double u;                 /* tau_best / M */
 };
+
+static double tail(double x, double u)
+{
+	double z = x * u;
+
+	if (z < 1e-3)             /* (e^z − 1 − z − z²/2) / z by its series */
+		return 6 * (z / 6 + z * z / 24 + z * z * z / 120) * x / u;
+	return 6 * (expm1(z) - z - z * z / 2) / (z * u * u);
+}
 
 static double fitted(double x, void *params)
 {
 	const struct fit *f = params;
-	return f->c[0] / x + f->c[1] + f->c[2] * x + f->c[3] * x * x;
+	return f->c[0] / x + f->c[1] + f->c[2] * x + f->c[3] * tail(x, f->u);
 }
 
-/* Least-squares fit of n points (x, y); 0 on success. */
+/* Least-squares fit of n points (x, y) into f (f->u set); 0 on success. */
 static int fit_points(const double *x, const double *y, int n, struct fit *f)
 {
 	gsl_matrix *X = gsl_matrix_alloc((size_t)n, 4), *cov = gsl_matrix_alloc(4, 4);
@@ -680,7 +695,7 @@ static int fit_points(const double *x, const double *y, int n, struct fit *f)
 			gsl_matrix_set(X, (size_t)i, 0, 1 / x[i]);
 			gsl_matrix_set(X, (size_t)i, 1, 1);
 			gsl_matrix_set(X, (size_t)i, 2, x[i]);
-			gsl_matrix_set(X, (size_t)i, 3, x[i] * x[i]);
+			gsl_matrix_set(X, (size_t)i, 3, tail(x[i], f->u));
 			gsl_vector_set(Y, (size_t)i, y[i]);
 		}
 		rc = gsl_multifit_linear(X, Y, c, cov, &chisq, ws);
@@ -723,10 +738,28 @@ static double brent(struct fit *f, double a, double m, double b)
 	return x;
 }
 
+/* The argmin of the fit over [a, b] (x units): a fine scan, refined by Brent. */
+static double fit_min(struct fit *f, double a, double b)
+{
+	double x[FINE], r = pow(b / a, 1.0 / (FINE - 1));
+	int k, m = 0;
+
+	for (k = 0; k < FINE; k++) {
+		x[k] = a * pow(r, k);
+		if (fitted(x[k], f) < fitted(x[m], f))
+			m = k;
+	}
+	if (m == 0 || m == FINE - 1)
+		return x[m];
+	return brent(f, x[m - 1], x[m], x[m + 1]);
+}
+
 int job_optimize(struct job_sim *w, const struct job_params *p, double *best, struct err *e)
 {
 	struct search s = {w, *p, e, 0, p->work > 0 ? p->work : p->window};
-	double mtbf = job_mtbf(p), x0, tau[GRID], y[GRID], xs[7];
+	double mtbf = job_mtbf(p), x0, t0, tau[GRID], y[GRID], xs[7];
+	/* s: saving async more often than its write takes only adds waiting */
+	double floor_ = p->background > 1e-3 ? p->background : 1e-3;
 	gsl_error_handler_t *old;
 	struct fit f;
 	int k, kb, shifts, lo;
@@ -735,16 +768,15 @@ int job_optimize(struct job_sim *w, const struct job_params *p, double *best, st
 		*best = s.cap;      /* nothing fails: save at the end only */
 		return 0;
 	}
-	/* Daly's interval for the blocking cost; an async write longer than it
-	 * bounds the useful interval from below */
-	x0 = job_daly(p->block, mtbf);
-	if (x0 < p->background)
-		x0 = p->background;
-	if (!(x0 > 0))
-		x0 = mtbf * 1e-3;
+	x0 = job_daly(p->block, mtbf);  /* Daly's interval for the blocking cost */
+	if (!(x0 > floor_))
+		x0 = floor_;
 	for (shifts = 0;; shifts++) {
+		t0 = x0 * pow(GRID_STEP, -GRID_HALF);
+		if (t0 < floor_)
+			t0 = floor_;
 		for (k = 0; k < GRID; k++) {
-			tau[k] = x0 * pow(GRID_STEP, k - GRID_HALF);
+			tau[k] = t0 * pow(GRID_STEP, k);
 			y[k] = objective(&s, tau[k]);
 		}
 		if (s.rc)
@@ -752,21 +784,21 @@ int job_optimize(struct job_sim *w, const struct job_params *p, double *best, st
 		for (kb = 0, k = 1; k < GRID; k++)
 			if (y[k] < y[kb])
 				kb = k;
-		if (((kb > 0 || tau[0] <= 1e-3) && (kb < GRID - 1 || tau[GRID - 1] >= s.cap)) || shifts == 4)
+		if (((kb > 0 || t0 <= floor_) && (kb < GRID - 1 || tau[GRID - 1] >= s.cap)) || shifts == 4)
 			break;
 		x0 = tau[kb];  /* the best is at an edge: re-centre there */
 	}
+	/* smooth the noise: fit the 7 points around the best, minimise the fit,
+	 * and keep the answer within a grid step of the best point */
 	lo = kb - 3 < 0 ? 0 : kb + 3 >= GRID ? GRID - 7 : kb - 3;
 	for (k = 0; k < 7; k++)
 		xs[k] = tau[lo + k] / tau[kb];
-	old = gsl_set_error_handler_off();
 	*best = tau[kb];
-	if (kb > 0 && kb < GRID - 1 && !fit_points(xs, y + lo, 7, &f)) {
-		int m = 1;
-		for (k = 2; k < 6; k++)
-			if (fitted(xs[k], &f) < fitted(xs[m], &f))
-				m = k;
-		*best = tau[kb] * brent(&f, xs[0], xs[m], xs[6]);
+	old = gsl_set_error_handler_off();
+	f.u = tau[kb] / mtbf;
+	if (!fit_points(xs, y + lo, 7, &f)) {
+		double a = kb > 0 ? tau[kb - 1] : tau[0], b = kb < GRID - 1 ? tau[kb + 1] : tau[GRID - 1];
+		*best = tau[kb] * fit_min(&f, a / tau[kb], b / tau[kb]);
 	}
 	gsl_set_error_handler(old);
 	if (*best > s.cap)

@@ -102,10 +102,14 @@ int job_sim_run(struct job_sim *w, const struct job_params *p, int quantiles, st
 
 /* The interval that minimises the expected wall time per unit of training
  * kept (1 / ETTR), into *best (s). The Monte Carlo estimate is taken on a
- * log grid around Daly's interval with common random numbers, the grid's best
- * neighbourhood is smoothed by a least-squares fit of A/τ + B + Cτ + Dτ² (the
- * form of the expansion of Daly's T_w), and the fit is minimised with GSL's
- * Brent minimiser. p->interval is left as it was. */
+ * log grid (13 points, x/4 to x4) around Daly's interval with common random
+ * numbers, re-centred when the best point is at an edge; the 7 points around
+ * the best are smoothed by a least-squares fit of A/τ + B + Cτ + D·q(τ),
+ * q(τ) = (e^{τ/M} − 1 − τ/M − τ²/2M²)/τ (a form in which Daly's T_w is
+ * exact, ≈ a quadratic for τ ≪ M), and the fit is minimised with GSL's
+ * Brent minimiser within a grid step of the best point. An async save is
+ * never searched below its write time: saving more often only waits for the
+ * write. p->interval is left as it was. */
 int job_optimize(struct job_sim *w, const struct job_params *p, double *best, struct err *e);
 
 /* s: mean time between unexpected failures of the job (INFINITY: none). */
