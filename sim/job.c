@@ -134,7 +134,8 @@ struct trial {
 	int final;               /* the checkpoint under way is the last one */
 	int64_t spares, deficit; /* free spare nodes; nodes the job lacks */
 	double compute, ckpt, down, lost, checkpoints, waits;
-	double unexpected, planned, failures_down;
+	double unexpected, planned;
+	double left[EV_MAX];     /* s: what each failure clock had left when it stopped */
 };
 
 struct job_sim {
@@ -263,8 +264,34 @@ static void block(struct job_sim *w, struct trial *r)
 	evq_set(&w->q, EV_JOB, r->t + w->p->block);
 }
 
+/* Failure clocks run while the job keeps its hardware busy (training,
+ * checkpointing, restarting): they stop when it fails and go on at the restart
+ * with what they had left. */
+static void clocks_stop(struct job_sim *w, struct trial *r)
+{
+	int s;
+
+	for (s = EV_EXP; s < w->q.n; s++) {
+		if (s == EV_REPAIR)
+			continue;
+		r->left[s] = w->q.t[s] - r->t;
+		evq_clear(&w->q, s);
+	}
+}
+
+static void clocks_go(struct job_sim *w, struct trial *r)
+{
+	int s;
+
+	for (s = EV_EXP; s < w->q.n; s++)
+		if (s != EV_REPAIR && r->left[s] < INFINITY)
+			evq_set(&w->q, s, r->t + r->left[s]);
+}
+
 static void restart(struct job_sim *w, struct trial *r)
 {
+	if (r->st == ST_DOWN || r->st == ST_WAIT)
+		clocks_go(w, r);
 	enter(r, ST_RESTART);
 	evq_set(&w->q, EV_JOB, r->t + w->p->restart);
 }
@@ -371,12 +398,8 @@ static void repair_done(struct job_sim *w, struct trial *r)
 		try_restart(w, r);
 }
 
-static int running(int st)
-{
-	return st == ST_COMPUTE || st == ST_BLOCK || st == ST_DRAIN || st == ST_SAVE || st == ST_RESTART;
-}
-
-/* A planned stop: save, then restart; nothing is lost. */
+/* A planned stop: save, then restart; nothing is lost. (One while a planned
+ * save is under way is part of that stop.) */
 static void planned(struct job_sim *w, struct trial *r, int i)
 {
 	if (r->st == ST_COMPUTE || r->st == ST_BLOCK || r->st == ST_DRAIN) {
@@ -388,7 +411,6 @@ static void planned(struct job_sim *w, struct trial *r, int i)
 	} else if (r->st == ST_RESTART) {
 		restart(w, r);
 	} else {
-		r->failures_down++;
 		return;
 	}
 	r->planned++;
@@ -399,24 +421,20 @@ static void fail(struct job_sim *w, struct trial *r, int i)
 {
 	const struct job_component *c = &w->p->c[i];
 	double repair = c->repair == FAIL_REPAIR_NONE ? 0 : gsl_ran_lognormal(w->r_aux, c->repair_mu, c->repair_sigma);
-	int was_running = running(r->st);
 
 	if (c->planned) {
 		planned(w, r, i);
 		return;
 	}
-	if (was_running) {
-		r->unexpected++;
-		w->by_comp[i]++;
-		enter(r, ST_DOWN);
-		r->lost += r->p - r->p_saved;
-		r->p = r->p_saved;
-		r->p_write = -1;
-		r->final = 0;
-		evq_clear(&w->q, EV_WRITE);
-	} else {
-		r->failures_down++;
-	}
+	r->unexpected++;
+	w->by_comp[i]++;
+	enter(r, ST_DOWN);
+	clocks_stop(w, r);
+	r->lost += r->p - r->p_saved;
+	r->p = r->p_saved;
+	r->p_write = -1;
+	r->final = 0;
+	evq_clear(&w->q, EV_WRITE);
 	if (c->repair == FAIL_REPAIR_SWAP) {
 		if (heap_push(&w->repairs, r->t + repair)) {
 			w->err = ERR_INPUT;
@@ -430,10 +448,7 @@ static void fail(struct job_sim *w, struct trial *r, int i)
 	} else if (c->repair == FAIL_REPAIR_IN_PLACE && r->t + repair > r->wait_until) {
 		r->wait_until = r->t + repair;
 	}
-	if (was_running)
-		evq_set(&w->q, EV_JOB, r->t + c->detect);
-	else if (r->st == ST_WAIT)
-		try_restart(w, r);
+	evq_set(&w->q, EV_JOB, r->t + c->detect);
 }
 
 static void exp_failure(struct job_sim *w, struct trial *r)
@@ -560,7 +575,6 @@ int job_sim_run(struct job_sim *w, const struct job_params *p, int quantiles, st
 		w->useful[k] = p->work > 0 ? p->work : r->p;
 		sum[0] += r->unexpected;
 		sum[1] += r->planned;
-		sum[2] += r->failures_down;
 		sum[3] += r->lost;
 		sum[4] += r->ckpt;
 		sum[5] += r->down;
@@ -581,7 +595,6 @@ int job_sim_run(struct job_sim *w, const struct job_params *p, int quantiles, st
 	st->unexpected = sum[0] / n;
 	st->planned = sum[1] / n;
 	st->interruptions = st->unexpected + st->planned;
-	st->failures_down = sum[2] / n;
 	st->lost = sum[3] / n;
 	st->ckpt = sum[4] / n;
 	st->down = sum[5] / n;

@@ -11,11 +11,13 @@
  * checkpoint counts once it is complete (sync: the block ends; async: the
  * write ends); a final one is saved at the end of the work.
  *
- * Failures come from the catalog's components, each a renewal process in
- * calendar time over the job's hardware: exponential components are merged
- * into one Poisson process (the category of each failure drawn by rate),
- * Weibull ones run their own clocks. A failure while the job runs,
- * checkpoints or restarts interrupts it: the work since the last complete
+ * Failures come from the catalog's components, each a renewal process over
+ * the job's hardware: exponential components are merged into one Poisson
+ * process (the category of each failure drawn by rate), Weibull ones run their
+ * own clocks. The clocks run while the hardware is busy — training,
+ * checkpointing or restarting — and stop while the job is down (a failure not
+ * yet detected, waiting for a node or a repair). A failure interrupts the
+ * job: the work since the last complete
  * checkpoint is lost; the job is down until the failure is detected (at once,
  * or at the collective timeout for a hang); a failed node is swapped for a
  * free spare, or the job waits until a node comes back from repair (lognormal
@@ -23,10 +25,11 @@
  * `restart` seconds (a failure during it starts it over). A planned stop saves
  * a checkpoint (block_sync) first and loses nothing.
  *
- * The failure history of a trial depends only on the seed and the trial index
- * (three GSL mt19937 streams: merged exponential clock, Weibull clocks, and
- * categories and repair times), not on the interval or the mode: comparisons
- * between intervals use common random numbers, and trials can run in any order.
+ * The failure history of a trial, on the axis of busy time, depends only on
+ * the seed and the trial index (three GSL mt19937 streams: merged exponential
+ * clock, Weibull clocks, and categories and repair times), not on the interval
+ * or the mode: comparisons between intervals use common random numbers, and
+ * trials can run in any order.
  *
  * Closed forms (for exponential failures, MTBF M, checkpoint cost δ, restart
  * R, solve time T_s): Young (1974) τ = √(2δM); Daly (2006, FGCS 22(3)) τ =
@@ -79,7 +82,6 @@ struct job_stats {
 	double useful_lo, useful_hi; /* 95% interval of the mean */
 	double ettr;          /* useful / wall (ratio of the means) */
 	double interruptions, unexpected, planned; /* per run */
-	double failures_down; /* failures while the job was already down, per run */
 	double lost;          /* s of training lost per run */
 	double ckpt;          /* s blocked by checkpoints per run */
 	double down;          /* s of detection, waiting and restarts per run */

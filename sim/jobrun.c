@@ -153,9 +153,8 @@ static void fill(const struct scenario *s, const struct job_params *p, const str
 	j->interruptions = st->interruptions;
 	j->unexpected = st->unexpected;
 	j->planned = st->planned;
-	j->failures_down = st->failures_down;
 	j->ckpt_interval = p->interval;
-	j->mtbf = mtbf;
+	j->mtbf = mtbf < INFINITY ? mtbf : 0;
 	j->young = mtbf < INFINITY ? job_young(p->block, mtbf) : 0;
 	j->daly = mtbf < INFINITY ? job_daly(p->block, mtbf) : 0;
 	j->lost = st->lost;

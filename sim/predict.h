@@ -54,11 +54,10 @@ struct job_result {
 	double wall_days_p025, wall_days_p975; /* 95% of the runs fall between */
 	double interruptions; /* mean per run, planned ones included */
 	double unexpected, planned; /* mean per run */
-	double failures_down; /* failures while the job was already down, per run */
 	double ckpt_interval; /* s of training between checkpoints */
 	int interval_auto;    /* chosen by the search */
 	double young, daly;   /* s: Young (1974) and Daly (2006) intervals for this cost and MTBF */
-	double mtbf;          /* s between unexpected failures of the job */
+	double mtbf;          /* s between unexpected failures of the job; 0 = none fail */
 	double lost;          /* s of training lost per run */
 	double ckpt_overhead; /* s training is blocked by checkpoints per run */
 	double downtime;      /* s of detection, waiting for nodes and restarts per run */

@@ -59,6 +59,20 @@ static const char *hours(char *b, size_t n, double s)
 	return b;
 }
 
+/* A duration in the unit a reader compares it in: ms, s, min or h. */
+static const char *dur(char *b, size_t n, double s)
+{
+	if (s < 1)
+		snprintf(b, n, "%.3g ms", s * 1e3);
+	else if (s < 120)
+		snprintf(b, n, "%.3g s", s);
+	else if (s < 7200)
+		snprintf(b, n, "%.3g min", s / 60);
+	else
+		snprintf(b, n, "%.3g h", s / 3600);
+	return b;
+}
+
 static void text_job_setup(FILE *f, const struct scenario *s, const struct job_result *j)
 {
 	const struct scn_checkpoint *k = &s->s.checkpoint;
@@ -68,25 +82,27 @@ static void text_job_setup(FILE *f, const struct scenario *s, const struct job_r
 		(long long)j->trials, (long long)j->seed);
 	if (j->work > 0)
 		fprintf(f, "  training          %.0f steps of %s = %.2f days failure-free\n", j->steps,
-			fmt(b[0], 32, j->step_time, UNIT_TIME), j->work / 86400);
+			dur(b[0], 32, j->step_time), j->work / 86400);
 	else
 		fprintf(f, "  training          a fixed window of %.2f days, steps of %s\n", j->window / 86400,
-			fmt(b[0], 32, j->step_time, UNIT_TIME));
+			dur(b[0], 32, j->step_time));
 	fprintf(f, "                    (step time from %s)\n", j->step_from_scenario ? "[job] step_time" : "the step model");
-	fprintf(f, "  failures          one unexpected every %s of the job (MTBF)\n", hours(b[0], 32, j->mtbf));
+	if (j->mtbf > 0)
+		fprintf(f, "  failures          one unexpected every %s of the job (MTBF)\n", hours(b[0], 32, j->mtbf));
+	else
+		fprintf(f, "  failures          none unexpected in the catalog\n");
 	fprintf(f, "  checkpoint        %s (%.0f B/param), %s, %s: blocks training %s",
 		fmt(b[0], 32, j->ckpt_bytes, UNIT_BYTES), j->ckpt_bytes_per_param,
 		scenario_enum_name("checkpoint", "state_dict", k->state_dict),
-		scenario_enum_name("checkpoint", "mode", k->mode), fmt(b[1], 32, j->ckpt_block, UNIT_TIME));
+		scenario_enum_name("checkpoint", "mode", k->mode), dur(b[1], 32, j->ckpt_block));
 	if (j->ckpt_background > 0)
-		fprintf(f, ", then writes %s in the background", fmt(b[2], 32, j->ckpt_background, UNIT_TIME));
+		fprintf(f, ", then writes for %s in the background", dur(b[2], 32, j->ckpt_background));
 	fprintf(f, "\n  restart           %s (restart_minutes + %s to read the checkpoint), %lld spare node%s\n",
-		fmt(b[3], 32, j->restart, UNIT_TIME), fmt(b[4], 32, j->ckpt_load, UNIT_TIME),
-		(long long)j->spares, j->spares == 1 ? "" : "s");
-	fprintf(f, "  interval          %s of training (%s; Young %s, Daly %s)\n",
-		fmt(b[0], 32, j->ckpt_interval, UNIT_TIME),
+		dur(b[3], 32, j->restart), dur(b[4], 32, j->ckpt_load), (long long)j->spares, j->spares == 1 ? "" : "s");
+	fprintf(f, "  interval          %s of training, %.0f steps (%s; Young %s, Daly %s)\n",
+		dur(b[0], 32, j->ckpt_interval), j->ckpt_interval / j->step_time,
 		j->interval_auto ? "auto: least expected wall time" : "set",
-		fmt(b[1], 32, j->young, UNIT_TIME), fmt(b[2], 32, j->daly, UNIT_TIME));
+		dur(b[1], 32, j->young), dur(b[2], 32, j->daly));
 }
 
 static void text_job(FILE *f, const struct scenario *s, const struct prediction *p)
@@ -107,8 +123,6 @@ static void text_job(FILE *f, const struct scenario *s, const struct prediction 
 		100 * j->ettr_hi);
 	fprintf(f, "  interruptions     %.1f per run: %.1f unexpected, %.1f planned", j->interruptions,
 		j->unexpected, j->planned);
-	if (j->failures_down >= 0.05)
-		fprintf(f, " (and %.1f failures while already down)", j->failures_down);
 	fprintf(f, "\n");
 	for (i = 0; i < j->ncomp; i++)
 		fprintf(f, "    %-24s %8.1f%s\n", j->comp[i], j->comp_interruptions[i],
@@ -186,7 +200,6 @@ static void json_job(cJSON *root, const struct job_result *j)
 	num(o, "interruptions", j->interruptions);
 	num(o, "unexpected_interruptions", j->unexpected);
 	num(o, "planned_interruptions", j->planned);
-	num(o, "failures_while_down", j->failures_down);
 	num(o, "checkpoint_interval_s", j->ckpt_interval);
 	cJSON_AddBoolToObject(o, "checkpoint_interval_auto", j->interval_auto);
 	num(o, "young_interval_s", j->young);
