@@ -555,10 +555,31 @@ static void setup(struct job_sim *w, const struct job_params *p)
 	memset(w->by_comp, 0, sizeof w->by_comp);
 }
 
+/* Mean and 95% interval of the mean of x (n values). */
+static void mean_ci(const double *x, int64_t n, double *mean, double *sd, double *lo, double *hi)
+{
+	double half;
+
+	*mean = gsl_stats_mean(x, 1, (size_t)n);
+	*sd = n > 1 ? gsl_stats_sd_m(x, 1, (size_t)n, *mean) : 0;
+	half = 1.959964 * *sd / sqrt((double)n);
+	*lo = *mean - half;
+	*hi = *mean + half;
+}
+
+static void quantiles_of(struct job_sim *w, int64_t n, struct job_stats *st)
+{
+	memcpy(w->scratch, w->wall, (size_t)n * sizeof *w->scratch);
+	gsl_sort(w->scratch, 1, (size_t)n);
+	st->wall_p025 = gsl_stats_quantile_from_sorted_data(w->scratch, 1, (size_t)n, 0.025);
+	st->wall_p975 = gsl_stats_quantile_from_sorted_data(w->scratch, 1, (size_t)n, 0.975);
+}
+
 int job_sim_run(struct job_sim *w, const struct job_params *p, int quantiles, struct job_stats *st,
 		struct err *e)
 {
-	double sum[9] = {0}, n = (double)p->trials, half;
+	const struct trial *r = &w->r;
+	double n = (double)p->trials, sd;
 	int64_t k;
 	int i, rc;
 
@@ -567,47 +588,28 @@ int job_sim_run(struct job_sim *w, const struct job_params *p, int quantiles, st
 		return err_set(e, ERR_SYSTEM, NULL, 0, "internal: job workspace or interval does not fit the parameters");
 	setup(w, p);
 	for (k = 0; k < p->trials; k++) {
-		const struct trial *r = &w->r;
 		rc = run_trial(w, k, e);
 		if (rc)
 			return rc;
 		w->wall[k] = p->work > 0 ? r->t : p->window;
 		w->useful[k] = p->work > 0 ? p->work : r->p;
-		sum[0] += r->unexpected;
-		sum[1] += r->planned;
-		sum[3] += r->lost;
-		sum[4] += r->ckpt;
-		sum[5] += r->down;
-		sum[6] += r->checkpoints;
-		sum[7] += r->waits;
+		st->unexpected += r->unexpected / n;
+		st->planned += r->planned / n;
+		st->lost += r->lost / n;
+		st->ckpt += r->ckpt / n;
+		st->down += r->down / n;
+		st->checkpoints += r->checkpoints / n;
+		st->waits += r->waits / n;
 	}
 	st->trials = p->trials;
-	st->wall = gsl_stats_mean(w->wall, 1, (size_t)p->trials);
-	st->wall_sd = p->trials > 1 ? gsl_stats_sd_m(w->wall, 1, (size_t)p->trials, st->wall) : 0;
-	half = 1.959964 * st->wall_sd / sqrt(n);
-	st->wall_lo = st->wall - half;
-	st->wall_hi = st->wall + half;
-	st->useful = gsl_stats_mean(w->useful, 1, (size_t)p->trials);
-	half = p->trials > 1 ? 1.959964 * gsl_stats_sd_m(w->useful, 1, (size_t)p->trials, st->useful) / sqrt(n) : 0;
-	st->useful_lo = st->useful - half;
-	st->useful_hi = st->useful + half;
-	st->ettr = st->useful / st->wall;
-	st->unexpected = sum[0] / n;
-	st->planned = sum[1] / n;
 	st->interruptions = st->unexpected + st->planned;
-	st->lost = sum[3] / n;
-	st->ckpt = sum[4] / n;
-	st->down = sum[5] / n;
-	st->checkpoints = sum[6] / n;
-	st->waits = sum[7] / n;
 	for (i = 0; i < p->n; i++)
 		st->by_comp[i] = w->by_comp[i] / n;
-	if (quantiles) {
-		memcpy(w->scratch, w->wall, (size_t)p->trials * sizeof *w->scratch);
-		gsl_sort(w->scratch, 1, (size_t)p->trials);
-		st->wall_p025 = gsl_stats_quantile_from_sorted_data(w->scratch, 1, (size_t)p->trials, 0.025);
-		st->wall_p975 = gsl_stats_quantile_from_sorted_data(w->scratch, 1, (size_t)p->trials, 0.975);
-	}
+	mean_ci(w->wall, p->trials, &st->wall, &st->wall_sd, &st->wall_lo, &st->wall_hi);
+	mean_ci(w->useful, p->trials, &st->useful, &sd, &st->useful_lo, &st->useful_hi);
+	st->ettr = st->useful / st->wall;
+	if (quantiles)
+		quantiles_of(w, p->trials, st);
 	return 0;
 }
 
