@@ -458,7 +458,7 @@ Test(job, llama3_catalog_rates)
 	for (i = 0; i < cat.n; i++)
 		if (!cat.c[i].planned)
 			unexpected += fail_job_rate(&cat.c[i], 16384, 2048) * 1296 * HOUR;
-	cr_expect_float_eq(unexpected, 419, 1e-9, "Table 5's counts sum to 419");
+	cr_expect_float_eq(unexpected, 419, 1e-9, "the paper's counts sum to 419");
 	cr_expect_float_eq(fail_job_rate(&cat.c[0], 8, 1) * HOUR, 8 * 148.0 / (1296 * 16384), 1e-15,
 			   "a GPU part scales with GPUs");
 }
