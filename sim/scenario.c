@@ -77,7 +77,7 @@ static const struct cfg_key keys[] = {
 	{"failures", "seed", CFG_INT, 0, 0, 0, 4e9, "1", FA(seed), NULL, "random seed"},
 	{"failures", "detection_minutes", CFG_NUM, 0, 0, 0, 1e5, "0", FA(detection_minutes), NULL, "time from a failure to the job noticing it (minutes); hangs wait for the collective timeout"},
 
-	{"checkpoint", "interval_minutes", CFG_NUM, 0, CFG_AUTO, 0.01, 1e7, "auto", CK(interval_minutes), NULL, "minutes between checkpoints, or auto = the interval that minimises wall time"},
+	{"checkpoint", "interval_minutes", CFG_NUM, 0, CFG_AUTO, 0.01, 1e7, "auto", CK(interval_minutes), NULL, "minutes of training between checkpoints, or auto = the interval that minimises expected wall time"},
 	{"checkpoint", "mode", CFG_ENUM, 0, 0, 0, 0, "async", CK(mode), modes, "sync: training waits for the write; async: only for the copy to host"},
 	{"checkpoint", "state_dict", CFG_ENUM, 0, 0, 0, 0, "sharded", CK(state_dict), states, "sharded: every rank writes its shard; full: gathered on rank 0"},
 	{"checkpoint", "storage_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "100GB/s", CK(storage_bandwidth), NULL, "aggregate write/read bandwidth of the checkpoint storage"},
