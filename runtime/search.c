@@ -161,8 +161,7 @@ int rt_time_steps(const struct scenario *s, struct backend *be, struct rt_comm *
 		qsort(t, (size_t)n, sizeof *t, cmp);
 		*median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 	}
-	if (!rc || rc != ERR_INPUT)
-		strat_free(&st);
+	strat_free(&st);  /* safe after a failed setup too (it leaves st zeroed) */
 	free(t);
 	return rc;
 }
