@@ -19,6 +19,14 @@ LDLIBS   := -lcjson -lsqlite3 -lgsl -lgslcblas -linih -lm
 # MPI (Open MPI from Debian): flags from its compiler wrapper, used by runtime/ only
 MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
+# CUDA: built when nvcc is found (kernels, the cuda backend, bin/gpu_tests)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+NVCCFLAGS ?= -O3 -std=c++17 $(NVCC_ARCH) -Xcompiler -Wall,-Wextra
+ifneq ($(NVCC),)
+CUDA_CFLAGS := -Icuda -isystem $(CUDA_HOME)/include
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
+endif
 BUILD    ?= build
 BIN      ?= bin
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -33,20 +41,27 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
                 sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c
 SIMULATE_SRCS := sim/simulate_main.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
-             tests/test_store.c tests/test_runtime.c
+             tests/test_store.c tests/test_runtime.c tests/test_emulate.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
-               runtime/ckpt.c
+               runtime/ckpt.c runtime/emulate.c
+ifneq ($(NVCC),)
+RT_LIB_SRCS += runtime/backend_cuda.c
+CUDA_SRCS := cuda/kernels.cu
+else
+RT_LIB_SRCS += runtime/backend_cuda_none.c
+endif
+GPU_TEST_SRCS := tests/gpu_tests.c
 VALIDATE_SRCS := runtime/validate_main.c
 RT_MPI_TEST_SRCS := tests/rt_mpi_main.c
 
 SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 LIB := $(BUILD)/libshardcast.a
-RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o)
+RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
-.PHONY: all test check bench run deps clean golden
+.PHONY: all test check bench run deps clean golden gpu-test
 all: $(BIN)/simulate $(BIN)/validate
 
 $(BUILD)/%.o: %.c
@@ -62,7 +77,13 @@ $(BUILD)/sim/store.o: $(BUILD)/gen/schema_sql.h
 
 $(BUILD)/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(MPI_CFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(MPI_CFLAGS) $(CUDA_CFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/cuda/%.o: cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -Isim -Iruntime -Icuda -MMD -MP $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/tests/gpu_tests.o: CPPFLAGS += $(MPI_CFLAGS) $(CUDA_CFLAGS)
 
 $(RT_LIB): $(RT_LIB_OBJS)
 	@rm -f $@
@@ -70,11 +91,21 @@ $(RT_LIB): $(RT_LIB_OBJS)
 
 $(BIN)/validate: $(BUILD)/runtime/validate_main.o $(RT_LIB) $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) -lpthread
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
 
 $(BIN)/rt_mpi_test: $(BUILD)/tests/rt_mpi_main.o $(RT_LIB) $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) -lpthread
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
+
+$(BIN)/emu_mpi_test: $(BUILD)/tests/emu_mpi_main.o $(RT_LIB) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
+$(BUILD)/tests/emu_mpi_main.o: CPPFLAGS += $(MPI_CFLAGS)
+
+# every CUDA kernel against the cpu reference (prints SKIP without a GPU)
+$(BIN)/gpu_tests: $(BUILD)/tests/gpu_tests.o $(RT_LIB) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
 
 $(LIB): $(SIM_LIB_OBJS)
 	@rm -f $@
@@ -86,7 +117,7 @@ $(BIN)/simulate: $(BUILD)/sim/simulate_main.o $(LIB)
 
 $(BIN)/unit_tests: $(TEST_OBJS) $(RT_LIB) $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS) $(MPI_LIBS) -lpthread
+	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
 
 # ---- user targets -----------------------------------------------------------
 deps:
@@ -102,10 +133,18 @@ deps:
 run: deps all
 	$(BIN)/simulate scenarios/default.ini
 
-test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test
+test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/emu_mpi_test $(if $(NVCC),$(BIN)/gpu_tests)
 	$(BIN)/unit_tests --jobs 2
 	tests/golden.sh $(BIN)
 	tests/mpi.sh $(BIN)
+	tests/emu_mpi.sh $(BIN)
+	@if [ -n "$(NVCC)" ]; then $(BIN)/gpu_tests; else echo "gpu_tests: not built (✗ nvcc not found)"; fi
+
+# the CUDA kernels against the cpu reference on this machine's GPU
+gpu-test: $(if $(NVCC),$(BIN)/gpu_tests,no-nvcc)
+	$(BIN)/gpu_tests
+no-nvcc:
+	@echo "gpu-test: nvcc not found (set NVCC=/path/to/nvcc)"; exit 1
 
 check: deps
 	$(MAKE) BUILD=build-san BIN=bin-san CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" \
@@ -120,4 +159,5 @@ clean:
 	rm -rf build build-san bin bin-san
 
 -include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d $(RT_LIB_OBJS:.o=.d) \
-  $(BUILD)/runtime/validate_main.d $(BUILD)/tests/rt_mpi_main.d
+  $(BUILD)/runtime/validate_main.d $(BUILD)/tests/rt_mpi_main.d $(BUILD)/tests/gpu_tests.d $(BUILD)/tests/emu_mpi_main.d \
+  $(CUDA_SRCS:%.cu=$(BUILD)/%.d)

@@ -1,0 +1,173 @@
+/*
+ * kernels.h — the CUDA kernels of a decoder training step, C-callable.
+ *
+ * Every kernel has the semantics of the cpu backend's reference of the same
+ * name (runtime/backend_cpu.c), which tests/gpu_tests.c checks it against:
+ * row-major buffers, token ids (B, 2, T) int32 (inputs then targets), fused
+ * qkv (B, T, 3C) = [q | k | v] with head h at columns h*hs.., matrices (OC, C)
+ * as nn.Linear stores them, LayerNorm statistics (N, 2) fp32 = (mean, rstd),
+ * and every backward kernel ACCUMULATES (+=) into its gradient outputs.
+ *
+ * Precision. `dt` names the type of the activations and their gradients
+ * (CUK_F32 or CUK_BF16); computation and reductions are fp32 throughout.
+ * Mixed precision (bf16) follows torch.autocast with fp32 master weights:
+ *   - embedding tables, LayerNorm weights and biases are read in fp32 (the
+ *     master copy) and their gradients accumulate in fp32;
+ *   - a matrix product reads a bf16 copy of its weight and bias (cuk_cast),
+ *     writes bf16, and accumulates its weight/bias gradients in fp32;
+ *   - LayerNorm statistics, the loss and the optimizer are fp32.
+ * Pointers named p_*, w (norm), wte, wpe, dw, db, dwte, dwpe, dbias are
+ * always float; x/out/dx/dout-like activations are `dt`.
+ *
+ * Matrix products and attention's batched products go through cuBLASLt
+ * (compute type fp32; fp32 inputs use plain fp32 unless tf32 is set).
+ * Everything runs on k->stream, asynchronously; kernels return nothing and
+ * stop the process with file:line and a hint on a CUDA/cuBLAS error
+ * (cuda/check.h). Functions that return an int return 0 or fill e.
+ */
+#ifndef SHARDCAST_CUDA_KERNELS_H
+#define SHARDCAST_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "err.h"  /* C declarations */
+
+enum cuk_dtype { CUK_F32 = 0, CUK_BF16 = 1 };
+
+enum { CUK_PARTIALS = 1024 };      /* blocks of the deterministic reductions */
+
+struct cuk_plan;
+
+/* The kernels' context: one per device/stream. */
+struct cuk {
+	void *stream;              /* cudaStream_t the kernels run on */
+	void *lt;                  /* cublasLtHandle_t */
+	void *ws;                  /* cuBLASLt workspace (device) */
+	size_t ws_bytes;
+	int tf32;                  /* fp32 products on tensor cores (precision = tf32) */
+	double *partial;           /* device (CUK_PARTIALS + 1): reduction scratch */
+	double *host_result;       /* pinned host double the reductions land in */
+	struct cuk_plan *plans;    /* cached cuBLASLt descriptors and algorithms */
+	int nplans, capplans;
+};
+
+/* Creates the cuBLASLt handle and the reduction scratch on the current device;
+ * ws (ws_bytes, device memory the caller owns) becomes cuBLASLt's workspace.
+ * Returns 0 or fills e. */
+int cuk_init(struct cuk *k, void *stream, void *ws, size_t ws_bytes, struct err *e);
+void cuk_free(struct cuk *k);
+
+/* cuBLASLt's recommended workspace for the current device: 32 MiB on Hopper
+ * (sm_90) and later, 4 MiB before (cuBLAS documentation, "cublasSetWorkspace"). */
+size_t cuk_workspace_bytes(void);
+
+/* ---- embeddings ---------------------------------------------------------- */
+void cuk_embed_fwd(struct cuk *k, int dt, void *out, const int32_t *ids, const float *wte,
+		   int B, int T, int C);                          /* out (B,T,C) */
+void cuk_embed_bwd(struct cuk *k, int dt, float *dwte, const void *dout, const int32_t *ids,
+		   int B, int T, int C);                          /* dwte (V,C) += */
+void cuk_pos_fwd(struct cuk *k, int dt, void *out, const void *x, const float *wpe,
+		 int B, int T, int C);
+void cuk_pos_bwd(struct cuk *k, int dt, void *dx, float *dwpe, const void *dout,
+		 int B, int T, int C);
+
+/* ---- LayerNorm (eps 1e-5), stats (N, 2) fp32 ------------------------------ */
+void cuk_layernorm_fwd(struct cuk *k, int dt, void *out, float *stats, const void *x,
+		       const float *w, const float *b, int N, int C);
+void cuk_layernorm_bwd(struct cuk *k, int dt, void *dx, float *dw, float *db, const void *dout,
+		       const void *x, const float *stats, const float *w, int N, int C);
+
+/* ---- matrix products: out (N, OC) = x (N, C) . w (OC, C)^T + bias ---------- */
+/* w and bias are dt (the bf16 compute copy under mixed precision); bias may be
+ * NULL. Backward: dx (N, C) += dout . w (dx may be NULL); dw (OC, C) and dbias
+ * (OC) are fp32 and accumulate (dbias may be NULL). */
+void cuk_matmul_fwd(struct cuk *k, int dt, void *out, const void *x, const void *w,
+		    const void *bias, int N, int C, int OC);
+void cuk_matmul_bwd(struct cuk *k, int dt, void *dx, float *dw, float *dbias, const void *dout,
+		    const void *x, const void *w, int N, int C, int OC);
+
+/* ---- attention, unfused (the shardcast graph keeps the softmax output) ----- */
+/* scores (B, NH, T, T) = q k^T / sqrt(hs), -inf above the diagonal.
+ * The products run over full T x T blocks, so where the reference skips the
+ * entries above the diagonal these kernels need them to be 0 there: dscores
+ * of attn_score_bwd and att of attn_ctx_fwd/bwd — which softmax_fwd (exp(-inf)
+ * = 0), dropout and softmax_bwd (y = 0 gives 0) guarantee in a step. */
+void cuk_attn_score_fwd(struct cuk *k, int dt, void *scores, const void *qkv,
+			int B, int T, int C, int NH);
+void cuk_attn_score_bwd(struct cuk *k, int dt, void *dqkv, const void *dscores, const void *qkv,
+			int B, int T, int C, int NH);
+void cuk_softmax_fwd(struct cuk *k, int dt, void *out, const void *in, int rows, int T);
+void cuk_softmax_bwd(struct cuk *k, int dt, void *din, const void *dout, const void *out,
+		     int rows, int T);
+/* ctx (B, T, C) = att (B, NH, T, T) . v. Backward: datt's causal triangle
+ * (u <= t) gets exactly the reference's values; entries above the diagonal,
+ * which the reference leaves alone, receive dctx . v too (one full product is
+ * cheaper than a masked one). They meet att = 0 there, so softmax_bwd gives
+ * identical input gradients. */
+void cuk_attn_ctx_fwd(struct cuk *k, int dt, void *ctx, const void *att, const void *qkv,
+		      int B, int T, int C, int NH);
+void cuk_attn_ctx_bwd(struct cuk *k, int dt, void *datt, void *dqkv, const void *dctx,
+		      const void *att, const void *qkv, int B, int T, int C, int NH);
+
+/* ---- attention, fused (flash-style: online softmax, no T x T buffer) ------- */
+/* ctx (B, T, C) and lse (B, NH, T) fp32 = the log-sum-exp of each query's
+ * scaled scores, all the backward needs besides qkv and ctx. Memory: O(B T C).
+ * Head sizes 32, 64, 80, 96, 128; returns 0, or ERR_INPUT for another size. */
+int cuk_flash_fwd(struct cuk *k, int dt, void *ctx, float *lse, const void *qkv,
+		  int B, int T, int C, int NH, struct err *e);
+/* dqkv (B, T, 3C) += the gradient of ctx = causal_attention(qkv). */
+int cuk_flash_bwd(struct cuk *k, int dt, void *dqkv, const void *dctx, const void *qkv,
+		  const void *ctx, const float *lse, int B, int T, int C, int NH, struct err *e);
+
+/* ---- elementwise ----------------------------------------------------------- */
+void cuk_gelu_fwd(struct cuk *k, int dt, void *out, const void *x, size_t n);
+void cuk_gelu_bwd(struct cuk *k, int dt, void *dx, const void *dout, const void *x, size_t n);
+void cuk_add_fwd(struct cuk *k, int dt, void *out, const void *a, const void *b, size_t n);
+void cuk_add_bwd(struct cuk *k, int dt, void *da, void *db, const void *dout, size_t n);
+void cuk_dropout_fwd(struct cuk *k, int dt, void *out, uint8_t *mask, const void *x, size_t n,
+		     float p, uint64_t seed, uint64_t offset);
+void cuk_dropout_bwd(struct cuk *k, int dt, void *dx, const void *dout, const uint8_t *mask,
+		     size_t n, float p);
+
+/* ---- loss: log-softmax fused with the cross-entropy ------------------------- */
+/* logp (B, T, V) = log_softmax(logits); *loss_sum += sum of -logp[target]
+ * (summed in double in a fixed order: deterministic; waits for the stream). */
+void cuk_xent_fwd(struct cuk *k, int dt, void *logp, double *loss_sum, const void *logits,
+		  const int32_t *ids, int B, int T, int V);
+/* dlogits += (softmax - onehot(target)) * scale */
+void cuk_xent_bwd(struct cuk *k, int dt, void *dlogits, const void *logp, const int32_t *ids,
+		  int B, int T, int V, float scale);
+
+/* ---- fp32 vectors, optimizers ---------------------------------------------- */
+void cuk_axpy(struct cuk *k, float *y, const float *x, float a, size_t n);   /* y += a x */
+void cuk_scale(struct cuk *k, float *y, float a, size_t n);
+/* torch.optim.AdamW on fp32 master weights; t counts from 1 */
+void cuk_adamw(struct cuk *k, float *p, const float *g, float *m, float *v, size_t n, float lr,
+	       float b1, float b2, float eps, float wd, int t);
+/* torch.optim.SGD (mom NULL: no momentum) */
+void cuk_sgd(struct cuk *k, float *p, const float *g, float *mom, size_t n, float lr, float mu);
+/* sum of x[i]^2 in double, fixed order (gradient norm = sqrt); waits */
+double cuk_sumsq(struct cuk *k, const float *x, size_t n);
+/* dst (n, type dst_dt) = src (n, type src_dt): fp32 <-> bf16 (round to nearest even) */
+void cuk_cast(struct cuk *k, int dst_dt, void *dst, int src_dt, const void *src, size_t n);
+
+/* The cuda backend's kernel context (runtime/backend_cuda.c), NULL while the
+ * backend is closed: tests and tools call these kernels on its stream. */
+struct cuk *backend_cuda_kernels(void);
+
+/* Bytes of one element of dt. */
+static inline size_t cuk_dsize(int dt)
+{
+	return dt == CUK_BF16 ? 2 : 4;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
