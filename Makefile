@@ -15,7 +15,7 @@ CFLAGS   ?= $(OPT) -g
 WARN     := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
             -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wundef -Wvla
 CPPFLAGS += -Isim -Iruntime -I$(BUILD)/gen -MMD -MP
-LDLIBS   := -lcjson -lsqlite3 -lgsl -lgslcblas -linih -lm
+LDLIBS   := -lcjson -lyaml -lsqlite3 -lgsl -lgslcblas -linih -lm
 # MPI (Open MPI from Debian): flags from its compiler wrapper, used by runtime/ only
 MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
@@ -38,10 +38,17 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # ---- sources ----------------------------------------------------------------
 SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
-                sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c
+                sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c \
+                sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
+                sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
+                sim/results.c
 SIMULATE_SRCS := sim/simulate_main.c
+RESULTS_SRCS := sim/results_main.c
+BENCH_STEP_SRCS := bench/bench_step.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
-             tests/test_store.c tests/test_runtime.c tests/test_emulate.c
+             tests/test_store.c tests/test_coll.c tests/test_step.c \
+             tests/test_import.c tests/test_launch.c tests/test_results.c \
+             tests/test_runtime.c tests/test_reference.c tests/test_emulate.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
                runtime/ckpt.c runtime/emulate.c
@@ -61,8 +68,8 @@ LIB := $(BUILD)/libshardcast.a
 RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
-.PHONY: all test check bench run deps clean golden gpu-test
-all: $(BIN)/simulate $(BIN)/validate
+.PHONY: all test check bench run deps clean readme-keys gpu-test
+all: $(BIN)/simulate $(BIN)/results
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -115,6 +122,14 @@ $(BIN)/simulate: $(BUILD)/sim/simulate_main.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BIN)/results: $(BUILD)/sim/results_main.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/bench_step: $(BENCH_STEP_SRCS:%.c=$(BUILD)/%.o) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BIN)/unit_tests: $(TEST_OBJS) $(RT_LIB) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
@@ -148,16 +163,22 @@ no-nvcc:
 
 check: deps
 	$(MAKE) BUILD=build-san BIN=bin-san CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" \
-	  bin-san/simulate bin-san/unit_tests bin-san/validate
+	  bin-san/simulate bin-san/results bin-san/unit_tests bin-san/validate
 	ASAN_OPTIONS=detect_leaks=1 bin-san/unit_tests --jobs 1
 	tests/golden.sh bin-san
 
-bench: deps all
-	@echo "bench: (targets added by later work)"
+bench: deps all $(BIN)/bench_step
+	$(BIN)/bench_step
+
+# regenerate README.md's key reference from the loader's table
+readme-keys: $(BIN)/simulate
+	@{ sed '/<!-- keys:begin -->/q' README.md; $(BIN)/simulate --keys; \
+	   sed -n '/<!-- keys:end -->/,$$p' README.md; } > README.md.new && mv README.md.new README.md
 
 clean:
 	rm -rf build build-san bin bin-san
 
--include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d $(RT_LIB_OBJS:.o=.d) \
-  $(BUILD)/runtime/validate_main.d $(BUILD)/tests/rt_mpi_main.d $(BUILD)/tests/gpu_tests.d $(BUILD)/tests/emu_mpi_main.d \
-  $(CUDA_SRCS:%.cu=$(BUILD)/%.d)
+-include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d \
+         $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(RT_LIB_OBJS:.o=.d) \
+         $(BUILD)/runtime/validate_main.d $(BUILD)/tests/rt_mpi_main.d $(BUILD)/tests/gpu_tests.d \
+         $(BUILD)/tests/emu_mpi_main.d $(CUDA_SRCS:%.cu=$(BUILD)/%.d)

@@ -13,7 +13,7 @@ CREATE TABLE IF NOT EXISTS runs (
   version       TEXT NOT NULL,
   host          TEXT,
   device        TEXT,                   -- catalog GPU name or the measured device
-  created_at    TEXT NOT NULL           -- UTC, ISO 8601
+  created_at    TEXT NOT NULL           -- UTC, ISO 8601 with milliseconds
 );
 CREATE TABLE IF NOT EXISTS predictions (
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,

@@ -104,6 +104,25 @@ static struct arena *A(struct strat *s)
 	return &s->ar[s->cur];
 }
 
+/* Before a collective during a trial: do all ranks still run? A rank that
+ * failed (out of memory) skips ahead to strat_step's final agreement, which
+ * meets the others here, so no rank waits in a collective that one never
+ * enters. Off for timed steps (s->o.agree = 0). */
+static int agree(struct strat *s, struct err *e)
+{
+	double v[2] = {0, 0};
+	int rc;
+
+	if (!s->o.agree || s->world.size == 1)
+		return 0;
+	rc = s->be->allreduce_host(&s->world, v, 2, 1, e);
+	if (rc || !(v[0] || v[1]))
+		return rc;
+	s->agreed = 1;
+	return err_set(e, v[0] ? RT_EOOM : ERR_SYSTEM, NULL, 0, "another rank failed (%s)",
+		       v[0] ? "out of memory" : "error");
+}
+
 static int gather(struct strat *s, int u, struct err *e)
 {
 	struct unit_state *us = U(s, u);
@@ -112,6 +131,8 @@ static int gather(struct strat *s, int u, struct err *e)
 	if (us->pg)
 		return 0;
 	rc = arena_alloc(A(s), (void **)&us->pg, us->npad * sizeof(float), "gathered params", e);
+	if (!rc)
+		rc = agree(s, e);
 	if (!rc)
 		rc = s->be->allgather(&s->shard, us->p, us->pg, us->nshard, e);
 	return rc;
@@ -177,20 +198,22 @@ static int h_bwd_exit(void *ctx, int u, struct err *e)
 {
 	struct strat *s = ctx;
 	struct unit_state *us = U(s, u);
-	int rc = 0, next = next_bwd(s, u);
+	int rc = 0, next = u == 0 ? -1 : next_bwd(s, u);  /* the root's exit ends the backward */
 
 	if (s->shard_params && s->o.bwd_prefetch == PREFETCH_BACKWARD_POST && next >= 0)
 		rc = gather(s, next, e);
 	if (!rc && s->shard_grads) {
 		float *mine = us->gfull + (size_t)s->shard.rank * us->nshard;
-		rc = s->be->reduce_scatter(&s->shard, us->gfull, mine, us->nshard, e);
+		rc = agree(s, e);
+		if (!rc)
+			rc = s->be->reduce_scatter(&s->shard, us->gfull, mine, us->nshard, e);
 		if (!rc && s->have_groups && s->repl.size > 1)
 			rc = s->be->allreduce(&s->repl, mine, us->nshard, e);
 		if (!rc)
 			s->be->axpy(us->g, mine, 1.0f, us->nshard);
 		release(s, &us->gfull);
 	}
-	if (!rc && s->kind == K_NOSHARD && s->sync)
+	if (!rc && s->kind == K_NOSHARD && s->sync && !(rc = agree(s, e)))
 		rc = s->be->allreduce(&s->world, us->g, us->n, e);
 	if (s->shard_params)
 		release(s, &us->pg);
@@ -223,7 +246,7 @@ static int h_grad_ready(void *ctx, int p, struct err *e)
 			off += s->m.p[i].n;
 		}
 	}
-	return s->be->allreduce_start(&s->world, b->buf, b->n, &b->req, e);
+	return agree(s, e) ? e->code : s->be->allreduce_start(&s->world, b->buf, b->n, &b->req, e);
 }
 
 static int ddp_finish(struct strat *s, struct err *e)
@@ -500,6 +523,19 @@ static int update(struct strat *s, struct err *e)
 	return rc;
 }
 
+/* After a micro-step nothing transient may remain: gathered units, unit
+ * gradients (a stale gathered unit would be used in the next forward). */
+static int check_released(struct strat *s, struct err *e)
+{
+	int u, d;
+
+	for (d = 0; d < s->ndev; d++)
+		for (u = 0; u < s->m.nunits; u++)
+			if (s->u[d][u].pg || s->u[d][u].gfull || (d > 0 && s->u[d][u].p))
+				return err_set(e, ERR_SYSTEM, NULL, 0, "internal: unit %d still gathered after the step", u);
+	return 0;
+}
+
 int strat_step(struct strat *s, struct err *e)
 {
 	int32_t *ids = malloc((size_t)s->o.micro_batch * 2 * s->m.T * sizeof *ids);
@@ -508,6 +544,7 @@ int strat_step(struct strat *s, struct err *e)
 
 	if (!ids)
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
+	s->agreed = 0;
 	s->m.loss_scale = 1.0f / (float)((double)s->m.T * s->o.micro_batch * s->dp_size * s->o.grad_accum);
 	for (a = 0; a < s->o.grad_accum && !rc; a++) {
 		s->sync = a == s->o.grad_accum - 1;
@@ -521,6 +558,10 @@ int strat_step(struct strat *s, struct err *e)
 		rc = rc ? rc : r2;
 	}
 	free(ids);
+	if (!rc)
+		rc = check_released(s, e);
+	if (s->agreed)  /* learnt at a collective: the failed rank met us there */
+		return rc;
 	/* every rank learns whether any failed, and how: OOM (3) or other (1) */
 	v[0] = rc == RT_EOOM;
 	v[1] = rc != 0 && rc != RT_EOOM;

@@ -55,6 +55,7 @@ struct strat_opts {
 	double capacity;           /* bytes per device, 0 = unlimited */
 	double lr, beta1, beta2, eps, weight_decay, momentum;
 	uint64_t seed;             /* weights, data and dropout */
+	int agree;                 /* ranks agree before each collective (search trials) */
 };
 
 /* Fills o from a scenario (micro_batch auto -> 1; the caller sets the batch). */
@@ -95,6 +96,7 @@ struct strat {
 	struct ddp_bucket *bk;
 	int nbk;
 	int sync;                  /* this micro-step reduces gradients */
+	int agreed;                /* a collective's agreement saw a failed rank */
 	int step;                  /* optimizer steps done */
 	double loss;               /* mean token loss of the last step (all ranks) */
 };

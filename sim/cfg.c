@@ -211,6 +211,18 @@ static int store(const struct cfg_key *k, void *target, const char *value,
 	return err_set(e, ERR_SYSTEM, file, line, "internal: key %s has no type", k->name);
 }
 
+int cfg_store(const struct cfg_table *t, size_t i, void *target, const char *value,
+	      const char *file, int line, struct err *e)
+{
+	const struct cfg_key *k = &t->keys[i];
+
+	if (k->type == CFG_STR && !*value) {  /* an empty text (a default) */
+		((char *)target + k->off)[0] = '\0';
+		return 0;
+	}
+	return store(k, target, value, file, line, e);
+}
+
 int cfg_defaults(const struct cfg_table *t, void *target, struct err *e)
 {
 	size_t i;

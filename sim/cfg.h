@@ -86,6 +86,11 @@ int cfg_parse_entry(const struct cfg_table *t, void *target, size_t target_size,
 int cfg_set(const struct cfg_table *t, void *target, struct cfg_origin *origin,
 	    const char *assignment, struct err *e);
 
+/* Stores value (as written in a file) into key i of target, with the key's
+ * type, unit and range checked; errors are located at file:line. */
+int cfg_store(const struct cfg_table *t, size_t i, void *target, const char *value,
+	      const char *file, int line, struct err *e);
+
 /* Checks that each CFG_REQUIRED key was set (origin line != 0). */
 int cfg_check_required(const struct cfg_table *t, const struct cfg_origin *origin,
 		       const char *file, struct err *e);

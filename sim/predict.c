@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "graph.h"
+#include "step.h"
 
 int predict_graph_opts(const struct scenario *s, struct graph_opts *o)
 {
@@ -42,6 +43,8 @@ int predict_run(const struct scenario *s, struct prediction *p, struct err *e)
 	p->params_backbone = g.params_backbone;
 	p->flops_per_token = graph_model_flops_per_sample(&g, &s->model) / g.tokens;
 	p->micro_batch = s->s.training.micro_batch > 0 ? s->s.training.micro_batch : 0;
+	/* step time at the micro-batch the memory model settled on (run it first) */
+	rc = step_run(s, &g, p, e);
 	graph_free(&g);
-	return 0;
+	return rc;
 }

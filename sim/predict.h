@@ -40,6 +40,16 @@ struct step_result {
 	double samples_per_s;
 	double mfu;           /* model FLOPs / (time x peak x GPUs) */
 	double hfu;           /* with recomputation */
+	double comm_tp;       /* s of tensor-parallel all-reduces (included in comm) */
+	double optimizer;     /* s of the optimizer step on the GPU (included in compute) */
+	double copy;          /* s of host<->device copies (offload) */
+	double host_optimizer;/* s of the optimizer on the host CPU (offload) */
+	double flops_per_gpu; /* model FLOP/s achieved per GPU (MFU's numerator) */
+	int64_t micro_batch;  /* samples per GPU per micro-step simulated */
+	int64_t grad_accum;   /* micro-steps per optimizer step */
+	int64_t global_batch; /* samples per optimizer step */
+	int batch_assumed;    /* 1: no micro-batch from the memory model or the scenario; 1 was used */
+	uint64_t events;      /* events the simulation processed */
 };
 
 struct job_result {

@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
+#include "import.h"
 #include "units.h"
 
 static const char *fmt(char *b, size_t n, double v, enum unit u)
@@ -37,20 +38,37 @@ static void text_memory(FILE *f, const struct scenario *s, const struct predicti
 	(void)s;
 }
 
-static void text_step(FILE *f, const struct prediction *p)
+static void text_step(FILE *f, const struct scenario *s, const struct prediction *p)
 {
 	const struct step_result *t = &p->step;
 	char b[4][32];
 
 	if (!t->valid)
 		return;
-	fprintf(f, "\nStep (one optimizer step)\n");
+	fprintf(f, "\nStep (one optimizer step: %lld micro-step%s of %lld sample%s per GPU, global batch %lld)\n",
+		(long long)t->grad_accum, t->grad_accum > 1 ? "s" : "", (long long)t->micro_batch,
+		t->micro_batch > 1 ? "s" : "", (long long)t->global_batch);
+	if (t->batch_assumed && p->max_micro_batch == 0)
+		fprintf(f, "  (not even one sample fits in memory: simulated at micro-batch 1 for reference)\n");
+	else if (t->batch_assumed)
+		fprintf(f, "  (micro-batch 1 assumed: neither the scenario nor the memory model gave one)\n");
 	fprintf(f, "  time              %14s\n", fmt(b[0], 32, t->time, UNIT_TIME));
-	fprintf(f, "  compute           %14s\n", fmt(b[1], 32, t->compute, UNIT_TIME));
-	fprintf(f, "  communication     %14s (exposed %s)\n", fmt(b[2], 32, t->comm, UNIT_TIME),
+	fprintf(f, "  compute           %14s (optimizer %s)\n", fmt(b[1], 32, t->compute, UNIT_TIME),
+		fmt(b[2], 32, t->optimizer, UNIT_TIME));
+	fprintf(f, "  communication     %14s (exposed %s", fmt(b[2], 32, t->comm, UNIT_TIME),
 		fmt(b[3], 32, t->exposed_comm, UNIT_TIME));
+	if (t->comm_tp > 0)
+		fprintf(f, "; tensor-parallel %s", fmt(b[0], 32, t->comm_tp, UNIT_TIME));
+	fprintf(f, "), collectives: %s\n",
+		scenario_enum_name("cluster", "collective_algorithm", s->s.cluster.coll_algo));
+	if (t->copy > 0 || t->host_optimizer > 0)
+		fprintf(f, "  offload           %14s of host<->GPU copies, optimizer on the host %s\n",
+			fmt(b[0], 32, t->copy, UNIT_TIME), fmt(b[1], 32, t->host_optimizer, UNIT_TIME));
 	fprintf(f, "  throughput        %14.0f tokens/s, %.2f samples/s\n", t->tokens_per_s, t->samples_per_s);
-	fprintf(f, "  MFU               %13.1f %% (HFU %.1f %%)\n", 100 * t->mfu, 100 * t->hfu);
+	fprintf(f, "  MFU               %13.1f %% (HFU %.1f %%), %.1f TFLOP/s per GPU\n", 100 * t->mfu,
+		100 * t->hfu, t->flops_per_gpu / 1e12);
+	fprintf(f, "                    MFU = (6N + 6·L·s·d_attn) FLOPs per token x tokens/s / (%s peak x GPUs)\n",
+		scenario_precision_name(s->s.training.precision));
 }
 
 static void text_job(FILE *f, const struct prediction *p)
@@ -66,6 +84,42 @@ static void text_job(FILE *f, const struct prediction *p)
 	fprintf(f, "  ETTR              %13.1f %%\n", 100 * j->ettr);
 	fprintf(f, "  interruptions     %13.1f\n", j->interruptions);
 	fprintf(f, "  checkpoint every  %14s\n", fmt(b, 32, j->ckpt_interval, UNIT_TIME));
+}
+
+/* Where the imported values came from (key = value  <- file:line field). */
+static void text_imports(FILE *f, const struct scenario *s)
+{
+	const struct imp_result *r = s->imp;
+	char kv[128];
+	int i, any = 0;
+
+	if (!r)
+		return;
+	fprintf(f, "\nSettings from imports\n");
+	for (i = 0; i < r->nset; i++) {
+		const struct imp_setting *t = &r->set[i];
+		if (t->state != IMP_APPLIED)
+			continue;
+		snprintf(kv, sizeof kv, "%s.%s = %s", t->section, t->key, t->value);
+		fprintf(f, "  %-44s <- %s", kv, imp_file(r, t));
+		if (t->line > 0)
+			fprintf(f, ":%d", t->line);
+		fprintf(f, " %s\n", t->field);
+	}
+	for (i = 0; i < r->nset; i++) {
+		const struct imp_setting *t = &r->set[i];
+		if (t->state != IMP_OVERRIDDEN)
+			continue;
+		if (!any++)
+			fprintf(f, "  overridden by the scenario or --set:\n");
+		snprintf(kv, sizeof kv, "%s.%s = %s", t->section, t->key, t->value);
+		fprintf(f, "    %-42s <- %s", kv, imp_file(r, t));
+		if (t->line > 0)
+			fprintf(f, ":%d", t->line);
+		fprintf(f, " %s\n", t->field);
+	}
+	for (i = 0; i < r->nnotes; i++)
+		fprintf(f, "%s  - %s\n", i ? "" : "  notes:\n", r->notes[i]);
 }
 
 void report_text(FILE *f, const struct scenario *s, const struct prediction *p)
@@ -103,11 +157,12 @@ void report_text(FILE *f, const struct scenario *s, const struct prediction *p)
 	fprintf(f, "\n          micro-batch %s, grad_accum %lld\n",
 		t->micro_batch < 0 ? "auto" : (snprintf(b[3], 32, "%lld", (long long)t->micro_batch), b[3]),
 		(long long)t->grad_accum);
+	text_imports(f, s);
 	if (p->max_micro_batch >= 0)
 		fprintf(f, "\nLargest micro-batch that fits: %lld per GPU, global batch %lld samples\n",
 			(long long)p->max_micro_batch, (long long)p->max_global_batch);
 	text_memory(f, s, p);
-	text_step(f, p);
+	text_step(f, s, p);
 	text_job(f, p);
 }
 
@@ -168,6 +223,15 @@ char *report_json(const struct scenario *s, const struct prediction *p)
 		num(o, "samples_per_s", t->samples_per_s);
 		num(o, "mfu", t->mfu);
 		num(o, "hfu", t->hfu);
+		num(o, "comm_tp_s", t->comm_tp);
+		num(o, "optimizer_s", t->optimizer);
+		num(o, "copy_s", t->copy);
+		num(o, "host_optimizer_s", t->host_optimizer);
+		num(o, "flops_per_gpu", t->flops_per_gpu);
+		num(o, "micro_batch", (double)t->micro_batch);
+		num(o, "grad_accum", (double)t->grad_accum);
+		num(o, "global_batch", (double)t->global_batch);
+		cJSON_AddBoolToObject(o, "micro_batch_assumed", t->batch_assumed);
 	}
 	if (p->job.valid) {
 		const struct job_result *j = &p->job;

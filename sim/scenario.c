@@ -9,10 +9,13 @@
 #include "scenario.h"
 
 #include <stdarg.h>
+#include <sys/stat.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "import.h"
 
 static const char *const strategies[] = {"single", "dp", "ddp", "zero1", "zero2", "zero3", "fsdp", NULL};
 static const char *const shardings[] = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard",
@@ -26,6 +29,8 @@ static const char *const recomputes[] = {"none", "full", "selective", NULL};
 static const char *const frameworks[] = {"pytorch", "deepspeed", "shardcast", NULL};
 static const char *const modes[] = {"sync", "async", NULL};
 static const char *const states[] = {"sharded", "full", NULL};
+/* the order of enum coll_algo (coll.h) */
+static const char *const coll_algos[] = {"auto", "ring", "tree", "hierarchical", NULL};
 
 #define M(x) offsetof(struct scn_settings, model.x)
 #define C(x) offsetof(struct scn_settings, cluster.x)
@@ -34,7 +39,8 @@ static const char *const states[] = {"sharded", "full", NULL};
 #define CK(x) offsetof(struct scn_settings, checkpoint.x)
 #define J(x) offsetof(struct scn_settings, job.x)
 static const struct cfg_key keys[] = {
-	{"model", "name", CFG_STR, 0, CFG_REQUIRED, 0, 0, NULL, M(name), NULL, "models/nn/<name>.ini, or a path to a file of that form"},
+	{"model", "name", CFG_STR, 0, 0, 0, 0, "", M(name), NULL, "models/nn/<name>.ini, or a path to a file of that form (required unless hf_config)"},
+	{"model", "hf_config", CFG_STR, 0, 0, 0, 0, "", M(hf_config), NULL, "a Hugging Face config.json (or its folder) path: GPT-2, BERT, T5, Llama or Mistral, instead of name"},
 	{"model", "seq_len", CFG_INT, 0, 0, 1, 1e7, "1024", M(seq_len), NULL, "tokens per sample (encoder input for encoder-decoder models)"},
 	{"model", "target_len", CFG_INT, 0, CFG_DEFAULTV, 1, 1e7, "default", M(target_len), NULL, "decoder tokens per sample, encoder-decoder only (default: seq_len)"},
 	{"model", "dropout", CFG_NUM, 0, CFG_DEFAULTV, 0, 0.99, "default", M(dropout), NULL, "dropout probability (default: the model file's); 0 = no dropout, as an eval-mode forward"},
@@ -46,6 +52,7 @@ static const struct cfg_key keys[] = {
 	{"cluster", "intra_node", CFG_STR, 0, 0, 0, 0, "nvlink3", C(intra_node), NULL, "models/hw/links.ini section (pcie3..5, nvlink2..4, shm), or a path"},
 	{"cluster", "inter_node", CFG_STR, 0, 0, 0, 0, "ib-hdr", C(inter_node), NULL, "models/hw/links.ini section (ib-*, roce-*, eth-*), or a path"},
 	{"cluster", "nics_per_node", CFG_INT, 0, 0, 1, 64, "1", C(nics_per_node), NULL, "network interfaces per node"},
+	{"cluster", "collective_algorithm", CFG_ENUM, 0, 0, 0, 0, "auto", C(coll_algo), coll_algos, "collective cost model: auto (NCCL's choice of ring/tree), ring, tree, hierarchical"},
 
 	{"training", "strategy", CFG_ENUM, 0, 0, 0, 0, "ddp", T(strategy), strategies, "parallelism strategy"},
 	{"training", "fsdp_sharding_strategy", CFG_ENUM, 0, 0, 0, 0, "full_shard", T(fsdp_sharding), shardings, "FSDP sharding strategy (hybrid: shard inside a node, replicate across)"},
@@ -69,6 +76,8 @@ static const struct cfg_key keys[] = {
 	{"training", "zero_max_live_parameters", CFG_NUM, 0, 0, 1, 1e13, "1e9", T(zero_max_live_parameters), NULL, "DeepSpeed stage3_max_live_parameters (elements)"},
 	{"training", "zero_param_persistence_threshold", CFG_NUM, 0, 0, 0, 1e13, "1e5", T(zero_param_persistence_threshold), NULL, "DeepSpeed stage3_param_persistence_threshold (elements)"},
 	{"training", "framework", CFG_ENUM, 0, 0, 0, 0, "pytorch", T(framework), frameworks, "whose buffers, allocator and overheads to model"},
+	{"training", "accelerate_config", CFG_STR, 0, 0, 0, 0, "", T(accelerate_config), NULL, "an `accelerate config` YAML path to import (FSDP, MULTI_GPU, DEEPSPEED); the scenario's keys override it"},
+	{"training", "deepspeed_config", CFG_STR, 0, 0, 0, 0, "", T(deepspeed_config), NULL, "a DeepSpeed JSON config path to import; the scenario's keys override it"},
 
 	{"failures", "catalog", CFG_STR, 0, 0, 0, 0, "llama3-h100", FA(catalog), NULL, "models/failures/<name>.ini (per-component rates), or a path"},
 	{"failures", "restart_minutes", CFG_NUM, 0, 0, 0, 1e5, "10", FA(restart_minutes), NULL, "time to restart the job after a failure (minutes)"},
@@ -149,18 +158,38 @@ static int section_set(const struct scenario *s, const char *section)
 	return 0;
 }
 
-/* An error about key (section, key), located where it was set. */
+/* The applied import setting of (section, key), or NULL. */
+static const struct imp_setting *imported(const struct scenario *s, const char *section,
+					  const char *key)
+{
+	int i;
+
+	for (i = 0; s->imp && i < s->imp->nset; i++) {
+		const struct imp_setting *t = &s->imp->set[i];
+		if (t->state == IMP_APPLIED && !strcmp(t->section, section) && !strcmp(t->key, key))
+			return t;
+	}
+	return NULL;
+}
+
+/* An error about key (section, key), located where it was set: the scenario's
+ * line, --set, or the imported file's line and field. */
 __attribute__((format(printf, 5, 6)))
 static int bad(const struct scenario *s, struct err *e, const char *section, const char *key,
 	       const char *fmt, ...)
 {
 	int line = line_of(s, section, key);
+	const struct imp_setting *t = line == SCN_IMPORTED ? imported(s, section, key) : NULL;
 	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	if (t)
+		return err_set(e, ERR_INPUT, imp_file(s->imp, t), t->line,
+			       "[%s] %s = %s (imported from %s): %s; set [%s] %s in the scenario to override",
+			       section, key, t->value, t->field, msg, section, key);
 	return err_set(e, ERR_INPUT, line < 0 ? "--set" : s->file, line < 0 ? 0 : line,
 		       "[%s] %s: %s", section, key, msg);
 }
@@ -215,6 +244,161 @@ static int check_job(struct scenario *s, struct err *e)
 	return 0;
 }
 
+/* The path of an import file named by key: relative to the scenario's folder
+ * when the scenario file names it, as given when --set does. */
+static int import_path(const struct scenario *s, const char *section, const char *key,
+		       const char *value, char *out, size_t n, struct err *e)
+{
+	struct stat st;
+
+	if (line_of(s, section, key) > 0)
+		imp_relative(s->file, value, out, n);
+	else
+		snprintf(out, n, "%s", value);
+	if (stat(out, &st) != 0)
+		return bad(s, e, section, key, "%s: no such file", out);
+	return 0;
+}
+
+/* The model: a catalog entry or file ([model] name) or a Hugging Face config. */
+static int load_model(struct scenario *s, struct err *e)
+{
+	const struct scn_model *sm = &s->s.model;
+	char path[CFG_STR_MAX * 2];
+
+	if (sm->hf_config[0] && sm->name[0])
+		return bad(s, e, "model", "hf_config", "%s", "both name and hf_config name a model; give one");
+	if (!sm->name[0] && !sm->hf_config[0])
+		return err_set(e, ERR_INPUT, s->file, 0, "missing required key 'name' in [model] "
+			       "(or hf_config = a Hugging Face config.json)");
+	if (!sm->hf_config[0])
+		return model_load(sm->name, &s->model, s->file, line_of(s, "model", "name"), e);
+	if (import_path(s, "model", "hf_config", sm->hf_config, path, sizeof path, e))
+		return e->code;
+	return imp_hf_model(path, &s->model, e);
+}
+
+/* Puts every imported key back to its default (before imports are re-read). */
+static int unimport(struct scenario *s, struct err *e)
+{
+	size_t i;
+
+	for (i = 0; i < NKEYS; i++) {
+		if (s->line[i] != SCN_IMPORTED)
+			continue;
+		s->line[i] = 0;
+		if (keys[i].def && cfg_store(&table, i, &s->s, keys[i].def, "(built-in default)", 0, e))
+			return e->code;
+	}
+	return 0;
+}
+
+/* Applies the imports' settings to the keys the scenario left at their
+ * defaults; a later import of the same key (DeepSpeed after Accelerate) wins. */
+static int apply_imports(struct scenario *s, struct err *e)
+{
+	struct imp_result *r = s->imp;
+	struct err why = {0};
+	int i, j, idx;
+
+	for (i = 0; i < r->nset; i++) {
+		struct imp_setting *t = &r->set[i];
+		for (j = i + 1; j < r->nset; j++)
+			if (!strcmp(r->set[j].section, t->section) && !strcmp(r->set[j].key, t->key))
+				t->state = IMP_SUPERSEDED;
+		if (t->state == IMP_SUPERSEDED)
+			continue;
+		idx = cfg_index(&table, t->section, t->key);
+		if (idx < 0)
+			return err_set(e, ERR_SYSTEM, imp_file(r, t), t->line,
+				       "internal: import of unknown key [%s] %s", t->section, t->key);
+		if (s->line[idx] != 0) {
+			t->state = IMP_OVERRIDDEN;
+			continue;
+		}
+		if (cfg_store(&table, (size_t)idx, &s->s, t->value, NULL, 0, &why))
+			return err_set(e, ERR_INPUT, imp_file(r, t), t->line,
+				       "%s gives [%s] %s = %s, which shardcast cannot take (%s); set "
+				       "[%s] %s in the scenario to override", t->field, t->section,
+				       t->key, t->value, why.msg, t->section, t->key);
+		s->line[idx] = SCN_IMPORTED;
+		t->state = IMP_APPLIED;
+	}
+	return 0;
+}
+
+/* Reads the Accelerate and DeepSpeed configs the scenario names (the model
+ * must be loaded: DeepSpeed's "auto" sizes depend on it) and applies them. */
+static int load_imports(struct scenario *s, struct err *e)
+{
+	struct scn_training *t = &s->s.training;
+	char path[CFG_STR_MAX * 2];
+	int rc = unimport(s, e), i;
+
+	if (rc || (!t->accelerate_config[0] && !t->deepspeed_config[0])) {
+		free(s->imp);
+		s->imp = NULL;
+		return rc;
+	}
+	if (!s->imp && !(s->imp = malloc(sizeof *s->imp)))
+		return err_set(e, ERR_SYSTEM, s->file, 0, "out of memory");
+	imp_init(s->imp);
+	if (t->accelerate_config[0]) {
+		rc = import_path(s, "training", "accelerate_config", t->accelerate_config, path,
+				 sizeof path, e);
+		if (!rc)
+			rc = imp_accelerate(s->imp, path, &s->model, e);
+	}
+	if (!rc && t->deepspeed_config[0]) {
+		for (i = 0; i < s->imp->nset; i++)
+			if (!strcmp(s->imp->set[i].key, "framework") &&
+			    strcmp(s->imp->set[i].value, "deepspeed") != 0)
+				return bad(s, e, "training", "deepspeed_config", "%s",
+					   "the accelerate_config's distributed_type is not DEEPSPEED; "
+					   "a DeepSpeed config goes with distributed_type: DEEPSPEED");
+		rc = import_path(s, "training", "deepspeed_config", t->deepspeed_config, path,
+				 sizeof path, e);
+		if (!rc)
+			rc = imp_deepspeed(s->imp, path, &s->model, e);
+	}
+	return rc ? rc : apply_imports(s, e);
+}
+
+/* Records a value derived from an import (DeepSpeed's batch rule) as applied. */
+static int derived(struct scenario *s, const char *key, const char *field, int64_t v,
+		   struct err *e)
+{
+	struct imp_result *r = s->imp;
+
+	if (imp_add(r, r->ds_train_batch_file, r->ds_train_batch_line, field, "training", key, e,
+		    "%lld", (long long)v))
+		return e->code;
+	r->set[r->nset - 1].state = IMP_APPLIED;
+	s->line[cfg_index(&table, "training", key)] = SCN_IMPORTED;
+	return 0;
+}
+
+/* DeepSpeed's train_batch_size against the micro-batch, accumulation and dp. */
+static int import_batch(struct scenario *s, struct err *e)
+{
+	struct scn_training *t = &s->s.training;
+	int64_t micro = t->micro_batch, accum = t->grad_accum;
+
+	if (!s->imp || s->imp->ds_train_batch <= 0)
+		return 0;
+	if (imp_batch(s->imp, s->dp, &micro, &accum, line_of(s, "training", "grad_accum") != 0, e))
+		return e->code;
+	if (micro != t->micro_batch &&
+	    derived(s, "micro_batch", "train_batch_size / (gradient_accumulation_steps x dp)", micro, e))
+		return e->code;
+	if (accum != t->grad_accum &&
+	    derived(s, "grad_accum", "train_batch_size / (micro_batch x dp)", accum, e))
+		return e->code;
+	t->micro_batch = micro;
+	t->grad_accum = accum;
+	return 0;
+}
+
 /* Resolves catalog names and derived values after the settings are complete. */
 static int resolve(struct scenario *s, struct err *e)
 {
@@ -222,7 +406,9 @@ static int resolve(struct scenario *s, struct err *e)
 	int rc;
 	char d[256];
 
-	rc = model_load(st->model.name, &s->model, s->file, line_of(s, "model", "name"), e);
+	rc = load_model(s, e);
+	if (!rc)
+		rc = load_imports(s, e);
 	if (!rc)
 		rc = hw_gpu_load(st->cluster.gpu, &s->gpu, s->file, line_of(s, "cluster", "gpu"), "gpu", e);
 	if (!rc)
@@ -231,6 +417,8 @@ static int resolve(struct scenario *s, struct err *e)
 	if (!rc)
 		rc = hw_link_load(st->cluster.inter_node, &s->inter, s->file,
 				  line_of(s, "cluster", "inter_node"), "inter_node", e);
+	if (!rc)
+		rc = compute_load(st->cluster.gpu, &s->eff, e);
 	if (rc)
 		return rc;
 	if (s->intra.kind != LINK_INTRA)
@@ -256,6 +444,8 @@ static int resolve(struct scenario *s, struct err *e)
 	rc = check_training(s, e);
 	if (!rc)
 		s->dp = s->world / st->training.tensor_parallel;
+	if (!rc)
+		rc = import_batch(s, e);
 	if (!rc)
 		rc = check_job(s, e);
 	return rc;
@@ -295,7 +485,12 @@ int scenario_load(struct scenario *s, const char *path, const char *const *sets,
 	s->has_failures = section_set(s, "failures");
 	s->has_checkpoint = section_set(s, "checkpoint");
 	s->has_job = section_set(s, "job");
-	return resolve(s, e);
+	rc = resolve(s, e);
+	if (s->imp) {  /* the imported files are part of what was simulated */
+		s->hash = fnv1a(s->hash ^ s->imp->hash, "imports", 7);
+		s->has_checkpoint = section_set(s, "checkpoint");  /* e.g. fsdp_state_dict_type */
+	}
+	return rc;
 }
 
 int scenario_set(struct scenario *s, const char *assignment, struct err *e)
@@ -312,5 +507,7 @@ int scenario_set(struct scenario *s, const char *assignment, struct err *e)
 void scenario_free(struct scenario *s)
 {
 	free(s->text);
+	free(s->imp);
 	s->text = NULL;
+	s->imp = NULL;
 }

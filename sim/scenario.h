@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cfg.h"
+#include "compute.h"
 #include "err.h"
 #include "hw.h"
 #include "model.h"
@@ -29,6 +30,7 @@ enum ckpt_state { CKPT_SHARDED, CKPT_FULL };
 
 struct scn_model {
 	char name[CFG_STR_MAX];   /* catalog name or path */
+	char hf_config[CFG_STR_MAX]; /* a Hugging Face config.json instead of name; "" = none */
 	int64_t seq_len;          /* tokens per sample (encoder input) */
 	int64_t target_len;       /* decoder tokens (encoder-decoder); -1 = seq_len */
 	double dropout;           /* -1 = the model file's rate */
@@ -40,6 +42,7 @@ struct scn_cluster {
 	int64_t nodes, gpus_per_node;
 	char intra_node[CFG_STR_MAX], inter_node[CFG_STR_MAX];
 	int64_t nics_per_node;
+	int coll_algo;            /* enum coll_algo (coll.h): collective_algorithm */
 };
 
 struct scn_training {
@@ -65,6 +68,8 @@ struct scn_training {
 	double zero_max_live_parameters;    /* elements (stage3_max_live_parameters) */
 	double zero_param_persistence_threshold; /* elements */
 	int framework;            /* enum framework */
+	char accelerate_config[CFG_STR_MAX]; /* an `accelerate config` YAML to import; "" = none */
+	char deepspeed_config[CFG_STR_MAX];  /* a DeepSpeed JSON to import; "" = none */
 };
 
 struct scn_failures {
@@ -100,19 +105,28 @@ struct scn_settings {
 
 #define SCN_MAX_KEYS 64
 
+/* line[] value of a key whose value came from an imported file (the
+ * Accelerate or DeepSpeed config; see import.h and scenario->imp). */
+#define SCN_IMPORTED (-2)
+
+struct imp_result;
+
 struct scenario {
 	char file[CFG_STR_MAX];   /* the scenario's path as given */
 	char *text;               /* the file's text (owned) */
 	size_t text_len;
-	uint64_t hash;            /* FNV-1a 64 of text plus the --set overrides */
+	uint64_t hash;            /* FNV-1a 64 of text, the --set overrides and imported files */
 	struct scn_settings s;
-	int line[SCN_MAX_KEYS];   /* where each key was set: line, 0 default, -1 --set */
+	int line[SCN_MAX_KEYS];   /* where each key was set: line, 0 default, -1 --set,
+				     SCN_IMPORTED from an import (which: imp) */
+	struct imp_result *imp;   /* the imports' settings and notes (owned); NULL: none */
 	int has_failures, has_checkpoint, has_job;
 
 	/* resolved */
 	struct model model;
 	struct gpu gpu;
 	struct link intra, inter;
+	struct compute_eff eff;   /* models/hw/efficiency.ini entry of the device */
 	int64_t seq_len, target_len; /* target_len = seq_len unless encoder-decoder */
 	double dropout;           /* effective dropout probability */
 	double capacity;          /* bytes per GPU: gpu_memory or the device's */
@@ -121,7 +135,11 @@ struct scenario {
 };
 
 /* Loads path, applies the nset overrides ("section.key=value"), validates and
- * resolves the catalog entries. On error fills e (file:line, key, expectation)
+ * resolves the catalog entries. Imports ([model] hf_config, [training]
+ * accelerate_config and deepspeed_config; relative paths are relative to the
+ * scenario file, or to the working directory when given by --set) are read
+ * during resolution: their settings apply first, then the file's keys, then
+ * --set. On error fills e (file:line, key, expectation)
  * and returns ERR_INPUT or ERR_SYSTEM; s is then to be freed with scenario_free. */
 int scenario_load(struct scenario *s, const char *path, const char *const *sets, int nset,
 		  struct err *e);

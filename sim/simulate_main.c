@@ -10,6 +10,7 @@
 #include "predict.h"
 #include "report.h"
 #include "scenario.h"
+#include "step.h"
 #include "store.h"
 
 #define MAX_SETS 64
@@ -130,6 +131,8 @@ int main(int argc, char **argv)
 	}
 	if (!rc && o.db)
 		rc = record(&o, &s, json, &e);
+	if (!rc && o.trace)
+		rc = step_trace(&s, p.step.micro_batch, o.trace, &e);
 	if (!rc) {
 		if (o.json)
 			printf("%s\n", json);

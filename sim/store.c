@@ -4,7 +4,9 @@
 #include "store.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,6 +78,55 @@ int store_open(struct store *st, const char *path, struct err *e)
 	return 0;
 }
 
+int store_open_readonly(struct store *st, const char *path, struct err *e)
+{
+	sqlite3_stmt *q = NULL;
+	struct stat sb;
+	int version = -1, tables = 0, rc = 0;
+
+	memset(st, 0, sizeof *st);
+	snprintf(st->path, sizeof st->path, "%s", path);
+	if (stat(path, &sb) != 0)
+		return err_set(e, ERR_INPUT, path, 0, "cannot open the results database: %s", strerror(errno));
+	if (!S_ISREG(sb.st_mode))
+		return err_set(e, ERR_INPUT, path, 0, "not a results database (not a regular file)");
+	/* read-write without create, but query_only: a read-only connection to a
+	 * WAL database leaves its -wal and -shm files behind when it closes; a
+	 * writable one removes them. Read-only when the file is not writable. */
+	if (sqlite3_open_v2(path, &st->db, access(path, W_OK) == 0 ? SQLITE_OPEN_READWRITE :
+			    SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+		rc = err_set(e, ERR_INPUT, path, 0, "cannot open the results database: %s",
+			     st->db ? sqlite3_errmsg(st->db) : "out of memory");
+		goto out;
+	}
+	sqlite3_busy_timeout(st->db, 30000);
+	sqlite3_exec(st->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+	if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &q, NULL) != SQLITE_OK ||
+	    sqlite3_step(q) != SQLITE_ROW) {
+		rc = err_set(e, ERR_INPUT, path, 0, "not a results database: %s", sqlite3_errmsg(st->db));
+		goto out;
+	}
+	version = sqlite3_column_int(q, 0);
+	sqlite3_finalize(q);
+	q = NULL;
+	if (sqlite3_prepare_v2(st->db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+			       "('runs', 'predictions', 'measurements', 'outputs', 'calibrations')",
+			       -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+		tables = sqlite3_column_int(q, 0);
+	if (version > STORE_SCHEMA_VERSION)
+		rc = err_set(e, ERR_INPUT, path, 0, "results database has schema version %d; this "
+			     "build knows up to %d", version, STORE_SCHEMA_VERSION);
+	else if (version < 1 || tables != 5)
+		rc = err_set(e, ERR_INPUT, path, 0, "a SQLite file, but not a shardcast results "
+			     "database (schema version %d, %d of its 5 tables)", version, tables);
+out:
+	if (q)
+		sqlite3_finalize(q);
+	if (rc)
+		store_close(st);
+	return rc;
+}
+
 void store_close(struct store *st)
 {
 	if (st->db)
@@ -132,14 +183,18 @@ static int add_json(sqlite3 *db, const char *table, const char *json, long long 
 int store_add_run(struct store *st, const struct store_run *r, long long *run_id, struct err *e)
 {
 	sqlite3_stmt *q = NULL;
-	char host[256] = "", when[32], hash[32];
-	time_t now = time(NULL);
+	char host[256] = "", when[48], hash[32];
+	struct timespec now;
 	struct tm tm;
 	long long id;
 
 	gethostname(host, sizeof host - 1);
-	gmtime_r(&now, &tm);
-	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	/* milliseconds: two runs of one scenario in the same second stay two runs
+	 * for results merge, which skips (hash, created_at, host, command) twins */
+	clock_gettime(CLOCK_REALTIME, &now);
+	gmtime_r(&now.tv_sec, &tm);
+	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(when + strlen(when), sizeof when - strlen(when), ".%03ldZ", now.tv_nsec / 1000000);
 	snprintf(hash, sizeof hash, "%016llx", r->scenario_hash);
 	if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
 		return fail(st, e, "starting a transaction");

@@ -36,6 +36,11 @@ struct store_run {
 int store_open(struct store *st, const char *path, struct err *e);
 void store_close(struct store *st);
 
+/* Opens an existing results database for reading only (PRAGMA query_only;
+ * list, show, export, merge's inputs). A missing file, a file that is not SQLite, or a SQLite file without
+ * this schema (or with a newer version) is ERR_INPUT naming the path. */
+int store_open_readonly(struct store *st, const char *path, struct err *e);
+
 /* Writes r in one transaction; *run_id gets the new row id. */
 int store_add_run(struct store *st, const struct store_run *r, long long *run_id, struct err *e);
 

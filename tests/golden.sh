@@ -53,6 +53,19 @@ expect_error bad-option "unrecognized option" "$good" --frobnicate
 printf '[model]\nname = ../nope/model.ini\n[cluster]\ngpu = a100-sxm4-80gb\n' >"$tmp/path.ini"
 expect_error model-path "no such file" "$tmp/path.ini"
 
+# junk in imported files
+head -c 4096 /dev/urandom >"$tmp/junk.bin"
+printf '[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\n[training]\ndeepspeed_config = junk.bin\n' >"$tmp/ds-junk.ini"
+expect_error ds-binary "junk.bin:" "$tmp/ds-junk.ini"
+printf '[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\n[training]\naccelerate_config = junk.bin\n' >"$tmp/acc-junk.ini"
+expect_error accelerate-binary "not valid YAML" "$tmp/acc-junk.ini"
+printf '[model]\nhf_config = junk.bin\n[cluster]\ngpu = a100-sxm4-80gb\n' >"$tmp/hf-junk.ini"
+expect_error hf-binary "not valid JSON" "$tmp/hf-junk.ini"
+: >"$tmp/empty.yaml"
+printf '[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\n[training]\naccelerate_config = empty.yaml\n' >"$tmp/acc-empty.ini"
+expect_error accelerate-empty "empty YAML file" "$tmp/acc-empty.ini"
+expect_error hf-directory "cannot open" --set model.hf_config="$here" "$tmp/hf-junk.ini"
+
 # the JSON contract (DESIGN.md): parses, and has the keys
 if out=$("$root/$bin/simulate" scenarios/default.ini --json 2>"$tmp/err"); then
 	if echo "$out" | jq -e '.scenario and .model.name and (.model.params > 0) and .cluster.gpu
@@ -61,15 +74,58 @@ if out=$("$root/$bin/simulate" scenarios/default.ini --json 2>"$tmp/err"); then
 	else bad "json: contract keys missing: $out"; fi
 else bad "json: exit $? ($(cat "$tmp/err"))"; fi
 
+# the step object (DESIGN.md contract) and a Chrome/Perfetto trace of the step
+if out=$("$root/$bin/simulate" scenarios/default.ini --json --trace "$tmp/trace.json" 2>"$tmp/err"); then
+	if echo "$out" | jq -e '.step.time_s > 0 and .step.compute_s > 0 and (.step.comm_s >= 0)
+	    and (.step.exposed_comm_s <= .step.comm_s) and .step.tokens_per_s > 0
+	    and .step.samples_per_s > 0 and .step.mfu > 0 and .step.mfu < 1' >/dev/null; then ok
+	else bad "json: step object: $(echo "$out" | jq -c .step)"; fi
+	if jq -e '(.traceEvents | length) > 100 and all(.traceEvents[]; .ph == "M" or
+	    (.ph == "X" and (.ts >= 0) and (.dur > 0) and (.pid | type) == "number" and (.tid | type) == "number"
+	     and (.name | type) == "string"))' "$tmp/trace.json" >/dev/null; then ok
+	else bad "--trace: not a Chrome trace: $(head -c 300 "$tmp/trace.json")"; fi
+else bad "--trace: exit $? ($(cat "$tmp/err"))"; fi
+expect_error trace-unwritable "cannot write the trace" scenarios/default.ini --trace /nonexistent/dir/t.json
+
 # every shipped scenario runs
 for f in scenarios/*.ini; do
 	if "$root/$bin/simulate" "$f" >"$tmp/out" 2>"$tmp/err"; then ok
 	else bad "$f: $(cat "$tmp/err")"; fi
 done
 
+# an imported config and the same run written as shardcast keys predict the
+# same: every key of --json but the scenario's path (and the model's name when
+# one names a config.json and the other the catalog entry)
+same_json() {
+	local a b filter=$3
+	a=$("$root/$bin/simulate" "$1" --json 2>"$tmp/err") || { bad "$1: $(cat "$tmp/err")"; return; }
+	b=$("$root/$bin/simulate" "$2" --json 2>"$tmp/err") || { bad "$2: $(cat "$tmp/err")"; return; }
+	a=$(jq -S "$filter" <<<"$a"); b=$(jq -S "$filter" <<<"$b")
+	if [ -n "$a" ] && [ "$a" = "$b" ]; then ok
+	else bad "$1 and $2 predict differently: $(diff <(echo "$a") <(echo "$b") | head -6)"; fi
+}
+same_json scenarios/llama-3-8b-accelerate.ini tests/equiv/llama-3-8b-fsdp.ini 'del(.scenario)'
+same_json scenarios/t5-3b-deepspeed-offload.ini tests/equiv/t5-3b-zero3-offload.ini 'del(.scenario)'
+same_json tests/equiv/gpt2-ds-explicit.ini tests/equiv/gpt2-zero2.ini 'del(.scenario)'
+printf '[model]\nhf_config = %s/tests/data/hf/llama-3-8b\nseq_len = 2048\n[cluster]\ngpu = h100-sxm5-80gb\ngpus_per_node = 8\n[training]\nstrategy = fsdp\nprecision = bf16\n' "$root" >"$tmp/hf.ini"
+printf '[model]\nname = llama-3-8b\nseq_len = 2048\n[cluster]\ngpu = h100-sxm5-80gb\ngpus_per_node = 8\n[training]\nstrategy = fsdp\nprecision = bf16\n' >"$tmp/cat.ini"
+same_json "$tmp/hf.ini" "$tmp/cat.ini" 'del(.scenario, .model.name)'
+
+# the report says where each imported value came from
+"$root/$bin/simulate" scenarios/llama-3-8b-accelerate.ini --set training.fsdp_backward_prefetch=none >"$tmp/out" 2>&1
+if grep -q '^Settings from imports' "$tmp/out" &&
+   grep -qE '^  training.strategy = fsdp +<- scenarios/imports/llama-fsdp.yaml:7 distributed_type$' "$tmp/out" &&
+   grep -qE '^    training.fsdp_backward_prefetch = backward_pre +<- scenarios/imports/llama-fsdp.yaml:12 ' "$tmp/out"; then ok
+else bad "imports report: $(cat "$tmp/out")"; fi
+
 # --help and --keys
 "$root/$bin/simulate" --help | grep -q "usage: simulate" && ok || bad "--help"
 "$root/$bin/simulate" --keys | grep -q '`strategy`' && ok || bad "--keys"
+
+# the README's key reference is the loader's table
+if diff <(sed -n '/<!-- keys:begin -->/,/<!-- keys:end -->/p' README.md | sed '1d;$d') \
+        <("$root/$bin/simulate" --keys) >"$tmp/keys.diff"; then ok
+else bad "README key reference differs from 'simulate --keys' (run: make readme-keys): $(head -c 400 "$tmp/keys.diff")"; fi
 
 # --db records a run, and identical runs repeat byte for byte
 db="$tmp/r.db"
@@ -78,6 +134,103 @@ if "$root/$bin/simulate" scenarios/default.ini --db "$db" >/dev/null 2>"$tmp/err
 else bad "--db: $(cat "$tmp/err")"; fi
 a=$("$root/$bin/simulate" scenarios/default.ini --json); b=$("$root/$bin/simulate" scenarios/default.ini --json)
 [ "$a" = "$b" ] && ok || bad "repeat runs differ"
+
+# bin/results: --help, clear errors (exit 2), merge, export
+res="$root/$bin/results"
+# expect_res NAME EXPECTED-TEXT ARGS... : results exits 2 with that text
+expect_res() {
+	local name=$1 want=$2; shift 2
+	"$res" "$@" >"$tmp/out" 2>"$tmp/err"
+	local rc=$?
+	if [ $rc -ne 2 ]; then bad "results $name: exit $rc, expected 2 ($(head -c 300 "$tmp/err"))"; return; fi
+	grep -qF -- "$want" "$tmp/err" && ok || bad "results $name: message '$(head -c 300 "$tmp/err")' lacks '$want'"
+}
+"$res" --help | grep -q "^usage: results COMMAND" && ok || bad "results --help"
+for c in list show export merge; do
+	"$res" $c --help | grep -q "^usage: results $c" && ok || bad "results $c --help"
+done
+rdb="$tmp/r1.db"; rdb2="$tmp/r2.db"
+"$root/$bin/simulate" scenarios/default.ini --db "$rdb" >/dev/null &&
+"$root/$bin/simulate" scenarios/llama-3-8b-accelerate.ini --db "$rdb" >/dev/null &&
+"$root/$bin/simulate" scenarios/t5-3b-deepspeed-offload.ini --db "$rdb2" >/dev/null || bad "results: simulate --db"
+printf 'not a database, only text that is long enough to be read as a header by sqlite\n' >"$tmp/text.db"
+expect_res no-command "usage: results COMMAND"
+expect_res unknown-command "unknown command 'frobnicate'" frobnicate
+expect_res list-missing "cannot open the results database" list --db "$tmp/none.db"
+expect_res list-text "not a results database" list --db "$tmp/text.db"
+expect_res list-dir "not a regular file" list --db "$tmp"
+expect_res show-unknown "no run with id 99" show 99 --db "$rdb"
+expect_res show-bad-id "run id 'abc': expected a whole number" show abc --db "$rdb"
+expect_res export-no-csv "--csv FILE is required" export --db "$rdb"
+expect_res merge-one-arg "expected OUT.db and at least one IN.db" merge "$tmp/m.db"
+expect_res merge-missing "cannot open the results database" merge "$tmp/m.db" "$rdb" "$tmp/none.db"
+[ -e "$tmp/m.db" ] && bad "merge: a failed merge left $tmp/m.db" || ok
+expect_res merge-text "not a results database" merge "$tmp/m.db" "$tmp/text.db"
+expect_res merge-self "is the output database itself" merge "$rdb" "$rdb2" "$rdb"
+"$res" list --db "$rdb" >"$tmp/out" 2>&1 && [ "$(grep -c ' simulate ' "$tmp/out")" = 2 ] &&
+	[ "$(sed -n 2p "$tmp/out" | awk '{print $1}')" = 2 ] && ok || bad "results list: $(cat "$tmp/out")"
+"$res" show 2 --db "$rdb" | grep -q "accelerate_config = imports/llama-fsdp.yaml" && ok || bad "results show"
+# merge two databases: 2 + 1 runs, every prediction row; again: all duplicates
+if "$res" merge "$tmp/m.db" "$rdb" "$rdb2" >"$tmp/out" 2>&1 &&
+   [ "$(sqlite3 "$tmp/m.db" 'select count(*) from runs')" = 3 ] &&
+   [ "$(sqlite3 "$tmp/m.db" 'select count(*) from predictions')" = \
+     "$(( $(sqlite3 "$rdb" 'select count(*) from predictions') + $(sqlite3 "$rdb2" 'select count(*) from predictions') ))" ] &&
+   "$res" merge "$tmp/m.db" "$rdb" "$rdb2" | grep -q "0 runs copied, 3 duplicates skipped" &&
+   [ "$(sqlite3 "$tmp/m.db" 'select count(*) from runs')" = 3 ]; then ok
+else bad "results merge: $(cat "$tmp/out")"; fi
+# export: a CSV that SQLite's own CSV reader parses, one row per prediction
+if "$res" export --csv "$tmp/x.csv" --db "$tmp/m.db" 2>"$tmp/err" &&
+   [ "$(sqlite3 :memory: ".import --csv $tmp/x.csv x" 'select count(*) from x where run_id > 0')" = \
+     "$(sqlite3 "$tmp/m.db" 'select count(*) from predictions')" ] &&
+   [ "$(head -1 "$tmp/x.csv")" = "run_id,created_at,command,scenario,device,key,predicted,measured,rel_error" ]; then ok
+else bad "results export: $(cat "$tmp/err")"; fi
+
+# scenarios/launch/validate.sbatch: syntax, the exact srun line of a dry run,
+# campaign (--list) mode, errors outside an allocation, and a run through a
+# stand-in srun (no Slurm here) with simulate in validate's place, whose
+# database the wrapper copies out and results merges
+sb=scenarios/launch/validate.sbatch
+bash -n "$sb" && sh -n scenarios/launch/validate-rank.sh && ok || bad "launch scripts: syntax"
+out=$(SHARDCAST_DRY_RUN=1 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=8 SLURM_JOB_ID=4242 "$sb" scenarios/llama-3-8b-accelerate.ini 2>&1)
+want='srun --mpi=pmix --nodes=2 --ntasks-per-node=8 --kill-on-bad-exit=1 scenarios/launch/validate-rank.sh results/campaign/validate-4242.db bin/validate scenarios/llama-3-8b-accelerate.ini --backend cuda --set cluster.nodes=2 --set cluster.gpus_per_node=8 '
+[ "$out" = "$want" ] && ok || bad "sbatch dry run: got '$out'"
+printf '# a campaign\nscenarios/default.ini\n\nscenarios/llama-3-8b-accelerate.ini\n' >"$tmp/campaign.txt"
+out=$(SHARDCAST_DRY_RUN=1 SLURM_JOB_NUM_NODES=1 SLURM_NTASKS_PER_NODE=4 SLURM_JOB_ID=9 SLURM_ARRAY_JOB_ID=8 SLURM_ARRAY_TASK_ID=2 \
+      SHARDCAST_ARGS="--json" "$sb" --list "$tmp/campaign.txt" 2>&1)
+case "$out" in
+*"validate-8_2.db bin/validate scenarios/llama-3-8b-accelerate.ini --backend cuda --set cluster.nodes=1 --set cluster.gpus_per_node=4 --json "*) ok ;;
+*) bad "sbatch --list: got '$out'" ;;
+esac
+expect_sb() {
+	local name=$1 want=$2; shift 2
+	env "$@" "$sb" scenarios/default.ini >"$tmp/out" 2>&1
+	local rc=$?
+	[ $rc -eq 2 ] && grep -qF -- "$want" "$tmp/out" && ok || bad "sbatch $name: exit $rc: $(cat "$tmp/out")"
+}
+expect_sb no-allocation "not inside a Slurm allocation" -u SLURM_JOB_NUM_NODES SHARDCAST_DRY_RUN=1
+expect_sb no-tasks "SLURM_NTASKS_PER_NODE is unset" -u SLURM_NTASKS_PER_NODE SLURM_JOB_NUM_NODES=2 SHARDCAST_DRY_RUN=1
+SHARDCAST_DRY_RUN=1 SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=8 "$sb" nope.ini >"$tmp/out" 2>&1
+[ $? -eq 2 ] && grep -q "nope.ini: no such scenario" "$tmp/out" && ok || bad "sbatch missing scenario: $(cat "$tmp/out")"
+mkdir -p "$tmp/fakebin"
+cat >"$tmp/fakebin/srun" <<'FAKE'
+#!/bin/sh
+# stands in for srun: skips srun's options and runs the command as rank 0
+echo "$*" >"$FAKE_SRUN_LOG"
+while [ $# -gt 0 ]; do case "$1" in --*) shift ;; *) break ;; esac; done
+SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_STEP_NUM_TASKS=1 exec "$@"
+FAKE
+chmod +x "$tmp/fakebin/srun"
+for j in 77 78; do
+	PATH="$tmp/fakebin:$PATH" FAKE_SRUN_LOG="$tmp/srun.log" SLURM_JOB_NUM_NODES=2 SLURM_NTASKS_PER_NODE=8 SLURM_JOB_ID=$j \
+	SHARDCAST_VALIDATE="$bin/simulate" SHARDCAST_BACKEND= SHARDCAST_DB_DIR="$tmp/campaign" \
+		"$sb" scenarios/llama-3-8b-accelerate.ini >"$tmp/out" 2>&1 || bad "sbatch via srun: $(cat "$tmp/out")"
+done
+if grep -q "^Settings from imports" "$tmp/out" && grep -q "^--mpi=pmix --nodes=2 " "$tmp/srun.log" &&
+   [ "$(sqlite3 "$tmp/campaign/validate-77.db" "select count(*) from runs where overrides like '%cluster.nodes=2%'")" = 1 ] &&
+   "$res" merge "$tmp/campaign.db" "$tmp/campaign"/validate-*.db >/dev/null &&
+   [ "$(sqlite3 "$tmp/campaign.db" 'select count(*) from runs')" = 2 ] &&
+   [ -z "$(ls "$tmp/campaign" | grep -v '^validate-7[78].db$')" ]; then ok
+else bad "sbatch via srun: $(cat "$tmp/out" "$tmp/srun.log")"; fi
 
 echo "golden: $pass passed, $fail failed"
 [ $fail -eq 0 ]

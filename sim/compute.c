@@ -1,0 +1,100 @@
+/*
+ * compute.c — kernel roofline and the efficiency catalogue (see compute.h).
+ */
+#include "compute.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+
+/* No defaults in the table: [default] gives every value, a device's section
+ * overrides some of them (cfg_parse_entry leaves keys without defaults alone). */
+#define E(x) offsetof(struct compute_eff, x)
+static const struct cfg_key keys[] = {
+	{NULL, "gemm_efficiency", CFG_NUM, 0, 0, 0.01, 1, NULL, E(gemm_efficiency), NULL, "fraction of peak of large products"},
+	{NULL, "gemm_half_dim", CFG_NUM, 0, 0, 0, 1e6, NULL, E(gemm_half_dim), NULL, "dimension of half shape efficiency"},
+	{NULL, "memory_efficiency", CFG_NUM, 0, 0, 0.01, 1, NULL, E(memory_efficiency), NULL, "fraction of memory bandwidth"},
+	{NULL, "kernel_gap", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(kernel_gap), NULL, "GPU time between kernels"},
+	{NULL, "dispatch_eager", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_eager), NULL, "host time per forward op"},
+	{NULL, "dispatch_autograd", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_autograd), NULL, "host time per backward op"},
+	{NULL, "dispatch_native", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_native), NULL, "host time per kernel, C runtime"},
+	{NULL, "dispatch_collective", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_collective), NULL, "host time per collective call"},
+	{NULL, "host_link", CFG_STR, 0, 0, 0, 0, NULL, E(host_link_name), NULL, "links.ini entry between host and GPU"},
+	{NULL, "host_memory_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e14, NULL, E(host_memory_bandwidth), NULL, "host DRAM bandwidth per node"},
+	{NULL, "host_memory_efficiency", CFG_NUM, 0, 0, 0.01, 1, NULL, E(host_memory_efficiency), NULL, "fraction of host bandwidth"},
+	{NULL, "source", CFG_STR, 0, 0, 0, 0, NULL, E(source), NULL, "where the figures come from"},
+};
+#undef E
+
+static const struct cfg_table table = {keys, sizeof keys / sizeof keys[0]};
+
+const struct cfg_table *compute_keys(void)
+{
+	return &table;
+}
+
+/* Every numeric key must have come from [default] or the device's section. */
+static int complete(const struct compute_eff *ce, const char *path, struct err *e)
+{
+	size_t i;
+
+	for (i = 0; i < table.n; i++) {
+		const struct cfg_key *k = &keys[i];
+		if (k->type == CFG_NUM && *(const double *)((const char *)ce + k->off) < 0)
+			return err_set(e, ERR_INPUT, path, 0, "[default] lacks key '%s'", k->name);
+	}
+	if (!ce->host_link_name[0])
+		return err_set(e, ERR_INPUT, path, 0, "[default] lacks key 'host_link'");
+	return 0;
+}
+
+int compute_load(const char *gpu_name, struct compute_eff *ce, struct err *e)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 64], *text = NULL;
+	struct err e2 = {0};
+	size_t len, i;
+	int rc;
+
+	memset(ce, 0, sizeof *ce);
+	for (i = 0; i < table.n; i++)
+		if (keys[i].type == CFG_NUM)
+			*(double *)((char *)ce + keys[i].off) = -1;
+	snprintf(path, sizeof path, "%s/hw/efficiency.ini", catalog_dir(dir, sizeof dir));
+	rc = cfg_read_file(path, &text, &len, e);
+	if (!rc)
+		rc = cfg_parse_entry(&table, ce, sizeof *ce, "default", path, text, len, e);
+	snprintf(ce->entry, sizeof ce->entry, "default");
+	if (!rc && !catalog_is_path(gpu_name) &&
+	    cfg_parse_entry(&table, ce, sizeof *ce, gpu_name, path, text, len, &e2) == 0)
+		snprintf(ce->entry, sizeof ce->entry, "%s", gpu_name);
+	else if (!rc && e2.code && !strstr(e2.msg, "no entry ["))
+		rc = err_set(e, e2.code, NULL, 0, "%s", e2.msg);  /* a bad value in the device's section */
+	free(text);
+	if (!rc)
+		rc = complete(ce, path, e);
+	if (!rc)
+		rc = hw_link_load(ce->host_link_name, &ce->host_link, path, 0, "host_link", e);
+	return rc;
+}
+
+double compute_gemm_eff(const struct compute_eff *ce, double m, double n, double k)
+{
+	double h = ce->gemm_half_dim;
+
+	return ce->gemm_efficiency * (m / (m + h)) * (n / (n + h)) * (k / (k + h));
+}
+
+double compute_roofline(const struct compute_eff *ce, double peak, double mem_bw, double flops,
+			double m, double n, double k, double bytes)
+{
+	double eff = m > 0 && n > 0 && k > 0 ? compute_gemm_eff(ce, m, n, k) : 1.0;
+	double tf = flops > 0 ? flops / (peak * eff) : 0;
+	double tm = bytes > 0 ? bytes / (mem_bw * ce->memory_efficiency) : 0;
+
+	return fmax(tf, tm);
+}

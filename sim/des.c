@@ -1,0 +1,408 @@
+/*
+ * des.c — task-graph simulation with shared links (see des.h).
+ *
+ * Events: a work task's end (EV_DONE), the end of a collective's latency
+ * (EV_LAT), the end of a collective's bandwidth phase (EV_FLOW, carrying the
+ * collective's version so that reschedules make older events stale). Whenever
+ * the set of collectives in a bandwidth phase changes, each one's progress is
+ * brought up to now at its old rate, the rates are recomputed from how many
+ * collectives share each link, and their ends are rescheduled.
+ */
+#include "des.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { EV_DONE, EV_LAT, EV_FLOW };
+#define EV_KIND(k) ((k) & 3u)
+#define EV_VER(k) ((k) >> 2)
+
+static int grow(void **p, int *cap, int need, size_t sz)
+{
+	void *np;
+	int ncap;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap ? *cap : 256;
+	while (ncap < need)
+		ncap *= 2;
+	np = realloc(*p, (size_t)ncap * sz);
+	if (!np)
+		return -1;
+	*p = np;
+	*cap = ncap;
+	return 0;
+}
+
+int des_create(struct des *d)
+{
+	memset(d, 0, sizeof *d);
+	return evq_create(&d->q, 256);
+}
+
+void des_reset(struct des *d)
+{
+	d->nstreams = 0;
+	d->ntasks = 0;
+	d->nedges = 0;
+	d->ncolls = 0;
+	d->nactive = 0;
+	d->expose_rank = 0;
+	memset(&d->tot, 0, sizeof d->tot);
+	evq_clear(&d->q);
+}
+
+void des_delete(struct des *d)
+{
+	free(d->tasks);
+	free(d->edges);
+	free(d->colls);
+	free(d->waiting);
+	free(d->active);
+	evq_delete(&d->q);
+	memset(d, 0, sizeof *d);
+}
+
+int des_stream(struct des *d, int rank, int cls, const char *name)
+{
+	struct des_stream *s;
+
+	if (d->nstreams == DES_MAX_STREAMS)
+		return -1;
+	s = &d->streams[d->nstreams];
+	s->rank = rank;
+	s->cls = cls;
+	snprintf(s->name, sizeof s->name, "%s", name);
+	s->last = -1;
+	return d->nstreams++;
+}
+
+int des_dep(struct des *d, int from, int to)
+{
+	struct des_edge *e;
+
+	if (from < 0)
+		return 0;
+	if (from >= to || grow((void **)&d->edges, &d->capedges, d->nedges + 1, sizeof *d->edges))
+		return -1;
+	e = &d->edges[d->nedges];
+	e->to = to;
+	e->next = d->tasks[from].edge;
+	d->tasks[from].edge = d->nedges++;
+	d->tasks[to].npred++;
+	return 0;
+}
+
+static int task(struct des *d, int stream, double dur, int coll, int label, int tag)
+{
+	struct des_task *t;
+	int i;
+
+	if (grow((void **)&d->tasks, &d->captasks, d->ntasks + 1, sizeof *d->tasks))
+		return -1;
+	i = d->ntasks++;
+	t = &d->tasks[i];
+	t->dur = dur > 0 ? dur : 0;
+	t->start = t->end = 0;
+	t->stream = stream;
+	t->stream2 = -1;
+	t->coll = coll;
+	t->npred = 0;
+	t->edge = -1;
+	t->label = label;
+	t->tag = tag;
+	if (des_dep(d, d->streams[stream].last, i))
+		return -1;
+	d->streams[stream].last = i;
+	return i;
+}
+
+int des_work(struct des *d, int stream, double dur, int label, int tag)
+{
+	return task(d, stream, dur, -1, label, tag);
+}
+
+int des_coll(struct des *d, int stream, const struct coll_cost *c, int label, int tag)
+{
+	struct des_coll *k;
+
+	if (grow((void **)&d->colls, &d->capcolls, d->ncolls + 1, sizeof *d->colls))
+		return -1;
+	k = &d->colls[d->ncolls];
+	memset(k, 0, sizeof *k);
+	k->c = *c;
+	k->phase = -1;
+	k->task = d->ntasks;
+	return task(d, stream, 0, d->ncolls++, label, tag);
+}
+
+/* ---- running ---------------------------------------------------------------- */
+
+struct run {
+	struct des *d;
+	double now, last;        /* s: current event time, last accounting time */
+	int compute_busy;        /* tasks running on the exposure rank's compute streams */
+	int comm_busy;           /* collectives in flight on the exposure rank */
+	int nleft;               /* tasks not finished */
+	double flow_t;           /* s: when the active collectives' rates were last set */
+	int oom;
+};
+
+static int on_rank(const struct des *d, const struct des_task *t, int cls)
+{
+	const struct des_stream *s = &d->streams[t->stream];
+	const struct des_stream *s2 = t->stream2 >= 0 ? &d->streams[t->stream2] : NULL;
+
+	return (s->cls == cls && s->rank == d->expose_rank) ||
+		(s2 && s2->cls == cls && s2->rank == d->expose_rank);
+}
+
+static void account(struct run *r)
+{
+	double dt = r->now - r->last;
+
+	if (dt > 0 && r->comm_busy > 0 && r->compute_busy == 0)
+		r->d->tot.exposed += dt;
+	r->last = r->now;
+}
+
+static void push(struct run *r, double t, uint32_t kind, int id)
+{
+	if (evq_push(&r->d->q, t, kind, (uint32_t)id))
+		r->oom = 1;
+}
+
+static void start(struct run *r, int i);
+
+static void finish(struct run *r, int i)
+{
+	struct des *d = r->d;
+	struct des_task *t = &d->tasks[i];
+	int e;
+
+	t->end = r->now;
+	if (on_rank(d, t, DES_COMPUTE))
+		r->compute_busy--;
+	if (t->coll >= 0 && on_rank(d, t, DES_COMM))
+		r->comm_busy--;
+	r->nleft--;
+	for (e = t->edge; e >= 0; e = d->edges[e].next) {
+		int to = d->edges[e].to;
+		if (--d->waiting[to] == 0)
+			start(r, to);
+	}
+}
+
+static void start(struct run *r, int i)
+{
+	struct des *d = r->d;
+	struct des_task *t = &d->tasks[i];
+
+	t->start = r->now;
+	if (on_rank(d, t, DES_COMPUTE))
+		r->compute_busy++;
+	if (t->coll < 0) {
+		push(r, r->now + t->dur, EV_DONE, i);
+		return;
+	}
+	if (on_rank(d, t, DES_COMM))
+		r->comm_busy++;
+	push(r, r->now + d->colls[t->coll].c.latency, EV_LAT, i);
+}
+
+/* Brings every active collective's progress up to now at its current rate. */
+static void advance(struct run *r)
+{
+	struct des *d = r->d;
+	double dt = r->now - r->flow_t;
+	int i;
+
+	for (i = 0; dt > 0 && i < d->nactive; i++) {
+		struct des_coll *k = &d->colls[d->active[i]];
+		k->left -= k->rate * dt;
+	}
+	r->flow_t = r->now;
+}
+
+/* Equal shares: each link is divided among the active collectives using it; a
+ * collective progresses at the pace of its most loaded link. */
+static void reschedule(struct run *r)
+{
+	struct des *d = r->d;
+	int users[COLL_NLINKS] = {0}, i, l;
+
+	for (i = 0; i < d->nactive; i++) {
+		const struct coll_phase *p = &d->colls[d->active[i]].c.ph[d->colls[d->active[i]].phase];
+		for (l = 0; l < COLL_NLINKS; l++)
+			users[l] += p->work[l] > 0;
+	}
+	for (i = 0; i < d->nactive; i++) {
+		struct des_coll *k = &d->colls[d->active[i]];
+		const struct coll_phase *p = &k->c.ph[k->phase];
+		double slowest = 0, left = k->left > 0 ? k->left : 0;
+		for (l = 0; l < COLL_NLINKS; l++)
+			slowest = fmax(slowest, p->work[l] * users[l]);
+		k->rate = 1 / slowest;
+		k->ver++;
+		push(r, r->now + left * slowest, EV_FLOW | (k->ver << 2), k->task);
+	}
+}
+
+/* Puts collective k into its next phase with work, or finishes it. */
+static void next_phase(struct des_coll *k)
+{
+	while (++k->phase < k->c.nphase) {
+		const struct coll_phase *p = &k->c.ph[k->phase];
+		if (p->work[COLL_INTRA] > 0 || p->work[COLL_INTER] > 0) {
+			k->left = 1;
+			return;
+		}
+	}
+	k->phase = -2;
+}
+
+static int add_active(struct des *d, int c)
+{
+	if (grow((void **)&d->active, &d->capactive, d->nactive + 1, sizeof *d->active))
+		return -1;
+	d->active[d->nactive++] = c;
+	return 0;
+}
+
+static void remove_active(struct des *d, int c)
+{
+	int i;
+
+	for (i = 0; i < d->nactive; i++)
+		if (d->active[i] == c) {
+			memmove(d->active + i, d->active + i + 1, (size_t)(d->nactive - i - 1) * sizeof *d->active);
+			d->nactive--;
+			return;
+		}
+}
+
+static void on_latency(struct run *r, int i)
+{
+	struct des *d = r->d;
+	struct des_coll *k = &d->colls[d->tasks[i].coll];
+
+	advance(r);
+	next_phase(k);
+	if (k->phase < 0) {
+		finish(r, i);
+		return;
+	}
+	if (add_active(d, d->tasks[i].coll)) {
+		r->oom = 1;
+		return;
+	}
+	reschedule(r);
+}
+
+static void on_flow(struct run *r, int i, uint32_t ver)
+{
+	struct des *d = r->d;
+	struct des_coll *k = &d->colls[d->tasks[i].coll];
+
+	if (k->phase < 0 || (k->ver & 0x3fffffffu) != ver)
+		return;  /* stale: rescheduled since */
+	advance(r);
+	next_phase(k);
+	if (k->phase < 0) {
+		remove_active(d, d->tasks[i].coll);
+		finish(r, i);
+	}
+	reschedule(r);
+}
+
+static int prepare(struct des *d)
+{
+	int i;
+
+	if (grow((void **)&d->waiting, &d->capwaiting, d->ntasks, sizeof *d->waiting))
+		return -1;
+	for (i = 0; i < d->ntasks; i++)
+		d->waiting[i] = d->tasks[i].npred;
+	for (i = 0; i < d->ncolls; i++) {
+		d->colls[i].phase = -1;
+		d->colls[i].ver = 0;
+	}
+	d->nactive = 0;
+	memset(&d->tot, 0, sizeof d->tot);
+	evq_clear(&d->q);
+	return 0;
+}
+
+static void totals(struct des *d)
+{
+	int i;
+
+	for (i = 0; i < d->ntasks; i++) {
+		const struct des_task *t = &d->tasks[i];
+		const struct des_stream *s = &d->streams[t->stream];
+		double dt = t->end - t->start;
+		d->tot.makespan = fmax(d->tot.makespan, t->end);
+		if (s->rank == d->expose_rank || (t->stream2 >= 0 && d->streams[t->stream2].rank == d->expose_rank)) {
+			d->tot.busy[s->cls] += dt;
+			if (t->coll >= 0)
+				d->tot.comm += dt;
+		}
+	}
+}
+
+int des_run(struct des *d)
+{
+	struct run r = {d, 0, 0, 0, 0, d->ntasks, 0, 0};
+	struct evq_event ev;
+	int i;
+
+	if (prepare(d))
+		return -1;
+	for (i = 0; i < d->ntasks; i++)
+		if (d->waiting[i] == 0)
+			start(&r, i);
+	while (!r.oom && evq_pop(&d->q, &ev)) {
+		d->tot.events++;
+		r.now = ev.time;
+		account(&r);
+		switch (EV_KIND(ev.kind)) {
+		case EV_DONE: finish(&r, (int)ev.id); break;
+		case EV_LAT: on_latency(&r, (int)ev.id); break;
+		case EV_FLOW: on_flow(&r, (int)ev.id, EV_VER(ev.kind)); break;
+		}
+	}
+	if (r.oom || r.nleft != 0)
+		return -1;
+	totals(d);
+	return 0;
+}
+
+void des_trace_events(const struct des *d, FILE *f, int *first,
+		      const char *(*name)(void *ctx, const struct des_task *t, char *buf, size_t n),
+		      void *ctx)
+{
+	char buf[96];
+	int i, k;
+
+	for (i = 0; i < d->nstreams; i++) {
+		const struct des_stream *s = &d->streams[i];
+		fprintf(f, "%s\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+			*first ? "" : ",", s->rank, i, s->name);
+		fprintf(f, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+			s->rank, i, i);
+		*first = 0;
+	}
+	for (i = 0; i < d->ntasks; i++) {
+		const struct des_task *t = &d->tasks[i];
+		int streams[2] = {t->stream, t->stream2};
+		if (t->end <= t->start)
+			continue;  /* zero-length waits and empty collectives */
+		name(ctx, t, buf, sizeof buf);
+		for (k = 0; k < 2 && streams[k] >= 0; k++)
+			fprintf(f, "%s\n{\"name\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",
+				*first ? "" : ",", buf, t->start * 1e6, (t->end - t->start) * 1e6,
+				d->streams[streams[k]].rank, streams[k]), *first = 0;
+	}
+}

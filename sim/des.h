@@ -1,0 +1,131 @@
+/*
+ * des.h — discrete-event simulation of a task graph on streams and shared links.
+ *
+ * The model is CUDA's: a task runs on a stream (a GPU's compute stream, an NCCL
+ * stream, a copy engine, the host thread that issues kernels, the host CPU's
+ * optimizer); tasks on one stream run one after the other in the order they
+ * were issued; a task may also wait for tasks on other streams (events). A task
+ * starts when all it waits for is done. Work tasks take a fixed duration.
+ * Collective tasks take their latency, then their phases (coll.h): while several
+ * collectives are in a bandwidth phase at once, each link is shared equally
+ * among those using it (processor sharing, SimGrid's fluid network model in its
+ * simplest form), so overlapping collectives slow each other where they really
+ * share a link. The run pops events from an evq ordered by (time, insertion
+ * count): the same graph always gives the same times, bit for bit.
+ *
+ * All state is in struct des. Its arrays grow while a graph is built and are
+ * kept by des_reset, so a sweep reuses one struct des without allocating.
+ */
+#ifndef SHARDCAST_DES_H
+#define SHARDCAST_DES_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "coll.h"
+#include "evq.h"
+
+enum des_class {
+	DES_CPU,       /* the host thread that issues work (Python, autograd, our runtime) */
+	DES_COMPUTE,   /* a GPU's compute stream */
+	DES_COMM,      /* an NCCL stream (one per process group) */
+	DES_COPY,      /* a host<->device copy engine */
+	DES_HOST,      /* host CPU compute (offloaded optimizer) */
+	DES_CLASS_COUNT
+};
+
+enum { DES_MAX_STREAMS = 32 };
+
+struct des_stream {
+	int rank;          /* the rank (trace pid) */
+	int cls;           /* enum des_class */
+	char name[32];     /* trace thread name */
+	int last;          /* the last task issued on it, -1 none */
+};
+
+struct des_task {
+	double dur;        /* s of work (work tasks) */
+	double start, end; /* s, filled by des_run */
+	int stream;
+	int stream2;       /* another stream showing the same collective (another rank), -1 */
+	int coll;          /* index into colls, -1 for work tasks */
+	int npred;         /* tasks it waits for */
+	int edge;          /* first outgoing edge, -1 none */
+	int label;         /* caller's (e.g. the graph op) */
+	int tag;           /* caller's (what kind of task) */
+};
+
+struct des_edge {
+	int to, next;
+};
+
+struct des_coll {
+	struct coll_cost c;
+	int phase;         /* current phase, -1 in the latency */
+	double left;       /* fraction of the phase's work left */
+	double rate;       /* fraction per s at the last update */
+	uint32_t ver;      /* bumped at each reschedule: stale events are dropped */
+	int task;
+};
+
+struct des_totals {
+	double makespan;             /* s: the last task's end */
+	double busy[DES_CLASS_COUNT];/* s of task time per class, on the exposure rank */
+	double comm;                 /* s of collective time (start to end), all comm streams of the rank */
+	double exposed;              /* s during which a collective was in flight and the rank's compute stream idle */
+	uint64_t events;             /* events popped */
+};
+
+struct des {
+	struct des_stream streams[DES_MAX_STREAMS];
+	int nstreams;
+	struct des_task *tasks;
+	int ntasks, captasks;
+	struct des_edge *edges;
+	int nedges, capedges;
+	struct des_coll *colls;
+	int ncolls, capcolls;
+	int *waiting;      /* (ntasks) run-time countdown of predecessors */
+	int capwaiting;
+	int *active;       /* collectives in a bandwidth phase */
+	int nactive, capactive;
+	struct evq q;
+	int expose_rank;   /* the rank whose exposure and busy times are totalled */
+	struct des_totals tot;
+};
+
+/* Creates an empty simulation. Returns 0, or -1 when out of memory. */
+int des_create(struct des *d);
+
+/* Forgets the graph (keeps the memory). */
+void des_reset(struct des *d);
+
+void des_delete(struct des *d);
+
+/* Adds a stream; returns its index or -1 when there are DES_MAX_STREAMS already. */
+int des_stream(struct des *d, int rank, int cls, const char *name);
+
+/* Issues a work task of dur seconds on stream, after the stream's previous task.
+ * Returns its index, or -1 when out of memory. */
+int des_work(struct des *d, int stream, double dur, int label, int tag);
+
+/* Issues a collective of cost c on stream (after the stream's previous task).
+ * Returns its index, or -1 when out of memory. */
+int des_coll(struct des *d, int stream, const struct coll_cost *c, int label, int tag);
+
+/* Makes task to wait for task from (from < to; from = -1 is ignored).
+ * Returns 0, or -1 when out of memory or from >= to. */
+int des_dep(struct des *d, int from, int to);
+
+/* Runs the graph from time 0. Fills each task's start and end and d->tot.
+ * Returns 0, or -1 when out of memory or when tasks never ran (a cycle). */
+int des_run(struct des *d);
+
+/* Writes the run as Chrome trace events (one "X" event per task, pid = rank,
+ * tid = stream) into f, comma-separated, after the first if *first is 0.
+ * name(ctx, task, buf, n) gives each task's name. */
+void des_trace_events(const struct des *d, FILE *f, int *first,
+		      const char *(*name)(void *ctx, const struct des_task *t, char *buf, size_t n),
+		      void *ctx);
+
+#endif

@@ -1,0 +1,80 @@
+/*
+ * launch.c — rank, world size and local rank from the launcher's environment
+ * (see launch.h).
+ */
+#include "launch.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+/* The variables one launcher sets; the first is the one that says it is there. */
+struct launcher {
+	const char *name;
+	const char *rank, *world, *local;
+};
+
+static const struct launcher launchers[] = {
+	{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+	{"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+	{"mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+	/* SLURM_STEP_NUM_TASKS, not SLURM_NTASKS: only srun sets it, so a process
+	 * started by the batch script itself is not mistaken for rank 0 of many */
+	{"slurm", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID"},
+};
+
+/* Parses variable name as a whole number in [lo, hi] into *v. */
+static int number(const char *name, long lo, long hi, int *v, struct err *e)
+{
+	const char *s = getenv(name);
+	char *end;
+	long n;
+
+	if (!s)
+		return err_set(e, ERR_INPUT, "environment", 0, "%s is not set", name);
+	errno = 0;
+	n = strtol(s, &end, 10);
+	if (!*s || *end || errno)
+		return err_set(e, ERR_INPUT, "environment", 0, "%s = '%s': expected a whole number",
+			       name, s);
+	if (n < lo || n > hi)
+		return err_set(e, ERR_INPUT, "environment", 0, "%s = %ld: out of range; expected %ld to %ld",
+			       name, n, lo, hi);
+	*v = (int)n;
+	return 0;
+}
+
+static int from(const struct launcher *l, int *rank, int *world, int *local, struct err *e)
+{
+	int set = (getenv(l->rank) != NULL) + (getenv(l->world) != NULL);
+
+	if (set == 1)
+		return err_set(e, ERR_INPUT, "environment", 0, "%s is set but %s is not (%s sets both)",
+			       getenv(l->rank) ? l->rank : l->world, getenv(l->rank) ? l->world : l->rank,
+			       l->name);
+	if (number(l->world, 1, 10000000, world, e) || number(l->rank, 0, *world - 1, rank, e))
+		return e->code;
+	if (!getenv(l->local))
+		return err_set(e, ERR_INPUT, "environment", 0, "%s and %s are set but %s is not "
+			       "(it picks the process's GPU)", l->rank, l->world, l->local);
+	return number(l->local, 0, *world - 1, local, e);
+}
+
+int launch_env(int *rank, int *world, int *local_rank, const char **source, struct err *e)
+{
+	size_t i;
+
+	*rank = 0;
+	*world = 1;
+	*local_rank = 0;
+	for (i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
+		const struct launcher *l = &launchers[i];
+		if (!getenv(l->rank) && !getenv(l->world))
+			continue;
+		if (source)
+			*source = l->name;
+		return from(l, rank, world, local_rank, e);
+	}
+	if (source)
+		*source = "none";
+	return 0;
+}

@@ -1,0 +1,1154 @@
+/*
+ * step.c — building one optimizer step's task graph per strategy and running it
+ * (see step.h for what is modelled and why).
+ *
+ * Sources of the framework behaviour followed here:
+ *  - PyTorch DDP (torch/nn/parallel/distributed.py, reducer.cpp): buckets in
+ *    reverse parameter order, the first capped at 1 MiB
+ *    (_DEFAULT_FIRST_BUCKET_BYTES), the others at bucket_cap_mb; a bucket's
+ *    all-reduce is launched when its last gradient is ready; no_sync skips it.
+ *  - PyTorch FSDP (torch/distributed/fsdp/_runtime_utils.py): the root keeps its
+ *    parameters gathered after forward; _limit_all_gathers blocks the host when
+ *    two free events are queued; BACKWARD_PRE prefetches in the pre-backward
+ *    hook, BACKWARD_POST in the post-backward hook before the reduce-scatter;
+ *    hybrid sharding reduce-scatters in the shard group, then all-reduces the
+ *    shard in the replicate group; MixedPrecision gathers and reduces in the
+ *    16-bit dtype.
+ *  - DeepSpeed ZeRO (runtime/zero/stage_1_and_2.py, stage3.py,
+ *    partitioned_param_coordinator.py): reduce_bucket_size buckets, overlap_comm,
+ *    allgather_bucket_size after the step, stage-3 per-module fetch with
+ *    prefetch up to stage3_prefetch_bucket_size, parameters below
+ *    stage3_param_persistence_threshold kept whole.
+ *  - nn.DataParallel (torch/nn/parallel/data_parallel.py, comm.py): replicate by
+ *    NCCL broadcast every forward, gather of the outputs, reduce_add of the
+ *    gradients, threads under one interpreter lock issuing the replicas' ops.
+ *  - Megatron-LM tensor parallelism (Shoeybi et al. 2019, §3): one all-reduce
+ *    after each row-parallel product in forward, one on the input gradient of
+ *    each column-parallel block in backward; vocabulary-parallel embedding.
+ * Optimizer memory traffic per parameter: torch.optim's default foreach AdamW
+ * makes 8 passes (20 fp32 words: mul_, lerp_, mul_, addcmul_, sqrt, div_, add_,
+ * addcdiv_); a fused Adam (DeepSpeed FusedAdam, CPUAdam, shardcast) reads p, g,
+ * m, v and writes p, m, v (7 words).
+ */
+#include "step.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "units.h"
+
+enum tag {
+	T_DISPATCH, T_WAIT, T_FWD, T_BWD, T_RECOMP, T_OPT, T_AG, T_RS, T_AR, T_TP, T_BCAST,
+	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_ISSUE_COLL, T_COUNT
+};
+
+struct step_unit {
+	double params;     /* elements per TP rank */
+	int first, last;   /* first and last op of the unit in forward order */
+	int gathered;      /* gathered (an all-gather issued) and not resharded since */
+	int ag;            /* the all-gather task of the current gather, -1 */
+	int root;          /* FSDP's root unit */
+};
+
+#define LIMITER_CAP 64
+
+struct bld {
+	struct step_sim *ss;
+	struct des *d;
+	const struct scenario *s;
+	const struct graph *g;
+	const struct compute_eff *ce;
+	int strat, shard, tp, dp, gpn, nodes, accum, algo, recompute;
+	double B;                  /* micro-batch, samples */
+	double peak, peak_vec;     /* FLOP/s: products at the precision, other ops (CUDA cores) */
+	double mem_bw;             /* bytes/s achievable */
+	double wbytes, gbytes;     /* bytes per weight read / gradient written by kernels */
+	double pcomm, gcomm;       /* bytes per element of gathered parameters / reduced gradients */
+	int cast_weights;          /* autocast casts fp32 weights to 16 bits each forward */
+	double opt_bytes;          /* optimizer memory traffic per parameter on the GPU */
+	double host_opt_bytes;     /* the same on the host (offload) */
+	double disp_f, disp_b, disp_c;  /* s host time per forward op, backward op, collective */
+	int offload;
+	/* streams */
+	int cpu, gpu, pg, tps, rep, h2d, d2h, host, gpu1, cpu1;
+	/* groups */
+	struct coll_group gdp, gtp, gshard, grep;
+	int shard_n;               /* ranks one unit's parameters are sharded over */
+	/* the next kernel waits for these */
+	int pend[16], npend;
+	/* gather units (fsdp, zero3) */
+	struct step_unit *u;
+	int nu, has_units, is_fsdp, is_zero3;
+	int lim[LIMITER_CAP], lhead, ltail;  /* FSDP free-event queue */
+	/* gradient bucket (zero2, zero3) */
+	double bucket;             /* elements accumulated */
+	int oom;
+};
+
+/* ---- issuing tasks ------------------------------------------------------------ */
+
+static void dep(struct bld *b, int from, int to)
+{
+	if (from >= 0 && to >= 0 && des_dep(b->d, from, to))
+		b->oom = 1;
+}
+
+static void pend(struct bld *b, int t)
+{
+	if (t < 0)
+		return;
+	if (b->npend == (int)(sizeof b->pend / sizeof b->pend[0])) {
+		b->oom = 1;
+		return;
+	}
+	b->pend[b->npend++] = t;
+}
+
+/* A host task of dur seconds on stream cpu. */
+static int host_work(struct bld *b, int cpu, double dur, int label, int tag)
+{
+	int t = des_work(b->d, cpu, dur, label, tag);
+
+	if (t < 0)
+		b->oom = 1;
+	return t;
+}
+
+/* A kernel of dur seconds on GPU stream gpu, issued by host stream cpu after disp
+ * seconds; it waits for the pending tasks. */
+static int kernel_on(struct bld *b, int cpu, int gpu, double dur, double disp, int label, int tag)
+{
+	int c = host_work(b, cpu, disp, label, T_DISPATCH);
+	int k = des_work(b->d, gpu, dur, label, tag);
+	int i;
+
+	if (k < 0) {
+		b->oom = 1;
+		return -1;
+	}
+	dep(b, c, k);
+	for (i = 0; i < b->npend; i++)
+		dep(b, b->pend[i], k);
+	b->npend = 0;
+	return k;
+}
+
+static int kernel(struct bld *b, double dur, double disp, int label, int tag)
+{
+	return kernel_on(b, b->cpu, b->gpu, dur, disp, label, tag);
+}
+
+/* The host waits until task t is done (an event.synchronize()). */
+static void host_wait(struct bld *b, int t)
+{
+	int w;
+
+	if (t < 0)
+		return;
+	w = host_work(b, b->cpu, 0, -1, T_WAIT);
+	dep(b, t, w);
+}
+
+/* A collective of op on bytes over group g on NCCL stream st, issued by the
+ * host, started after task after. */
+static int collective(struct bld *b, int st, int op, const struct coll_group *g, double bytes,
+		      int after, int label, int tag)
+{
+	struct coll_cost c;
+	int h = host_work(b, b->cpu, b->disp_c, tag, T_ISSUE_COLL), t;
+
+	coll_cost(op, b->algo, bytes, g, &c);
+	t = des_coll(b->d, st, &c, label, tag);
+	if (t < 0) {
+		b->oom = 1;
+		return -1;
+	}
+	dep(b, h, t);
+	dep(b, after, t);
+	return t;
+}
+
+/* A copy of bytes between host and device on copy engine st after task after. */
+static int copy(struct bld *b, int st, double bytes, int after, int label, int tag)
+{
+	const struct link *l = &b->ce->host_link;
+	int t = des_work(b->d, st, bytes / (l->bandwidth * l->efficiency) + l->latency, label, tag);
+
+	if (t < 0)
+		b->oom = 1;
+	dep(b, after, t);
+	return t;
+}
+
+static int last_on(const struct bld *b, int st)
+{
+	return st >= 0 ? b->d->streams[st].last : -1;
+}
+
+/* ---- kernel times -------------------------------------------------------------- */
+
+static void op_times(struct bld *b)
+{
+	const struct graph *g = b->g;
+	const struct model *m = &b->s->model;
+	double a = (double)(m->heads / b->tp), hd = (double)m->head_dim, gap = b->ce->kernel_gap;
+	double bw = b->mem_bw * b->ce->memory_efficiency;
+	int i, j;
+
+	for (i = 0; i < g->nops; i++) {
+		const struct gop *o = &g->ops[i];
+		double act = 0, mm = 0, nn = 0, kk = 0, w = o->params, peak = b->peak_vec, f, bk;
+		for (j = 0; j < o->nin; j++)
+			act += graph_tensor_bytes(g, o->in[j]);
+		if (o->out >= 0)
+			act += graph_tensor_bytes(g, o->out);
+		act *= b->B;
+		if (o->kind == OP_MATMUL) {
+			mm = o->m * b->B;
+			nn = o->n;
+			kk = o->k;
+			w = o->k * o->n;  /* a tied head reads the embedding's weight */
+			peak = b->peak;
+		} else if ((o->kind == OP_ATTN_SCORE || o->kind == OP_ATTN_CTX) && o->out >= 0) {
+			/* batched products over (batch, heads): scores (Sq x d)(d x Sk),
+			 * context (Sq x Sk)(Sk x d); shapes from the FLOPs and output size */
+			double out = g->t[o->out].elems;
+			if (o->kind == OP_ATTN_SCORE) {
+				mm = nn = sqrt(out / a);
+				kk = hd;
+			} else {
+				mm = out / (a * hd);
+				nn = hd;
+				kk = o->flops_fwd / (2 * out);
+			}
+			w = 0;
+			peak = b->peak;
+		} else if (o->kind == OP_EMBED) {
+			w = 0;  /* a lookup reads the rows it returns (counted in act) */
+		}
+		f = compute_roofline(b->ce, peak, b->mem_bw, o->flops_fwd * b->B, mm, nn, kk,
+				     act + w * b->wbytes);
+		bk = compute_roofline(b->ce, peak, b->mem_bw, o->flops_bwd * b->B, mm, nn, kk,
+				      2 * act + w * b->wbytes + o->params * b->gbytes);
+		if (b->cast_weights && o->kind == OP_MATMUL && o->params > 0) {
+			/* autocast: fp32 weight -> 16-bit copy in forward (4 + 2 bytes), its
+			 * gradient 16-bit -> fp32 in backward (2 + 4 bytes), separate kernels */
+			f += o->params * 6 / bw + gap;
+			bk += o->params * 6 / bw + gap;
+		}
+		b->ss->tf[i] = f > 0 ? f + gap : 0;
+		b->ss->tb[i] = bk > 0 ? bk + gap : 0;
+	}
+}
+
+/* ---- tensor parallelism ------------------------------------------------------- */
+
+/* Marks, for each row-parallel product r, the first column-parallel product of
+ * its sublayer: after that one's backward the input gradient is all-reduced. */
+static void tp_marks(struct bld *b)
+{
+	const struct graph *g = b->g;
+	int i, r, prev = -1;
+
+	for (i = 0; i < g->nops; i++)
+		b->ss->tpb[i] = 0;
+	if (b->tp <= 1)
+		return;
+	for (r = 0; r < g->nops; r++) {
+		const struct gop *o = &g->ops[r];
+		double bytes;
+		if (o->kind == OP_EMBED && o->out >= 0 && o->params > 0) {
+			prev = r;
+			continue;
+		}
+		if (!o->tp_allreduce)
+			continue;
+		bytes = o->out >= 0 ? graph_tensor_bytes(g, o->out) * b->B : 0;
+		for (i = prev + 1; i < r; i++)
+			if (g->ops[i].kind == OP_MATMUL && g->ops[i].layer == o->layer) {
+				b->ss->tpb[i] = bytes;
+				break;
+			}
+		prev = r;
+	}
+	/* the vocabulary-parallel head's input gradient */
+	for (i = g->nops - 1; i >= 0; i--)
+		if (g->ops[i].kind == OP_MATMUL && strcmp(g->ops[i].name, "lm_head") == 0 && g->ops[i].nin > 0) {
+			b->ss->tpb[i] = graph_tensor_bytes(g, g->ops[i].in[0]) * b->B;
+			break;
+		}
+}
+
+static int tp_forward_allreduce(const struct bld *b, const struct gop *o)
+{
+	return b->tp > 1 && (o->tp_allreduce || (o->kind == OP_EMBED && o->params > 0));
+}
+
+static void tp_allreduce(struct bld *b, double bytes, int after, int label)
+{
+	int t = collective(b, b->tps, COLL_ALLREDUCE, &b->gtp, bytes, after, label, T_TP);
+	pend(b, t);
+}
+
+/* ---- gather units (FSDP units, ZeRO-3 modules) --------------------------------- */
+
+static int grow_units(struct step_sim *ss, int n)
+{
+	struct step_unit *nu;
+
+	if (n <= ss->capunits)
+		return 0;
+	nu = realloc(ss->units, (size_t)n * sizeof *nu);
+	if (!nu)
+		return -1;
+	ss->units = nu;
+	ss->capunits = n;
+	return 0;
+}
+
+/* FSDP units from the wrap policy: transformer_based_wrap wraps every block;
+ * size_based_wrap wraps a block when it holds at least fsdp_min_num_params (the
+ * blocks' ModuleList is never wrapped, FSDP's exclude_wrap_modules; wrapping of
+ * modules inside a block is not modelled); no_wrap leaves one unit. What no
+ * block takes stays in the root. */
+static int fsdp_units(struct bld *b)
+{
+	const struct graph *g = b->g;
+	int i, n = 1, *map = b->ss->unit_of;
+	int wrap = b->s->s.training.fsdp_wrap;
+	double minp = b->s->s.training.fsdp_min_num_params;
+
+	if (grow_units(b->ss, g->nblocks + 1))
+		return -1;
+	b->u = b->ss->units;
+	memset(b->u, 0, sizeof *b->u);
+	b->u[0].root = 1;
+	for (i = 0; i < g->nops; i++)
+		map[i] = 0;
+	for (i = 0; i < g->nblocks && wrap != WRAP_NONE; i++) {
+		int f = b->ss->gfirst[i + 1], l = b->ss->glast[i + 1], j;
+		double p = 0;
+		for (j = f; j <= l; j++)
+			p += g->ops[j].params;
+		if (wrap == WRAP_SIZE && p * b->tp < minp)
+			continue;
+		memset(&b->u[n], 0, sizeof b->u[n]);
+		b->u[n].first = f;
+		b->u[n].last = l;
+		for (j = f; j <= l; j++)
+			map[j] = n;
+		n++;
+	}
+	b->u[0].first = 0;
+	b->u[0].last = g->nops - 1;
+	for (i = 0; i < n; i++)
+		b->u[i].params = 0;
+	for (i = 0; i < g->nops; i++)
+		b->u[map[i]].params += g->ops[i].params;
+	for (i = 0; i < n; i++)
+		b->u[i].ag = -1;
+	b->nu = n;
+	return 0;
+}
+
+/* ZeRO-3 modules: every op holding more than the persistence threshold. */
+static int zero3_units(struct bld *b)
+{
+	const struct graph *g = b->g;
+	double thr = b->s->s.training.zero_param_persistence_threshold;
+	int i, n = 0;
+
+	if (grow_units(b->ss, g->nops))
+		return -1;
+	b->u = b->ss->units;
+	for (i = 0; i < g->nops; i++) {
+		b->ss->unit_of[i] = -1;
+		if (g->ops[i].params <= thr)
+			continue;
+		memset(&b->u[n], 0, sizeof b->u[n]);
+		b->u[n].params = g->ops[i].params;
+		b->u[n].first = b->u[n].last = i;
+		b->u[n].ag = -1;
+		b->ss->unit_of[i] = n++;
+	}
+	b->nu = n;
+	return 0;
+}
+
+/* FSDP's rate limiter: with two free events queued, the host waits for the oldest. */
+static void limiter_wait(struct bld *b)
+{
+	if (!b->is_fsdp || !b->s->s.training.fsdp_limit_all_gathers)
+		return;
+	if (b->ltail - b->lhead >= 2)
+		host_wait(b, b->lim[b->lhead++ % LIMITER_CAP]);
+}
+
+static void limiter_push(struct bld *b, int free_event)
+{
+	if (!b->is_fsdp || !b->s->s.training.fsdp_limit_all_gathers)
+		return;
+	if (b->ltail - b->lhead == LIMITER_CAP)
+		b->lhead++;  /* older events precede newer ones on the compute stream */
+	b->lim[b->ltail++ % LIMITER_CAP] = free_event;
+}
+
+static const struct coll_group *shard_group(const struct bld *b)
+{
+	return b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2 ? &b->gshard : &b->gdp;
+}
+
+static void gather(struct bld *b, int u)
+{
+	struct step_unit *un = &b->u[u];
+	int h2d = -1;
+
+	if (un->gathered)
+		return;
+	if (b->is_fsdp && b->shard == SHARD_NONE) {
+		un->gathered = 1;  /* nothing is sharded */
+		return;
+	}
+	limiter_wait(b);
+	if (b->offload == OFFLOAD_OPTIMIZER_AND_PARAMS)
+		h2d = copy(b, b->h2d, un->params / b->shard_n * b->pcomm, -1, u, T_H2D);
+	un->ag = collective(b, b->pg, COLL_ALLGATHER, shard_group(b), un->params * b->pcomm, h2d, u, T_AG);
+	un->gathered = 1;
+}
+
+/* The unit after u in forward (dir = +1) or backward (dir = -1) order, -1 none. */
+static int next_unit(const struct bld *b, int u, int dir)
+{
+	int i = dir > 0 ? b->u[u].last + 1 : b->u[u].first - 1;
+
+	if (b->u[u].root)  /* the root encloses everything: its next is the first unit */
+		i = dir > 0 ? 0 : b->g->nops - 1;
+
+	for (; i >= 0 && i < b->g->nops; i += dir) {
+		int v = b->ss->unit_of[i];
+		if (v >= 0 && v != u)
+			return v;
+	}
+	return -1;
+}
+
+/* Prefetch after unit u in direction dir: FSDP one unit; ZeRO-3 modules up to
+ * stage3_prefetch_bucket_size elements. */
+static void prefetch(struct bld *b, int u, int dir)
+{
+	double budget = b->s->s.training.zero_prefetch_bucket_size;
+	int v = next_unit(b, u, dir);
+
+	if (b->is_fsdp) {
+		if (v >= 0)
+			gather(b, v);
+		return;
+	}
+	while (v >= 0 && budget >= b->u[v].params) {
+		budget -= b->u[v].params;
+		gather(b, v);
+		v = next_unit(b, v, dir);
+	}
+}
+
+static int reshard_after_forward(const struct bld *b, int u)
+{
+	if (b->is_zero3)
+		return 1;
+	return !b->u[u].root && (b->shard == SHARD_FULL || b->shard == SHARD_HYBRID);
+}
+
+static void pre_forward(struct bld *b, int u)
+{
+	gather(b, u);
+	pend(b, b->u[u].ag);
+	if (b->is_zero3 || b->s->s.training.fsdp_forward_prefetch)
+		prefetch(b, u, +1);
+}
+
+static void post_forward(struct bld *b, int u, int last_kernel)
+{
+	if (b->shard == SHARD_NONE && b->is_fsdp)
+		return;
+	if (!reshard_after_forward(b, u))
+		return;
+	b->u[u].gathered = 0;
+	limiter_push(b, last_kernel);
+}
+
+static void pre_backward(struct bld *b, int u)
+{
+	gather(b, u);
+	pend(b, b->u[u].ag);
+	if (b->is_zero3 || b->s->s.training.fsdp_backward_prefetch == PREFETCH_BACKWARD_PRE)
+		prefetch(b, u, -1);
+}
+
+/* Gradient reduction of n elements after task after: FSDP's, ZeRO's. */
+static void reduce_grads(struct bld *b, double n, int after, int label)
+{
+	int t, d2h_after;
+
+	if (n <= 0)
+		return;
+	if (b->is_fsdp && b->shard == SHARD_NONE) {
+		t = collective(b, b->pg, COLL_ALLREDUCE, &b->gdp, n * b->gcomm, after, label, T_AR);
+		d2h_after = t;
+	} else {
+		t = collective(b, b->pg, COLL_REDUCE_SCATTER, shard_group(b), n * b->gcomm, after, label, T_RS);
+		d2h_after = t;
+		if (b->is_fsdp && (b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2) && b->grep.n > 1)
+			d2h_after = collective(b, b->rep, COLL_ALLREDUCE, &b->grep, n / b->shard_n * b->gcomm,
+					       t, label, T_AR);
+	}
+	if (b->offload != OFFLOAD_NONE)
+		copy(b, b->d2h, n / b->shard_n * b->gcomm, d2h_after, label, T_D2H);
+}
+
+static void post_backward(struct bld *b, int u, int last_kernel)
+{
+	if (b->is_fsdp) {
+		if (b->shard != SHARD_NONE) {
+			b->u[u].gathered = 0;
+			limiter_push(b, last_kernel);
+		}
+		if (b->s->s.training.fsdp_backward_prefetch == PREFETCH_BACKWARD_POST)
+			prefetch(b, u, -1);
+		reduce_grads(b, b->u[u].params, last_kernel, u);
+		return;
+	}
+	b->u[u].gathered = 0;  /* ZeRO-3 releases the module */
+}
+
+/* ---- gradient buckets ----------------------------------------------------------- */
+
+/* DDP's buckets: reverse parameter order, the first capped at 1 MiB, then at
+ * bucket_cap_mb; a bucket closes with the tensor that reaches the cap. */
+static void ddp_buckets(struct bld *b)
+{
+	const struct graph *g = b->g;
+	double cap = 1 << 20, fill = 0;
+	int i, last = -1;
+
+	for (i = 0; i < g->nops; i++)
+		b->ss->bkt[i] = 0;
+	for (i = g->nops - 1; i >= 0; i--) {
+		if (g->ops[i].params <= 0)
+			continue;
+		fill += g->ops[i].params * b->gcomm;
+		last = i;
+		if (fill >= cap) {
+			b->ss->bkt[i] = fill;
+			fill = 0;
+			cap = b->s->s.training.ddp_bucket_mb * (1 << 20);
+		}
+	}
+	if (fill > 0 && last >= 0)
+		b->ss->bkt[last] = fill;
+}
+
+/* A gradient of op i became ready at kernel k. */
+static void grad_ready(struct bld *b, int i, int k, int sync)
+{
+	double p = b->g->ops[i].params;
+
+	if (p <= 0)
+		return;
+	if (b->strat == STRAT_DDP && sync && b->ss->bkt[i] > 0)
+		collective(b, b->pg, COLL_ALLREDUCE, &b->gdp, b->ss->bkt[i], k, i, T_AR);
+	if (b->strat == STRAT_ZERO2 || b->strat == STRAT_ZERO3) {
+		b->bucket += p;
+		if (b->bucket >= b->s->s.training.zero_reduce_bucket_size) {
+			reduce_grads(b, b->bucket, k, i);
+			b->bucket = 0;
+		}
+	}
+}
+
+/* ---- passes ---------------------------------------------------------------------- */
+
+static void forward(struct bld *b)
+{
+	const struct graph *g = b->g;
+	int i, k = -1;
+
+	for (i = 0; i < g->nops; i++) {
+		const struct gop *o = &g->ops[i];
+		int u = b->has_units ? b->ss->unit_of[i] : -1;
+		if (u >= 0 && (b->u[u].first == i || (b->u[u].root && i == 0)))
+			pre_forward(b, u);
+		if (b->ss->tf[i] > 0)
+			k = kernel(b, b->ss->tf[i], b->disp_f, i, T_FWD);
+		if (tp_forward_allreduce(b, o))
+			tp_allreduce(b, (o->out >= 0 ? graph_tensor_bytes(g, o->out) : 0) * b->B, k, i);
+		if (u >= 0 && b->u[u].last == i)
+			post_forward(b, u, k);
+	}
+}
+
+/* Recomputation before graph unit gu's backward: its whole forward (full) or
+ * its attention core (selective). */
+static void recompute(struct bld *b, int gu)
+{
+	int i, f = b->ss->gfirst[gu], l = b->ss->glast[gu];
+
+	if (gu == 0 || f < 0 || b->recompute == RECOMPUTE_NONE)
+		return;
+	for (i = f; i <= l; i++) {
+		/* ZeRO-3's hooks fetch and release a module in the recomputed forward
+		 * too (FSDP's unit is already gathered by its pre-backward hook and
+		 * FSDP does not reshard in a backward-time forward) */
+		int u = b->is_zero3 ? b->ss->unit_of[i] : -1, k = -1;
+		if (b->recompute == RECOMPUTE_SELECTIVE && !b->g->ops[i].attn_core)
+			continue;
+		if (u >= 0)
+			pre_forward(b, u);
+		if (b->ss->tf[i] > 0)
+			k = kernel(b, b->ss->tf[i], b->disp_f, i, T_RECOMP);
+		if (u >= 0)
+			post_forward(b, u, k);
+		if (b->recompute == RECOMPUTE_FULL && tp_forward_allreduce(b, &b->g->ops[i]))
+			tp_allreduce(b, graph_tensor_bytes(b->g, b->g->ops[i].out) * b->B, last_on(b, b->gpu), i);
+	}
+}
+
+static void backward(struct bld *b, int sync)
+{
+	const struct graph *g = b->g;
+	int i, k = -1;
+
+	for (i = g->nops - 1; i >= 0; i--) {
+		const struct gop *o = &g->ops[i];
+		int u = b->has_units ? b->ss->unit_of[i] : -1;
+		if (u >= 0 && b->u[u].last == i && !b->u[u].root)
+			pre_backward(b, u);
+		if (o->unit > 0 && b->ss->glast[o->unit] == i)
+			recompute(b, o->unit);
+		if (b->ss->tb[i] > 0)
+			k = kernel(b, b->ss->tb[i], b->disp_b, i, T_BWD);
+		grad_ready(b, i, k, sync);
+		if (b->ss->tpb[i] > 0)
+			tp_allreduce(b, b->ss->tpb[i], k, i);
+		if (u >= 0 && b->u[u].first == i && !b->u[u].root)
+			post_backward(b, u, k);
+	}
+	if (b->has_units && b->is_fsdp)
+		post_backward(b, 0, k);
+	if ((b->strat == STRAT_ZERO2 || b->strat == STRAT_ZERO3) && b->bucket > 0) {
+		reduce_grads(b, b->bucket, k, -1);
+		b->bucket = 0;
+	}
+}
+
+/* ---- the optimizer ---------------------------------------------------------------- */
+
+/* Parameters (per TP rank) whose optimizer states this rank holds. */
+static double shard_params(const struct bld *b)
+{
+	double p = b->g->params_rank;
+
+	switch (b->strat) {
+	case STRAT_ZERO1: case STRAT_ZERO2: case STRAT_ZERO3:
+		return p / b->dp;
+	case STRAT_FSDP:
+		return b->shard == SHARD_NONE ? p : p / b->shard_n;
+	default:
+		return p;
+	}
+}
+
+static void zero_allgather(struct bld *b, int after)
+{
+	double left = b->g->params_rank, cap = b->s->s.training.zero_allgather_bucket_size;
+
+	while (left > 0) {
+		double n = fmin(left, cap);
+		after = collective(b, b->pg, COLL_ALLGATHER, &b->gdp, n * b->pcomm, after, -1, T_AG);
+		left -= n;
+	}
+}
+
+static void optimizer(struct bld *b)
+{
+	double p = shard_params(b), gap = b->ce->kernel_gap;
+	int t;
+
+	pend(b, last_on(b, b->pg));
+	pend(b, last_on(b, b->rep));
+	pend(b, last_on(b, b->d2h));
+	if (b->offload == OFFLOAD_NONE) {
+		t = kernel(b, p * b->opt_bytes / (b->mem_bw * b->ce->memory_efficiency) + gap,
+			   b->disp_f, -1, T_OPT);
+	} else {
+		/* the node's DRAM is shared by the optimizers of its GPUs */
+		double bw = b->ce->host_memory_bandwidth * b->ce->host_memory_efficiency / b->gpn;
+		int w = host_work(b, b->cpu, b->disp_f, -1, T_DISPATCH), i;
+		t = des_work(b->d, b->host, p * b->host_opt_bytes / bw, -1, T_HOSTOPT);
+		if (t < 0) {
+			b->oom = 1;
+			return;
+		}
+		dep(b, w, t);
+		for (i = 0; i < b->npend; i++)
+			dep(b, b->pend[i], t);
+		b->npend = 0;
+		if (b->offload == OFFLOAD_OPTIMIZER)  /* updated 16-bit parameters back */
+			t = copy(b, b->h2d, p * b->pcomm, t, -1, T_H2D);
+		host_wait(b, t);
+	}
+	if (b->strat == STRAT_ZERO1 || b->strat == STRAT_ZERO2)
+		zero_allgather(b, t);
+}
+
+/* ZeRO-1: the accumulated gradients are reduce-scattered after the last backward. */
+static void zero1_reduce(struct bld *b)
+{
+	double left = b->g->params_rank, cap = b->s->s.training.zero_reduce_bucket_size;
+	int after = last_on(b, b->gpu);
+
+	while (left > 0) {
+		double n = fmin(left, cap);
+		reduce_grads(b, n, after, -1);
+		left -= n;
+	}
+}
+
+/* ---- nn.DataParallel ---------------------------------------------------------------- */
+
+/* Bytes of the forward outputs a replica returns (the logits the model keeps). */
+static double dp_output_bytes(const struct bld *b)
+{
+	const struct graph *g = b->g;
+	double bytes = 0;
+	int i;
+
+	for (i = 0; i < g->nt; i++)
+		if (g->t[i].held)
+			bytes += graph_tensor_bytes(g, i);
+	return bytes * b->B;
+}
+
+/* One micro-step of DataParallel: GPU 0 (rank 0) and a replica (rank 1) run
+ * the same kernels; the host issues both replicas' forward ops under one
+ * interpreter lock; autograd runs one thread per device. */
+static void dp_microstep(struct bld *b)
+{
+	const struct graph *g = b->g;
+	int n = (int)b->s->world, i, c, k0 = -1, k1 = -1, t;
+	double params = g->params_rank;
+
+	t = collective(b, b->pg, COLL_BROADCAST, &b->gdp, params * b->pcomm, last_on(b, b->gpu), -1, T_BCAST);
+	b->d->tasks[t].stream2 = b->d->nstreams - 1;
+	pend(b, t);
+	k1 = t;
+	for (i = 0; i < g->nops; i++) {
+		if (b->ss->tf[i] <= 0)
+			continue;
+		c = host_work(b, b->cpu, b->disp_f * n, i, T_DISPATCH);
+		k0 = des_work(b->d, b->gpu, b->ss->tf[i], i, T_FWD);
+		dep(b, c, k0);
+		dep(b, t, k0);
+		k1 = des_work(b->d, b->gpu1, b->ss->tf[i], i, T_FWD);
+		dep(b, c, k1);
+		dep(b, t, k1);
+		b->npend = 0;
+	}
+	t = collective(b, b->pg, COLL_GATHER, &b->gdp, dp_output_bytes(b) * n, k0, -1, T_GATHER);
+	b->d->tasks[t].stream2 = b->d->nstreams - 1;
+	dep(b, k1, t);
+	for (i = g->nops - 1; i >= 0; i--) {
+		if (b->ss->tb[i] <= 0)
+			continue;
+		c = host_work(b, b->cpu, b->disp_b, i, T_DISPATCH);
+		k0 = des_work(b->d, b->gpu, b->ss->tb[i], i, T_BWD);
+		dep(b, c, k0);
+		dep(b, t, k0);
+		c = host_work(b, b->cpu1, b->disp_b, i, T_DISPATCH);
+		k1 = des_work(b->d, b->gpu1, b->ss->tb[i], i, T_BWD);
+		dep(b, c, k1);
+		dep(b, t, k1);
+	}
+	t = collective(b, b->pg, COLL_REDUCE, &b->gdp, params * b->gcomm, k0, -1, T_REDUCE);
+	b->d->tasks[t].stream2 = b->d->nstreams - 1;
+	dep(b, k1, t);
+}
+
+/* ---- setting up ------------------------------------------------------------------ */
+
+static int grow_ops(struct step_sim *ss, int nops, int ng)
+{
+	if (nops > ss->capops) {
+		double *tf = realloc(ss->tf, (size_t)nops * sizeof *tf);
+		if (tf)
+			ss->tf = tf;
+		double *tb = realloc(ss->tb, (size_t)nops * sizeof *tb);
+		if (tb)
+			ss->tb = tb;
+		double *tpb = realloc(ss->tpb, (size_t)nops * sizeof *tpb);
+		if (tpb)
+			ss->tpb = tpb;
+		double *bkt = realloc(ss->bkt, (size_t)nops * sizeof *bkt);
+		if (bkt)
+			ss->bkt = bkt;
+		int *uo = realloc(ss->unit_of, (size_t)nops * sizeof *uo);
+		if (uo)
+			ss->unit_of = uo;
+		if (!tf || !tb || !tpb || !bkt || !uo)
+			return -1;
+		ss->capops = nops;
+	}
+	if (ng > ss->capg) {
+		int *f = realloc(ss->gfirst, (size_t)ng * sizeof *f);
+		if (f)
+			ss->gfirst = f;
+		int *l = realloc(ss->glast, (size_t)ng * sizeof *l);
+		if (l)
+			ss->glast = l;
+		if (!f || !l)
+			return -1;
+		ss->capg = ng;
+	}
+	return 0;
+}
+
+/* First and last op of every graph unit (0 = outside blocks, b+1 = block b). */
+static void graph_units(struct bld *b)
+{
+	const struct graph *g = b->g;
+	int i;
+
+	for (i = 0; i <= g->nblocks; i++)
+		b->ss->gfirst[i] = b->ss->glast[i] = -1;
+	for (i = 0; i < g->nops; i++) {
+		int u = g->ops[i].unit;
+		if (u < 0 || u > g->nblocks)
+			continue;
+		if (b->ss->gfirst[u] < 0)
+			b->ss->gfirst[u] = i;
+		b->ss->glast[u] = i;
+	}
+}
+
+/* Process groups: ranks are node-major, tensor-parallel ranks adjacent inside a
+ * node (Megatron's order). */
+static void groups(struct bld *b)
+{
+	const struct scenario *s = b->s;
+	int gpn = b->gpn, tp = b->tp, nics = (int)s->s.cluster.nics_per_node;
+	int r = tp <= gpn ? gpn / tp : 1;          /* data-parallel ranks per node */
+	int share = tp < gpn ? tp : gpn;           /* data-parallel groups crossing a node */
+	int tpr = tp < gpn ? tp : gpn;             /* tensor-parallel ranks per node */
+
+	coll_group_make(&b->gdp, b->dp, b->dp / r, &s->intra, &s->inter, nics, share);
+	coll_group_make(&b->gtp, tp, tp / tpr, &s->intra, &s->inter, nics, gpn / tpr);
+	coll_group_make(&b->gshard, r < b->dp ? r : b->dp, 1, &s->intra, &s->inter, nics, share);
+	coll_group_make(&b->grep, b->dp / b->gshard.n, b->dp / b->gshard.n, &s->intra, &s->inter, nics, gpn);
+	b->shard_n = 1;
+	if (b->strat == STRAT_FSDP && b->shard != SHARD_NONE)
+		b->shard_n = shard_group(b)->n;
+	else if (b->strat >= STRAT_ZERO1 && b->strat <= STRAT_ZERO3)
+		b->shard_n = b->dp;
+}
+
+static double gpu_opt_bytes(int optimizer, int fused, int act_bytes)
+{
+	/* fp32 words per parameter (see the header comment) */
+	static const double foreach[] = {3, 8, 18, 20};  /* sgd, sgd_momentum, adam, adamw */
+	static const double fusedw[] = {3, 5, 7, 7};
+
+	return 4 * (fused ? fusedw[optimizer] : foreach[optimizer]) + (fused && act_bytes == 2 ? 2 : 0);
+}
+
+static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
+		 const struct graph *g, int64_t micro_batch)
+{
+	const struct scn_training *t = &s->s.training;
+	int act = scenario_act_bytes(s), native = t->framework == FW_SHARDCAST;
+	int deepspeed = t->framework == FW_DEEPSPEED || (t->strategy >= STRAT_ZERO1 && t->strategy <= STRAT_ZERO3);
+
+	memset(b, 0, sizeof *b);
+	b->ss = ss;
+	b->d = &ss->d;
+	b->s = s;
+	b->g = g;
+	b->ce = &s->eff;
+	b->strat = t->strategy;
+	b->shard = t->strategy == STRAT_FSDP ? t->fsdp_sharding : SHARD_FULL;
+	b->tp = (int)t->tensor_parallel;
+	b->dp = (int)s->dp;
+	b->gpn = (int)s->s.cluster.gpus_per_node;
+	b->nodes = (int)s->s.cluster.nodes;
+	b->accum = (int)t->grad_accum;
+	b->algo = s->s.cluster.coll_algo;
+	b->recompute = t->recompute;
+	b->offload = t->offload;
+	b->B = (double)micro_batch;
+	b->peak = s->gpu.peak[t->precision];
+	b->peak_vec = s->gpu.peak[PREC_FP32];
+	b->mem_bw = s->gpu.memory_bandwidth;
+	/* PyTorch autocast keeps fp32 weights and gradients (and DDP reduces those);
+	 * FSDP's MixedPrecision and DeepSpeed hold 16-bit ones */
+	b->cast_weights = g->o.autocast && (b->strat == STRAT_SINGLE || b->strat == STRAT_DP || b->strat == STRAT_DDP);
+	b->wbytes = act;
+	b->gbytes = b->cast_weights ? 4 : act;
+	b->pcomm = b->strat == STRAT_DP && g->o.autocast ? 4 : act;
+	b->gcomm = b->cast_weights || (b->strat == STRAT_DP && g->o.autocast) ? 4 : act;
+	b->opt_bytes = gpu_opt_bytes(t->optimizer, deepspeed || native, act);
+	/* host: DeepSpeed's CPUAdam is fused; FSDP's CPU offload runs torch.optim on CPU tensors */
+	b->host_opt_bytes = gpu_opt_bytes(t->optimizer, deepspeed || native, act);
+	b->disp_f = native ? s->eff.dispatch_native : s->eff.dispatch_eager;
+	b->disp_b = native ? s->eff.dispatch_native : s->eff.dispatch_autograd;
+	b->disp_c = s->eff.dispatch_collective;
+	b->is_fsdp = b->strat == STRAT_FSDP;
+	b->is_zero3 = b->strat == STRAT_ZERO3;
+	b->has_units = b->is_fsdp || b->is_zero3;
+	b->rep = b->tps = b->h2d = b->d2h = b->host = b->gpu1 = b->cpu1 = -1;
+	if (grow_ops(ss, g->nops, g->nblocks + 1))
+		return -1;
+	groups(b);
+	return 0;
+}
+
+static int streams(struct bld *b)
+{
+	struct des *d = b->d;
+
+	b->cpu = des_stream(d, 0, DES_CPU, "host thread");
+	b->gpu = des_stream(d, 0, DES_COMPUTE, "compute stream");
+	b->pg = des_stream(d, 0, DES_COMM, b->strat == STRAT_DP ? "nccl (GPU 0)" : "nccl data-parallel");
+	if (b->tp > 1)
+		b->tps = des_stream(d, 0, DES_COMM, "nccl tensor-parallel");
+	if (b->is_fsdp && (b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2))
+		b->rep = des_stream(d, 0, DES_COMM, "nccl replicate (hybrid)");
+	if (b->offload != OFFLOAD_NONE) {
+		b->h2d = des_stream(d, 0, DES_COPY, "copy host->device");
+		b->d2h = des_stream(d, 0, DES_COPY, "copy device->host");
+		b->host = des_stream(d, 0, DES_HOST, "host CPU optimizer");
+	}
+	if (b->strat == STRAT_DP) {
+		b->gpu1 = des_stream(d, 1, DES_COMPUTE, "compute stream (replicas)");
+		b->cpu1 = des_stream(d, 1, DES_CPU, "autograd thread (replicas)");
+		des_stream(d, 1, DES_COMM, "nccl (replicas)");  /* shows dp's collectives */
+	}
+	return b->cpu < 0 || b->gpu < 0 || b->pg < 0 ? -1 : 0;
+}
+
+static int build(struct bld *b)
+{
+	int m, last;
+
+	des_reset(b->d);
+	if (streams(b))
+		return -1;
+	op_times(b);
+	tp_marks(b);
+	graph_units(b);
+	if (b->strat == STRAT_DDP)
+		ddp_buckets(b);
+	if ((b->is_fsdp && fsdp_units(b)) || (b->is_zero3 && zero3_units(b)))
+		return -1;
+	if (!b->has_units)
+		for (m = 0; m < b->g->nops; m++)
+			b->ss->unit_of[m] = -1;
+	for (m = 0; m < b->accum; m++) {
+		last = m == b->accum - 1;
+		if (b->strat == STRAT_DP) {
+			dp_microstep(b);
+			continue;
+		}
+		forward(b);
+		backward(b, last);
+	}
+	if (b->strat == STRAT_ZERO1)
+		zero1_reduce(b);
+	optimizer(b);
+	return b->oom ? -1 : 0;
+}
+
+/* ---- results ---------------------------------------------------------------------- */
+
+static double recompute_flops(const struct graph *g, int mode)
+{
+	double f = 0;
+	int i;
+
+	for (i = 0; mode != RECOMPUTE_NONE && i < g->nops; i++) {
+		const struct gop *o = &g->ops[i];
+		if (o->unit <= 0)
+			continue;
+		if (o->kind == OP_ATTN_SCORE || (mode == RECOMPUTE_FULL && o->kind == OP_MATMUL))
+			f += o->flops_fwd;
+	}
+	return f * g->o.tp;
+}
+
+static void results(const struct bld *b, struct step_result *r)
+{
+	const struct des *d = b->d;
+	const struct scenario *s = b->s;
+	double per_sample = graph_model_flops_per_sample(b->g, &s->model), peak_all;
+	int i;
+
+	memset(r, 0, sizeof *r);
+	r->valid = 1;
+	r->time = d->tot.makespan;
+	r->compute = d->tot.busy[DES_COMPUTE];
+	r->comm = d->tot.comm;
+	r->exposed_comm = d->tot.exposed;
+	r->copy = d->tot.busy[DES_COPY];
+	r->host_optimizer = d->tot.busy[DES_HOST];
+	for (i = 0; i < d->ntasks; i++) {
+		const struct des_task *t = &d->tasks[i];
+		if (t->tag == T_TP)
+			r->comm_tp += t->end - t->start;
+		else if (t->tag == T_OPT)
+			r->optimizer += t->end - t->start;
+	}
+	r->micro_batch = (int64_t)b->B;
+	r->grad_accum = b->accum;
+	r->global_batch = (int64_t)b->B * b->accum * b->dp;
+	r->samples_per_s = r->time > 0 ? r->global_batch / r->time : 0;
+	r->tokens_per_s = r->samples_per_s * b->g->tokens;
+	peak_all = b->peak * (double)s->world;
+	r->mfu = per_sample * r->samples_per_s / peak_all;
+	r->hfu = (per_sample + recompute_flops(b->g, b->recompute)) * r->samples_per_s / peak_all;
+	r->flops_per_gpu = per_sample * r->samples_per_s / (double)s->world;
+	r->events = d->tot.events;
+}
+
+/* ---- entry points ------------------------------------------------------------------ */
+
+int step_sim_create(struct step_sim *ss)
+{
+	memset(ss, 0, sizeof *ss);
+	return des_create(&ss->d);
+}
+
+void step_sim_delete(struct step_sim *ss)
+{
+	des_delete(&ss->d);
+	free(ss->tf);
+	free(ss->tb);
+	free(ss->tpb);
+	free(ss->bkt);
+	free(ss->unit_of);
+	free(ss->gfirst);
+	free(ss->glast);
+	free(ss->units);
+	memset(ss, 0, sizeof *ss);
+}
+
+int step_simulate(struct step_sim *ss, const struct scenario *s, const struct graph *g,
+		  int64_t micro_batch, struct step_result *r, struct err *e)
+{
+	struct bld b;
+
+	if (micro_batch < 1)
+		return err_set(e, ERR_INPUT, s->file, 0, "step simulation needs a micro-batch of at least 1");
+	ss->g = g;
+	if (setup(&b, ss, s, g, micro_batch) || build(&b))
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the step's task graph");
+	if (des_run(&ss->d))
+		return err_set(e, ERR_SYSTEM, NULL, 0, "step simulation failed (out of memory or a cycle in the task graph)");
+	results(&b, r);
+	return 0;
+}
+
+int step_run(const struct scenario *s, const struct graph *g, struct prediction *p, struct err *e)
+{
+	struct step_sim ss;
+	int64_t mb = p->micro_batch > 0 ? p->micro_batch : 1;
+	int rc;
+
+	if (step_sim_create(&ss))
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	rc = step_simulate(&ss, s, g, mb, &p->step, e);
+	p->step.batch_assumed = p->micro_batch <= 0;
+	step_sim_delete(&ss);
+	return rc;
+}
+
+/* ---- trace ---------------------------------------------------------------------- */
+
+static const char *task_name(void *ctx, const struct des_task *t, char *buf, size_t n)
+{
+	const struct step_sim *ss = ctx;
+	const struct graph *g = ss->g;
+	const char *op = t->label >= 0 && t->label < g->nops ? g->ops[t->label].name : "";
+	static const char *const what[T_COUNT] = {"issue ", "wait", "", "bwd ", "recompute ",
+		"optimizer step", "all-gather", "reduce-scatter", "all-reduce", "TP all-reduce",
+		"broadcast", "gather", "reduce", "copy to GPU", "copy to host",
+		"optimizer step (host)", "issue "};
+	char size[32];
+
+	if (t->coll >= 0) {
+		const struct coll_cost *c = &ss->d.colls[t->coll].c;
+		units_format(size, sizeof size, c->bytes, UNIT_BYTES);
+		snprintf(buf, n, "%s%s %s (%s)", t->tag == T_TP ? "TP " : "", coll_op_name(c->op), size,
+			 coll_algo_name(c->algo));
+		return buf;
+	}
+	switch (t->tag) {
+	case T_FWD: case T_BWD: case T_RECOMP: case T_DISPATCH:
+		snprintf(buf, n, "%s%s", what[t->tag], t->label >= 0 ? op : "optimizer step");
+		break;
+	case T_ISSUE_COLL:  /* label: the collective's tag */
+		snprintf(buf, n, "issue %s", t->label >= 0 && t->label < T_COUNT ? what[t->label] : "collective");
+		break;
+	default:
+		snprintf(buf, n, "%s", t->tag >= 0 && t->tag < T_COUNT ? what[t->tag] : "?");
+	}
+	return buf;
+}
+
+int step_trace_write(const struct step_sim *ss, const char *path, struct err *e)
+{
+	char tmp[4096];
+	FILE *f;
+	int first = 1, ok;
+
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return err_set(e, ERR_INPUT, path, 0, "cannot write the trace: %s", strerror(errno));
+	fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
+	fprintf(f, "\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"rank 0 (every rank alike)\"}}");
+	first = 0;
+	if (ss->d.nstreams && ss->d.streams[ss->d.nstreams - 1].rank == 1)
+		fprintf(f, ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"replicas (GPUs 1..n-1)\"}}");
+	des_trace_events(&ss->d, f, &first, task_name, (void *)ss);
+	fprintf(f, "\n]}\n");
+	ok = !ferror(f);
+	ok = fclose(f) == 0 && ok;
+	if (!ok || rename(tmp, path)) {
+		int rc = err_set(e, ERR_SYSTEM, path, 0, "writing the trace failed: %s", strerror(errno));
+		remove(tmp);
+		return rc;
+	}
+	return 0;
+}
+
+int step_trace(const struct scenario *s, int64_t micro_batch, const char *path, struct err *e)
+{
+	struct step_sim ss;
+	struct step_result r;
+	struct graph g;
+	struct graph_opts o;
+	int rc;
+
+	predict_graph_opts(s, &o);
+	rc = graph_build(&g, &s->model, &o, e);
+	if (!rc && step_sim_create(&ss))
+		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	else if (!rc) {
+		rc = step_simulate(&ss, s, &g, micro_batch > 0 ? micro_batch : 1, &r, e);
+		if (!rc)
+			rc = step_trace_write(&ss, path, e);
+		step_sim_delete(&ss);
+	}
+	graph_free(&g);
+	return rc;
+}

@@ -1,0 +1,84 @@
+/*
+ * step.h — step time, throughput and MFU from a discrete-event simulation of one
+ * optimizer step (the `step` object of DESIGN.md's JSON contract).
+ *
+ * From the model graph (graph.h) the builder issues, in program order, what the
+ * framework really launches on each stream of a rank: forward and backward
+ * kernels (roofline times, compute.h), recomputation, the host thread's dispatch
+ * of each of them, and per strategy the collectives (coll.h) with the
+ * dependencies the framework's hooks create:
+ *   dp      nn.DataParallel: parameter broadcast from GPU 0 every forward,
+ *           forward outputs gathered on GPU 0, gradients reduced to GPU 0,
+ *           the optimizer on GPU 0 (two simulated ranks: GPU 0 and a replica);
+ *   ddp     bucketed all-reduce launched as buckets fill during backward
+ *           (first bucket 1 MiB, then ddp_bucket_mb), none on no_sync micro-steps;
+ *   zero1   reduce-scatter after backward, sharded optimizer, all-gather;
+ *   zero2   bucketed reduce-scatter during backward (overlap_comm), sharded
+ *           optimizer, all-gather;
+ *   zero3   per-module all-gather before forward and again before backward with
+ *           prefetch up to stage3_prefetch_bucket_size, bucketed reduce-scatter;
+ *   fsdp    per-unit all-gather (wrap policy; forward prefetch, backward_pre /
+ *           backward_post / none, the two-in-flight rate limiter), reduce-scatter
+ *           in post-backward; shard_grad_op keeps units gathered between forward
+ *           and backward; hybrid shards inside a node and all-reduces the shard
+ *           across nodes; no_shard all-reduces per unit;
+ *   tensor parallel  Megatron's all-reduces after row-parallel outputs (forward)
+ *           and column-parallel inputs (backward), and the vocabulary-parallel
+ *           embedding's;
+ *   offload host<->device copies on the copy engines and the optimizer on the
+ *           host CPU.
+ * Collectives of one process group share one NCCL stream (ProcessGroupNCCL), so
+ * an all-gather issued after a reduce-scatter waits for it.
+ *
+ * Ranks are symmetric but for dp's GPU 0, so one representative rank is
+ * simulated (two for dp); the links it shares with other ranks enter the
+ * collective costs (NICs divided among the groups crossing them).
+ */
+#ifndef SHARDCAST_STEP_H
+#define SHARDCAST_STEP_H
+
+#include <stdint.h>
+
+#include "des.h"
+#include "graph.h"
+#include "predict.h"
+#include "scenario.h"
+
+struct step_unit;
+
+/* Reusable state of step simulations (arrays are kept between runs). */
+struct step_sim {
+	struct des d;
+	const struct graph *g;      /* of the last run, for trace names */
+	double *tf, *tb;            /* (nops) s per forward / backward kernel */
+	double *tpb;                /* (nops) bytes of the TP all-reduce after the op's backward */
+	double *bkt;                /* (nops) bytes of the DDP bucket that the op's backward completes */
+	int *unit_of;               /* (nops) gather unit of the op, -1 none */
+	int capops;
+	int *gfirst, *glast;        /* (nblocks + 1) first and last op of each graph unit */
+	int capg;
+	struct step_unit *units;
+	int capunits;
+};
+
+int step_sim_create(struct step_sim *ss);
+void step_sim_delete(struct step_sim *ss);
+
+/* Simulates one optimizer step of scenario s (graph g built for it) at
+ * micro_batch samples per GPU per micro-step and fills r. Returns 0 or fills e. */
+int step_simulate(struct step_sim *ss, const struct scenario *s, const struct graph *g,
+		  int64_t micro_batch, struct step_result *r, struct err *e);
+
+/* Writes the last simulation of ss as a Chrome trace (JSON object format,
+ * openable in Perfetto and chrome://tracing): one process per simulated rank,
+ * one thread per stream. Writes path.tmp, then renames it. */
+int step_trace_write(const struct step_sim *ss, const char *path, struct err *e);
+
+/* predict_run's entry: fills p->step at p->micro_batch (1 when the memory model
+ * has not set it; p->step.batch_assumed says so). */
+int step_run(const struct scenario *s, const struct graph *g, struct prediction *p, struct err *e);
+
+/* Builds the graph, simulates s at micro_batch and writes the trace to path. */
+int step_trace(const struct scenario *s, int64_t micro_batch, const char *path, struct err *e);
+
+#endif

@@ -1,0 +1,368 @@
+/*
+ * test_step.c — step simulation: the properties any correct model of overlap
+ * must have, and the mechanisms each strategy is built from.
+ *
+ * Scenarios are tests/good/minimal.ini (gpt2 on a100-sxm4-80gb) with --set
+ * overrides. Each expectation says where it comes from.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "coll.h"
+#include "predict.h"
+#include "scenario.h"
+#include "step.h"
+
+#define MAXSET 16
+
+struct run {
+	struct scenario s;
+	struct step_result r;
+	int ntp;         /* tensor-parallel collectives issued */
+	int nstreams;
+};
+
+/* Simulates minimal.ini with the n overrides. */
+static void sim_list(struct run *out, const char *const *sets, int n)
+{
+	struct graph g;
+	struct graph_opts o;
+	struct step_sim ss;
+	struct err e = {0};
+	int i;
+
+	memset(out, 0, sizeof *out);
+	cr_assert_eq(scenario_load(&out->s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
+	predict_graph_opts(&out->s, &o);
+	cr_assert_eq(graph_build(&g, &out->s.model, &o, &e), 0, "%s", e.msg);
+	cr_assert_eq(step_sim_create(&ss), 0);
+	cr_assert_eq(step_simulate(&ss, &out->s, &g, out->s.s.training.micro_batch > 0 ?
+				   out->s.s.training.micro_batch : 1, &out->r, &e), 0, "%s", e.msg);
+	for (i = 0; i < ss.d.ntasks; i++)
+		if (ss.d.tasks[i].coll >= 0 && strcmp(ss.d.streams[ss.d.tasks[i].stream].name, "nccl tensor-parallel") == 0)
+			out->ntp++;
+	out->nstreams = ss.d.nstreams;
+	step_sim_delete(&ss);
+	graph_free(&g);
+	scenario_free(&out->s);
+}
+
+/* The same with a NULL-terminated list of overrides. */
+static void sim(struct run *out, const char *first, ...)
+{
+	const char *sets[MAXSET];
+	int n = 0;
+	va_list ap;
+
+	va_start(ap, first);
+	for (const char *a = first; a && n < MAXSET; a = va_arg(ap, const char *))
+		sets[n++] = a;
+	va_end(ap);
+	sim_list(out, sets, n);
+}
+
+static void basic_invariants(const struct run *x, const char *what)
+{
+	const struct step_result *r = &x->r;
+
+	cr_expect(r->valid, "%s", what);
+	cr_expect_gt(r->time, 0, "%s", what);
+	/* a step lasts at least its compute and its exposed communication */
+	cr_expect_geq(r->time, r->compute * (1 - 1e-12), "%s", what);
+	/* exposed communication is the part of communication not hidden: never more */
+	cr_expect_leq(r->exposed_comm, r->comm * (1 + 1e-12) + 1e-15, "%s: exposed %g > comm %g",
+		      what, r->exposed_comm, r->comm);
+	cr_expect_leq(r->exposed_comm, r->time, "%s", what);
+	cr_expect_gt(r->mfu, 0, "%s", what);
+	cr_expect_lt(r->mfu, 1, "%s", what);
+	cr_expect_geq(r->hfu, r->mfu, "%s", what);
+}
+
+Test(step, every_strategy_and_option_runs_with_exposed_at_most_total, .timeout = 60)
+{
+	/* the memory issue's strategies and options, each on 2 nodes x 4 GPUs */
+	static const char *const cases[][4] = {
+		{"training.strategy=single", "cluster.nodes=1", "cluster.gpus_per_node=1"},
+		{"training.strategy=dp", "cluster.nodes=1"},
+		{"training.strategy=ddp"},
+		{"training.strategy=ddp", "training.grad_accum=3"},
+		{"training.strategy=zero1"},
+		{"training.strategy=zero1", "training.offload=optimizer"},
+		{"training.strategy=zero2"},
+		{"training.strategy=zero2", "training.offload=optimizer", "training.grad_accum=2"},
+		{"training.strategy=zero3"},
+		{"training.strategy=zero3", "training.offload=optimizer"},
+		{"training.strategy=zero3", "training.offload=optimizer_and_params"},
+		{"training.strategy=fsdp"},
+		{"training.strategy=fsdp", "training.fsdp_sharding_strategy=shard_grad_op"},
+		{"training.strategy=fsdp", "training.fsdp_sharding_strategy=no_shard"},
+		{"training.strategy=fsdp", "training.fsdp_sharding_strategy=hybrid_shard"},
+		{"training.strategy=fsdp", "training.fsdp_sharding_strategy=hybrid_shard_zero2"},
+		{"training.strategy=fsdp", "training.fsdp_backward_prefetch=none", "training.fsdp_forward_prefetch=true"},
+		{"training.strategy=fsdp", "training.fsdp_backward_prefetch=backward_post"},
+		{"training.strategy=fsdp", "training.fsdp_auto_wrap_policy=no_wrap"},
+		{"training.strategy=fsdp", "training.fsdp_auto_wrap_policy=size_based_wrap", "training.fsdp_min_num_params=1e6"},
+		{"training.strategy=fsdp", "training.fsdp_limit_all_gathers=false"},
+		{"training.strategy=fsdp", "training.offload=optimizer_and_params"},
+		{"training.strategy=fsdp", "training.activation_checkpointing=full"},
+		{"training.strategy=ddp", "training.activation_checkpointing=selective"},
+		{"training.strategy=ddp", "training.tensor_parallel=2", "model.name=llama-2-7b"},
+		{"training.strategy=fsdp", "training.tensor_parallel=4", "model.name=llama-2-7b",
+		 "training.activation_checkpointing=full"},
+		{"training.strategy=zero3", "model.name=t5-small"},
+		{"training.strategy=ddp", "model.name=bert-base", "model.seq_len=512"},
+		{"training.strategy=ddp", "cluster.collective_algorithm=tree"},
+		{"training.strategy=ddp", "cluster.collective_algorithm=hierarchical"},
+		{"training.strategy=ddp", "training.precision=fp32"},
+		{"training.strategy=ddp", "training.framework=deepspeed"},
+		{"training.strategy=fsdp", "training.framework=shardcast"},
+	};
+	size_t i, j;
+
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const char *sets[MAXSET] = {"cluster.nodes=2", "cluster.gpus_per_node=4",
+			"training.precision=bf16", "training.micro_batch=2"};
+		int n = 4;
+		struct run x;
+		for (j = 0; j < 4 && cases[i][j]; j++)
+			sets[n++] = cases[i][j];
+		sim_list(&x, sets, n);
+		basic_invariants(&x, cases[i][0]);
+	}
+}
+
+Test(step, repeated_runs_are_identical)
+{
+	/* same scenario -> bit-identical results (evq ties by insertion order, no globals) */
+	struct run a, b;
+
+	sim(&a, "cluster.nodes=2", "cluster.gpus_per_node=8", "training.strategy=fsdp",
+	    "training.precision=bf16", "training.micro_batch=4", NULL);
+	sim(&b, "cluster.nodes=2", "cluster.gpus_per_node=8", "training.strategy=fsdp",
+	    "training.precision=bf16", "training.micro_batch=4", NULL);
+	cr_expect_eq(memcmp(&a.r, &b.r, sizeof a.r), 0);
+}
+
+Test(step, a_reused_simulation_repeats_bit_for_bit)
+{
+	/* one struct step_sim reused across configurations (as a sweep does): A, then
+	 * B, then A again gives A's result exactly; no state leaks between runs */
+	const char *a[] = {"cluster.nodes=2", "cluster.gpus_per_node=8", "training.strategy=fsdp",
+		"training.precision=bf16", "training.micro_batch=2"};
+	const char *bset[] = {"model.name=llama-2-7b", "cluster.gpus_per_node=8", "training.strategy=ddp",
+		"training.tensor_parallel=2", "training.micro_batch=1"};
+	struct scenario sa, sb;
+	struct graph ga, gb;
+	struct graph_opts o;
+	struct step_sim ss;
+	struct step_result r1, r2, rb;
+	struct err e = {0};
+
+	cr_assert_eq(scenario_load(&sa, "tests/good/minimal.ini", a, 5, &e), 0, "%s", e.msg);
+	cr_assert_eq(scenario_load(&sb, "tests/good/minimal.ini", bset, 5, &e), 0, "%s", e.msg);
+	predict_graph_opts(&sa, &o);
+	cr_assert_eq(graph_build(&ga, &sa.model, &o, &e), 0, "%s", e.msg);
+	predict_graph_opts(&sb, &o);
+	cr_assert_eq(graph_build(&gb, &sb.model, &o, &e), 0, "%s", e.msg);
+	cr_assert_eq(step_sim_create(&ss), 0);
+	cr_assert_eq(step_simulate(&ss, &sa, &ga, 2, &r1, &e), 0, "%s", e.msg);
+	cr_assert_eq(step_simulate(&ss, &sb, &gb, 1, &rb, &e), 0, "%s", e.msg);
+	cr_assert_eq(step_simulate(&ss, &sa, &ga, 2, &r2, &e), 0, "%s", e.msg);
+	cr_expect_eq(memcmp(&r1, &r2, sizeof r1), 0);
+	cr_expect_neq(r1.time, rb.time);
+	step_sim_delete(&ss);
+	graph_free(&ga);
+	graph_free(&gb);
+	scenario_free(&sa);
+	scenario_free(&sb);
+}
+
+Test(step, ddp_with_one_giant_bucket_exposes_its_communication)
+{
+	/* one bucket holding every gradient is all-reduced after the last gradient
+	 * is ready, so nothing overlaps it. DDP's first bucket is capped at 1 MiB
+	 * (_DEFAULT_FIRST_BUCKET_BYTES) and closes with the tensor that crosses the
+	 * cap: gpt2's final LayerNorm and last fc2 (weight and bias), 9.4 MB of fp32
+	 * gradients; that one all-reduce overlaps the rest of backward, the giant
+	 * bucket's none of it */
+	static const struct link nvlink3 = {"nvlink3", LINK_INTRA, 300e9, 0.77, 2e-6, ""};
+	struct run giant, normal;
+	struct coll_group g;
+	struct coll_cost first;
+
+	sim(&giant, "training.strategy=ddp", "cluster.gpus_per_node=8", "training.precision=bf16",
+	    "training.micro_batch=8", "training.ddp_bucket_mb=100000", NULL);
+	sim(&normal, "training.strategy=ddp", "cluster.gpus_per_node=8", "training.precision=bf16",
+	    "training.micro_batch=8", NULL);
+	coll_group_make(&g, 8, 1, &nvlink3, &nvlink3, 1, 1);
+	coll_cost(COLL_ALLREDUCE, COLL_AUTO, (2 * 768 + 768 * 3072 + 768) * 4.0, &g, &first);
+	cr_expect_float_eq(giant.r.comm - giant.r.exposed_comm, coll_time(&first), 1e-3 * coll_time(&first),
+			   "hidden %g s, the first bucket takes %g s", giant.r.comm - giant.r.exposed_comm,
+			   coll_time(&first));
+	/* 25 MiB buckets launched as they fill overlap most of it */
+	cr_expect_lt(normal.r.exposed_comm, 0.5 * normal.r.comm, "exposed %g of %g",
+		     normal.r.exposed_comm, normal.r.comm);
+	cr_expect_lt(normal.r.time, giant.r.time);
+}
+
+Test(step, fsdp_over_a_slow_network_is_slower_than_ddp)
+{
+	/* ZeRO-3/FSDP moves 3Ψ per step (all-gather in forward and in backward,
+	 * reduce-scatter) where DDP moves 2Ψ (Rajbhandari et al. 2020, §7.2.2); with
+	 * the same dtype on the wire (fp32 here, where FSDP's MixedPrecision and
+	 * DDP's fp32 gradients do not differ) and a network that dominates, FSDP is
+	 * slower. gpt2-medium at micro-batch 4 fits an 80 GB A100 either way. */
+	struct run f, d;
+
+	sim(&f, "model.name=gpt2-medium", "cluster.nodes=2", "cluster.gpus_per_node=8",
+	    "cluster.inter_node=eth-25", "training.strategy=fsdp", "training.precision=fp32",
+	    "training.micro_batch=4", NULL);
+	sim(&d, "model.name=gpt2-medium", "cluster.nodes=2", "cluster.gpus_per_node=8",
+	    "cluster.inter_node=eth-25", "training.strategy=ddp", "training.precision=fp32",
+	    "training.micro_batch=4", NULL);
+	cr_expect_gt(f.r.time, d.r.time, "fsdp %g s, ddp %g s", f.r.time, d.r.time);
+	/* communication-bound: the ratio of communication approaches 3/2 */
+	cr_expect_gt(f.r.comm / d.r.comm, 1.3, "comm ratio %g", f.r.comm / d.r.comm);
+}
+
+Test(step, more_gpus_never_slower_per_sample_when_compute_bound)
+{
+	/* weak scaling with a fixed micro-batch: each GPU adds a micro-batch and
+	 * only overlapped communication; samples/s must not drop */
+	static const char *const shapes[][2] = {
+		{"cluster.nodes=1", "cluster.gpus_per_node=1"}, {"cluster.nodes=1", "cluster.gpus_per_node=2"},
+		{"cluster.nodes=1", "cluster.gpus_per_node=4"}, {"cluster.nodes=1", "cluster.gpus_per_node=8"},
+		{"cluster.nodes=2", "cluster.gpus_per_node=8"}, {"cluster.nodes=4", "cluster.gpus_per_node=8"},
+		{"cluster.nodes=16", "cluster.gpus_per_node=8"},
+	};
+	double prev = 0;
+	size_t i;
+
+	for (i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+		struct run x;
+		sim(&x, shapes[i][0], shapes[i][1], "cluster.nics_per_node=8", "training.strategy=ddp",
+		    "training.precision=bf16", "training.micro_batch=16", NULL);
+		cr_expect_geq(x.r.samples_per_s, prev * (1 - 1e-9), "%s %s: %g samples/s < %g",
+			      shapes[i][0], shapes[i][1], x.r.samples_per_s, prev);
+		prev = x.r.samples_per_s;
+	}
+}
+
+Test(step, mfu_follows_its_definition)
+{
+	/* MFU = model FLOPs per token (6N + 6·L·s·d_attn) x tokens/s / (peak x GPUs);
+	 * HFU adds one more forward of every block with full recomputation */
+	struct run x, rc;
+	struct prediction p;
+	struct scenario s;
+	struct err e = {0};
+	const char *sets[] = {"cluster.gpus_per_node=8", "training.precision=bf16", "training.micro_batch=4"};
+
+	cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, 3, &e), 0, "%s", e.msg);
+	cr_assert_eq(predict_run(&s, &p, &e), 0, "%s", e.msg);
+	cr_expect_float_eq(p.step.mfu, p.flops_per_token * p.step.tokens_per_s / (312e12 * 8), 1e-9);
+	cr_expect_float_eq(p.step.hfu, p.step.mfu, 1e-12, "no recomputation");
+	cr_expect_eq(p.step.global_batch, 32);
+	scenario_free(&s);
+
+	sim(&x, "cluster.gpus_per_node=8", "training.precision=bf16", "training.micro_batch=4", NULL);
+	sim(&rc, "cluster.gpus_per_node=8", "training.precision=bf16", "training.micro_batch=4",
+	    "training.activation_checkpointing=full", NULL);
+	/* blocks hold most of gpt2's FLOPs (the LM head the rest): HFU/MFU a bit below 4/3 */
+	cr_expect_gt(rc.r.hfu / rc.r.mfu, 1.2);
+	cr_expect_lt(rc.r.hfu / rc.r.mfu, 4.0 / 3.0);
+	cr_expect_gt(rc.r.time, x.r.time, "recomputation costs time");
+}
+
+Test(step, ddp_accumulation_all_reduces_once)
+{
+	/* no_sync on the first grad_accum - 1 micro-steps: the same all-reduces as
+	 * without accumulation, four times the compute */
+	struct run a1, a4;
+
+	sim(&a1, "cluster.gpus_per_node=8", "training.micro_batch=2", NULL);
+	sim(&a4, "cluster.gpus_per_node=8", "training.micro_batch=2", "training.grad_accum=4", NULL);
+	cr_expect_float_eq(a4.r.comm, a1.r.comm, 1e-9 * a1.r.comm);
+	cr_expect_eq(a4.r.global_batch, 4 * a1.r.global_batch);
+	cr_expect_gt(a4.r.compute, 3.5 * a1.r.compute);
+}
+
+Test(step, fsdp_backward_prefetch_hides_all_gathers)
+{
+	/* BACKWARD_PRE issues the next unit's all-gather before this unit's
+	 * reduce-scatter on the shared NCCL stream; NONE issues it after, so it waits
+	 * for the reduce-scatter, which waits for the unit's backward */
+	struct run pre, none;
+
+	sim(&pre, "cluster.nodes=2", "cluster.gpus_per_node=8", "training.strategy=fsdp",
+	    "training.precision=bf16", "training.micro_batch=4", NULL);
+	sim(&none, "cluster.nodes=2", "cluster.gpus_per_node=8", "training.strategy=fsdp",
+	    "training.precision=bf16", "training.micro_batch=4", "training.fsdp_backward_prefetch=none", NULL);
+	cr_expect_lt(pre.r.exposed_comm, none.r.exposed_comm);
+	cr_expect_lt(pre.r.time, none.r.time);
+}
+
+Test(step, tensor_parallel_all_reduces_per_layer)
+{
+	/* Megatron: 2 all-reduces per block in forward and 2 in backward, plus the
+	 * vocabulary-parallel embedding (forward) and head input (backward);
+	 * full recomputation repeats the 2 forward ones (llama-2-7b: 32 blocks;
+	 * gpt2's 50257-token vocabulary does not split over 2 ranks) */
+	struct run t, tr;
+
+	sim(&t, "model.name=llama-2-7b", "cluster.gpus_per_node=8", "training.tensor_parallel=2",
+	    "training.precision=bf16", "training.micro_batch=1", NULL);
+	sim(&tr, "model.name=llama-2-7b", "cluster.gpus_per_node=8", "training.tensor_parallel=2",
+	    "training.precision=bf16", "training.micro_batch=1", "training.activation_checkpointing=full", NULL);
+	cr_expect_eq(t.ntp, 4 * 32 + 2);
+	cr_expect_eq(tr.ntp, 6 * 32 + 2);
+	cr_expect_gt(t.r.comm_tp, 0);
+}
+
+Test(step, dataparallel_is_slower_than_ddp)
+{
+	/* nn.DataParallel re-broadcasts the parameters every forward, gathers the
+	 * outputs and reduces the gradients on GPU 0 with no overlap, and runs the
+	 * optimizer there (PyTorch docs: DDP is faster than DataParallel even on one
+	 * node) */
+	struct run dp, ddp;
+
+	sim(&dp, "cluster.gpus_per_node=8", "training.strategy=dp", "training.precision=bf16",
+	    "training.micro_batch=4", NULL);
+	sim(&ddp, "cluster.gpus_per_node=8", "training.strategy=ddp", "training.precision=bf16",
+	    "training.micro_batch=4", NULL);
+	cr_expect_gt(dp.r.time, ddp.r.time);
+	cr_expect_gt(dp.r.exposed_comm, 0.9 * dp.r.comm, "DataParallel's communication is not overlapped");
+	cr_expect_eq(dp.nstreams, 6, "GPU 0 and a replica");
+}
+
+Test(step, optimizer_offload_adds_copies_and_host_time)
+{
+	struct run off, on;
+
+	sim(&off, "cluster.gpus_per_node=8", "training.strategy=zero2", "training.precision=bf16",
+	    "training.micro_batch=4", NULL);
+	sim(&on, "cluster.gpus_per_node=8", "training.strategy=zero2", "training.precision=bf16",
+	    "training.micro_batch=4", "training.offload=optimizer", NULL);
+	cr_expect_eq(off.r.copy, 0);
+	cr_expect_gt(on.r.copy, 0);
+	cr_expect_gt(on.r.host_optimizer, 0);
+	cr_expect_gt(on.r.time, off.r.time);
+}
+
+Test(step, hybrid_shard_saves_the_slow_network)
+{
+	/* hybrid sharding all-gathers inside the node and sends only the shard's
+	 * all-reduce across nodes: over 100 Gb/s TCP it beats full sharding */
+	struct run full, hyb;
+
+	sim(&full, "model.name=gpt2-medium", "cluster.nodes=4", "cluster.gpus_per_node=8",
+	    "cluster.inter_node=eth-100", "training.strategy=fsdp", "training.precision=bf16",
+	    "training.micro_batch=4", NULL);
+	sim(&hyb, "model.name=gpt2-medium", "cluster.nodes=4", "cluster.gpus_per_node=8",
+	    "cluster.inter_node=eth-100", "training.strategy=fsdp", "training.precision=bf16",
+	    "training.micro_batch=4", "training.fsdp_sharding_strategy=hybrid_shard", NULL);
+	cr_expect_lt(hyb.r.time, full.r.time, "hybrid %g s, full %g s", hyb.r.time, full.r.time);
+}
