@@ -55,6 +55,7 @@ RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/
 ifneq ($(NVCC),)
 RT_LIB_SRCS += runtime/backend_cuda.c
 CUDA_SRCS := cuda/kernels.cu
+CUDA_C_SRCS := cuda/cstep.c
 else
 RT_LIB_SRCS += runtime/backend_cuda_none.c
 endif
@@ -65,7 +66,7 @@ RT_MPI_TEST_SRCS := tests/rt_mpi_main.c
 SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 LIB := $(BUILD)/libshardcast.a
-RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
+RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o) $(CUDA_C_SRCS:%.c=$(BUILD)/%.o)
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
 .PHONY: all test check bench run deps clean readme-keys gpu-test
@@ -90,7 +91,11 @@ $(BUILD)/cuda/%.o: cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -Isim -Iruntime -Icuda -MMD -MP $(NVCCFLAGS) -c $< -o $@
 
-$(BUILD)/tests/gpu_tests.o: CPPFLAGS += $(MPI_CFLAGS) $(CUDA_CFLAGS)
+$(BUILD)/cuda/%.o: cuda/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CUDA_CFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/tests/gpu_tests.o $(BUILD)/bench/gpu_bench.o: CPPFLAGS += $(MPI_CFLAGS) $(CUDA_CFLAGS)
 
 $(RT_LIB): $(RT_LIB_OBJS)
 	@rm -f $@
@@ -108,6 +113,11 @@ $(BIN)/emu_mpi_test: $(BUILD)/tests/emu_mpi_main.o $(RT_LIB) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
 $(BUILD)/tests/emu_mpi_main.o: CPPFLAGS += $(MPI_CFLAGS)
+
+# training throughput with the CUDA kernels (bench/gpu_bench.c)
+$(BIN)/gpu_bench: $(BUILD)/bench/gpu_bench.o $(RT_LIB) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
 
 # every CUDA kernel against the cpu reference (prints SKIP without a GPU)
 $(BIN)/gpu_tests: $(BUILD)/tests/gpu_tests.o $(RT_LIB) $(LIB)
@@ -148,7 +158,7 @@ deps:
 run: deps all
 	$(BIN)/simulate scenarios/default.ini
 
-test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/emu_mpi_test $(if $(NVCC),$(BIN)/gpu_tests)
+test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/emu_mpi_test $(if $(NVCC),$(BIN)/gpu_tests $(BIN)/gpu_bench)
 	$(BIN)/unit_tests --jobs 2
 	tests/golden.sh $(BIN)
 	tests/mpi.sh $(BIN)
@@ -156,7 +166,7 @@ test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/emu_mpi_test $(if $(N
 	@if [ -n "$(NVCC)" ]; then $(BIN)/gpu_tests; else echo "gpu_tests: not built (✗ nvcc not found)"; fi
 
 # the CUDA kernels against the cpu reference on this machine's GPU
-gpu-test: $(if $(NVCC),$(BIN)/gpu_tests,no-nvcc)
+gpu-test: $(if $(NVCC),$(BIN)/gpu_tests $(BIN)/gpu_bench,no-nvcc)
 	$(BIN)/gpu_tests
 no-nvcc:
 	@echo "gpu-test: nvcc not found (set NVCC=/path/to/nvcc)"; exit 1
@@ -181,4 +191,4 @@ clean:
 -include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d \
          $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(RT_LIB_OBJS:.o=.d) \
          $(BUILD)/runtime/validate_main.d $(BUILD)/tests/rt_mpi_main.d $(BUILD)/tests/gpu_tests.d \
-         $(BUILD)/tests/emu_mpi_main.d $(CUDA_SRCS:%.cu=$(BUILD)/%.d)
+         $(BUILD)/tests/emu_mpi_main.d $(BUILD)/bench/gpu_bench.d $(CUDA_SRCS:%.cu=$(BUILD)/%.d)

@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "cstep.h"
 #include "emulate.h"
 #include "kernels.h"
 #include "model.h"
@@ -574,6 +575,72 @@ static int train(struct backend *be, struct rt_comm *world, const char *model, c
 	return rc;
 }
 
+/* cstep's losses over n steps */
+static int csteps(const char *model, int B, int T, int dt, double dropout, int flash, int n, double *loss,
+		  struct err *e)
+{
+	struct model m;
+	struct cstep c;
+	int rc = model_load(model, &m, NULL, 0, e);
+
+	if (!rc)
+		rc = cstep_init(&c, K, &m, B, T, dt, dropout, 1234, flash, e);
+	for (int i = 0; i < n && !rc; i++) {
+		rc = cstep_step(&c, e);
+		loss[i] = c.loss;
+	}
+	if (!rc)
+		cstep_free(&c);
+	return rc;
+}
+
+static double max_rel(const double *a, const double *b, int n)
+{
+	double w = 0;
+	for (int i = 0; i < n; i++)
+		w = fmax(w, fabs(a[i] - b[i]) / fabs(a[i]));
+	return w;
+}
+
+/* Mixed precision: the bf16 step's first losses against the cpu backend's fp32
+ * run of the same model, init, samples and AdamW. bf16 keeps 8 significant
+ * bits (relative rounding 2^-9 = 0.2%) on every activation; over a dozen ops
+ * per block the loss moves by well under 2% — the stated tolerance. The fp32
+ * step must match to 1e-4 (summation order only), and fused attention must
+ * give the unfused losses. */
+static void t_mixed(struct backend *cpu, struct rt_comm *world)
+{
+	struct err e = {0};
+	double ref[8], f32[8], b16[8], fl[8];
+	size_t peak;
+
+	if (train(cpu, world, "gpt-tiny", "single", 4, 64, 0, 0.1, 8, ref, &peak, &e) ||
+	    csteps("gpt-tiny", 4, 64, CUK_F32, 0.1, 0, 8, f32, &e) ||
+	    csteps("gpt-tiny", 4, 64, CUK_BF16, 0.1, 0, 8, b16, &e)) {
+		expect(0, "mixed precision on gpt-tiny: %s", e.msg);
+		return;
+	}
+	expect(max_rel(ref, f32, 8) <= 1e-4, "gpt-tiny fp32 step (cstep) vs cpu, 8 steps: %.6f..%.6f vs "
+	       "%.6f..%.6f, max rel diff %.1e (tol 1e-4)", f32[0], f32[7], ref[0], ref[7], max_rel(ref, f32, 8));
+	expect(max_rel(ref, b16, 8) <= 2e-2, "gpt-tiny bf16 step vs cpu fp32, 8 steps: %.6f..%.6f vs "
+	       "%.6f..%.6f, max rel diff %.1e (tol 2e-2)", b16[0], b16[7], ref[0], ref[7], max_rel(ref, b16, 8));
+	/* GPT-2 124M at 32 tokens: the cpu reference takes a few seconds a step */
+	if (train(cpu, world, "gpt2", "single", 1, 32, 0, 0, 3, ref, &peak, &e) ||
+	    csteps("gpt2", 1, 32, CUK_BF16, 0, 0, 3, b16, &e)) {
+		expect(0, "mixed precision on gpt2: %s", e.msg);
+		return;
+	}
+	expect(max_rel(ref, b16, 3) <= 2e-2, "gpt2 bf16 step vs cpu fp32, 3 steps: %.5f %.5f %.5f vs "
+	       "%.5f %.5f %.5f, max rel diff %.1e (tol 2e-2)", b16[0], b16[1], b16[2], ref[0], ref[1], ref[2],
+	       max_rel(ref, b16, 3));
+	if (csteps("gpt2", 2, 256, CUK_F32, 0, 0, 3, f32, &e) || csteps("gpt2", 2, 256, CUK_F32, 0, 1, 3, fl, &e)) {
+		expect(0, "fused attention on gpt2: %s", e.msg);
+		return;
+	}
+	expect(max_rel(f32, fl, 3) <= 1e-4, "gpt2 T=256 fp32: fused attention losses %.6f..%.6f vs unfused "
+	       "%.6f..%.6f, max rel diff %.1e (tol 1e-4)", fl[0], fl[2], f32[0], f32[2], max_rel(f32, fl, 3));
+}
+
 static void t_training(struct backend *cuda, struct rt_comm *cworld)
 {
 	struct backend *cpu, emu_cpu, emu_cuda;
@@ -604,6 +671,7 @@ static void t_training(struct backend *cuda, struct rt_comm *cworld)
 		expect(pa == pb, "gpt-tiny single%s: arena peak cuda %zu = cpu %zu bytes (same schedule)",
 		       r ? " + full recompute" : "", pb, pa);
 	}
+	t_mixed(cpu, &world);
 	/* rank 0 of 4 emulated: same losses and peaks on both backends */
 	for (size_t k = 1; k < sizeof specs / sizeof specs[0]; k++) {
 		int ok = !emu_open(cpu, 4, 4, &emu_cpu, &ew1, &e) && !emu_open(cuda, 4, 4, &emu_cuda, &ew2, &e) &&
