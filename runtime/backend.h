@@ -97,6 +97,11 @@ struct backend {
 	int (*reduce_scatter)(struct rt_comm *c, float *send, float *recv, size_t count,
 			      struct err *e);
 	int (*allgather)(struct rt_comm *c, float *send, float *recv, size_t count, struct err *e);
+	/* a flat buffer of n elements in shards of sh (the last ones shorter or
+	 * empty): rank r's shard [r sh, min(n, (r+1) sh)) to every rank, in place;
+	 * and the sum over ranks, rank r's shard of it left at buf[0 ..) */
+	int (*allgather_flat)(struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e);
+	int (*reduce_scatter_flat)(struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e);
 	int (*broadcast)(struct rt_comm *c, float *buf, size_t n, int root, struct err *e);
 	int (*barrier)(struct rt_comm *c, struct err *e);
 	/* host values, for agreement between ranks (trial outcomes, losses) */

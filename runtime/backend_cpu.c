@@ -73,7 +73,8 @@ static void pos_bwd(float *dx, float *dwpe, const float *dout, int B, int T, int
 		for (int t = 0; t < T; t++) {
 			size_t r = ((size_t)b * T + t) * C;
 			for (int i = 0; i < C; i++) {
-				dx[r + i] += dout[r + i];
+				if (dx)
+					dx[r + i] += dout[r + i];
 				dwpe[(size_t)t * C + i] += dout[r + i];
 			}
 		}
@@ -522,6 +523,53 @@ static int mpi_allgather(struct rt_comm *c, float *send, float *recv, size_t cou
 	return 0;
 }
 
+/* counts and displacements of a flat buffer of n elements in shards of sh */
+static int flat_layout(struct rt_comm *c, size_t n, size_t sh, int **cnt, int **dsp, struct err *e)
+{
+	*cnt = malloc((size_t)c->size * sizeof **cnt);
+	*dsp = malloc((size_t)c->size * sizeof **dsp);
+	if (!*cnt || !*dsp || n > CHUNK) {
+		free(*cnt);
+		free(*dsp);
+		return err_set(e, ERR_SYSTEM, NULL, 0, "flat collective of %zu elements: %s", n,
+			       n > CHUNK ? "too large" : "out of host memory");
+	}
+	for (int r = 0; r < c->size; r++) {
+		size_t lo = (size_t)r * sh < n ? (size_t)r * sh : n, hi = lo + sh < n ? lo + sh : n;
+		(*dsp)[r] = (int)lo;
+		(*cnt)[r] = (int)(hi - lo);
+	}
+	return 0;
+}
+
+static int mpi_allgather_flat(struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e)
+{
+	int *cnt, *dsp, rc;
+
+	if (c->size == 1)
+		return 0;
+	if (flat_layout(c, n, sh, &cnt, &dsp, e))
+		return e->code;
+	rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, dsp, MPI_FLOAT, comm_of(c));
+	free(cnt);
+	free(dsp);
+	return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "all-gather", e);
+}
+
+static int mpi_reduce_scatter_flat(struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e)
+{
+	int *cnt, *dsp, rc;
+
+	if (c->size == 1)
+		return 0;
+	if (flat_layout(c, n, sh, &cnt, &dsp, e))
+		return e->code;
+	rc = MPI_Reduce_scatter(MPI_IN_PLACE, buf, cnt, MPI_FLOAT, MPI_SUM, comm_of(c));
+	free(cnt);
+	free(dsp);
+	return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "reduce-scatter", e);
+}
+
 static int mpi_broadcast(struct rt_comm *c, float *buf, size_t n, int root, struct err *e)
 {
 	if (c->size == 1)
@@ -604,6 +652,7 @@ struct backend backend_cpu = {
 	.adamw = adamw, .sgd = sgd,
 	.allreduce = mpi_allreduce, .allreduce_start = mpi_allreduce_start, .wait = mpi_wait,
 	.reduce_scatter = mpi_reduce_scatter, .allgather = mpi_allgather,
+	.allgather_flat = mpi_allgather_flat, .reduce_scatter_flat = mpi_reduce_scatter_flat,
 	.broadcast = mpi_broadcast, .barrier = mpi_barrier, .allreduce_host = mpi_allreduce_host,
 	.comm_split = mpi_comm_split, .comm_free = mpi_comm_free,
 };

@@ -17,38 +17,22 @@ struct ckpt_header {
 	int64_t params;            /* elements of the whole model */
 };
 
-static size_t plocal(const struct strat *s, const struct unit_state *us)
-{
-	return s->shard_params ? us->nshard : us->npad;
-}
+enum { MAXBUF = 4096 };
 
-static size_t olocal(const struct strat *s, const struct unit_state *us)
-{
-	return s->shard_opt ? us->nshard : us->npad;
-}
-
-static int nstates(const struct strat *s)
-{
-	return s->o.optimizer == OPT_SGD ? 0 : s->o.optimizer == OPT_SGD_MOMENTUM ? 1 : 2;
-}
-
-/* Copies (to_host) or restores the state between device 0 and buf. */
+/* Copies (to_host) or restores the persistent state between device 0 and buf;
+ * returns its bytes (buf NULL: only counts). */
 static size_t walk(struct strat *s, char *buf, int to_host)
 {
-	size_t off = 0;
-	int u, k;
+	float *b[MAXBUF];
+	size_t n[MAXBUF], off = 0;
+	int k, nb = strat_state(s, b, n, MAXBUF);
 
-	for (u = 0; u < s->m.nunits; u++) {
-		struct unit_state *us = &s->u[0][u];
-		float *st[3] = {us->p, us->m, us->v};
-		size_t n[3] = {plocal(s, us), olocal(s, us), olocal(s, us)};
-		for (k = 0; k <= nstates(s); k++) {
-			if (buf && to_host)
-				s->be->copy(buf + off, st[k], n[k] * sizeof(float), COPY_D2H);
-			else if (buf)
-				s->be->copy(st[k], buf + off, n[k] * sizeof(float), COPY_H2D);
-			off += n[k] * sizeof(float);
-		}
+	for (k = 0; k < nb; k++) {
+		if (buf && to_host)
+			s->be->copy(buf + off, b[k], n[k] * sizeof(float), COPY_D2H);
+		else if (buf)
+			s->be->copy(b[k], buf + off, n[k] * sizeof(float), COPY_H2D);
+		off += n[k] * sizeof(float);
 	}
 	return off;
 }
@@ -58,12 +42,12 @@ static void header(const struct strat *s, struct ckpt_header *h)
 	memset(h, 0, sizeof *h);
 	memcpy(h->magic, MAGIC, 8);
 	h->step = s->step;
-	h->kind = s->kind;
+	h->kind = s->mech * 16 + s->sharding * 4 + s->zstage;
 	h->world = s->world.size;
 	h->rank = s->world.rank;
 	h->nunits = s->m.nunits;
 	h->optimizer = s->o.optimizer;
-	h->nstates = nstates(s);
+	h->nstates = s->ndev;
 	h->params = (int64_t)s->m.nparams;
 }
 
@@ -112,7 +96,7 @@ static int finish(struct ckpt *c, struct strat *s, struct err *e)
 	if (s->world.rank == 0) {
 		char path[600], text[256], msg[1024];
 		int n = snprintf(text, sizeof text, "shardcast checkpoint 1\nstep %d\nworld %d\nkind %d\n"
-				 "params %zu\nfiles rank-%%05d.bin\n", s->step, s->world.size, s->kind,
+				 "params %zu\nfiles rank-%%05d.bin\n", s->step, s->world.size, s->mech,
 				 s->m.nparams);
 		snprintf(path, sizeof path, "%s/manifest.txt", c->dir);
 		if (write_file(path, text, (size_t)n, msg, sizeof msg))

@@ -107,55 +107,73 @@ nomem:
 	return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory laying out parameters");
 }
 
-/* Does op k read or save tensor t? */
-static int uses(const struct gop *o, int t)
+static void set_min(int *v, int x)
 {
-	int i;
-	for (i = 0; i < o->nin; i++)
-		if (o->in[i] == t)
-			return 1;
-	for (i = 0; i < o->nsaved; i++)
-		if (o->saved[i] == t)
-			return 1;
-	return 0;
+	if (*v < 0 || x < *v)
+		*v = x;
 }
 
-static int saves(const struct gop *o, int t)
+/* Recompute regions and when each tensor is freed (memory.h S4-S5). */
+static int lifetimes(struct rtm *r)
 {
-	int i;
-	for (i = 0; i < o->nsaved; i++)
-		if (o->saved[i] == t)
-			return 1;
-	return 0;
-}
+	const struct graph *g = &r->g;
+	int i, k, t, R, pr;
 
-/* Full checkpointing: which tensors survive the forward, which ops rerun. */
-static int ckpt_plan(struct rtm *r)
-{
-	struct graph *g = &r->g;
-	int i, k, t, b;
-
-	r->block_of = malloc((size_t)g->nops * sizeof *r->block_of);
-	r->block_last = calloc((size_t)g->nblocks + 1, sizeof *r->block_last);
-	r->keep_ckpt = malloc((size_t)g->nt);
-	if (!r->block_of || !r->block_last || !r->keep_ckpt)
+	r->reg = malloc((size_t)g->nops * sizeof *r->reg);
+	r->rfirst = malloc(((size_t)g->nops + 1) * sizeof *r->rfirst);
+	r->rlast = malloc(((size_t)g->nops + 1) * sizeof *r->rlast);
+	r->fb = malloc((size_t)g->nt * sizeof *r->fb);
+	r->rs = malloc((size_t)g->nt * sizeof *r->rs);
+	r->lastr = malloc((size_t)g->nt * sizeof *r->lastr);
+	if (!r->reg || !r->rfirst || !r->rlast || !r->fb || !r->rs || !r->lastr)
 		return -1;
+	r->nreg = 0;
 	for (i = 0; i < g->nops; i++) {
-		r->block_of[i] = g->ops[i].unit - 1;
-		if (r->block_of[i] >= 0)
-			r->block_last[r->block_of[i]] = i;
+		r->reg[i] = -1;
+		if (r->recompute == RECOMPUTE_FULL && g->ops[i].unit > 0)
+			R = g->ops[i].unit - 1;   /* each block */
+		else if (r->recompute == RECOMPUTE_SELECTIVE && g->ops[i].attn_core)
+			R = i > 0 && g->ops[i - 1].attn_core ? r->nreg - 1 : r->nreg;  /* each core run */
+		else
+			continue;
+		if (R == r->nreg) {
+			r->rfirst[r->nreg++] = i;
+		}
+		r->reg[i] = R;
+		r->rlast[R] = i;
 	}
 	for (t = 0; t < g->nt; t++) {
-		int p = g->t[t].producer;
-		r->keep_ckpt[t] = 1;
-		if (p < 0 || (b = r->block_of[p]) < 0)
-			continue;
-		r->keep_ckpt[t] = (uint8_t)g->t[t].held;
-		for (k = 0; k < g->nops; k++)
-			if (r->block_of[k] != b && saves(&g->ops[k], t))
-				r->keep_ckpt[t] = 1;
+		r->fb[t] = r->rs[t] = -1;
+		r->lastr[t] = g->t[t].producer;
+	}
+	for (i = 0; i < g->nops; i++) {
+		const struct gop *o = &g->ops[i];
+		R = r->reg[i];
+		for (k = 0; k < o->nsaved; k++) {
+			t = o->saved[k];
+			pr = g->t[t].producer;
+			if (R < 0)
+				set_min(&r->fb[t], i);
+			else if (pr < 0 || r->reg[pr] != R)
+				set_min(&r->fb[t], r->rfirst[R]);
+			else
+				set_min(&r->rs[t], i);
+		}
+		for (k = 0; k < o->nin; k++) {
+			t = o->in[k];
+			pr = g->t[t].producer;
+			if (R >= 0 && (pr < 0 || r->reg[pr] != R))
+				set_min(&r->fb[t], r->rfirst[R]);
+			if (R >= 0 && pr >= 0 && r->reg[pr] == R && i > r->lastr[t])
+				r->lastr[t] = i;
+		}
 	}
 	return 0;
+}
+
+int rtm_has_pgrads(const struct rtm *r, int i)
+{
+	return r->op_w[i] >= 0 || r->op_b[i] >= 0;
 }
 
 int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int recompute,
@@ -170,9 +188,6 @@ int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int re
 	rc = check_model(m, e);
 	if (rc)
 		return rc;
-	if (recompute == RECOMPUTE_SELECTIVE)
-		return err_set(e, ERR_INPUT, NULL, 0,
-			       "activation_checkpointing = selective is not implemented by the runtime; use none or full");
 	r->T = T;
 	r->C = (int)m->hidden;
 	r->NH = (int)m->heads;
@@ -189,13 +204,18 @@ int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int re
 	rc = graph_build(&r->g, m, &o, e);
 	if (!rc)
 		rc = layout(r, e);
-	if (!rc && ckpt_plan(r))
+	if (!rc && lifetimes(r))
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
 	if (!rc) {
 		r->val = calloc((size_t)r->g.nt, sizeof *r->val);
-		r->grad = calloc((size_t)r->g.nt, sizeof *r->grad);
-		if (!r->val || !r->grad)
+		r->gblk = malloc((size_t)r->g.nt * sizeof *r->gblk);
+		r->bptr = calloc((size_t)r->g.nt, sizeof *r->bptr);
+		r->bref = calloc((size_t)r->g.nt, sizeof *r->bref);
+		if (!r->val || !r->gblk || !r->bptr || !r->bref)
 			rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
+		else
+			for (int t = 0; t < r->g.nt; t++)
+				r->gblk[t] = -1;
 	}
 	if (rc)
 		rtm_free(r);
@@ -211,10 +231,15 @@ void rtm_free(struct rtm *r)
 	free(r->op_w);
 	free(r->op_b);
 	free(r->val);
-	free(r->grad);
-	free(r->keep_ckpt);
-	free(r->block_of);
-	free(r->block_last);
+	free(r->gblk);
+	free(r->bptr);
+	free(r->bref);
+	free(r->reg);
+	free(r->rfirst);
+	free(r->rlast);
+	free(r->fb);
+	free(r->rs);
+	free(r->lastr);
 	memset(r, 0, sizeof *r);
 }
 
@@ -307,22 +332,22 @@ static void tfree(struct rtm *r, void **slot)
 
 static float *W(struct rtm *r, int param)
 {
-	const struct rt_param *p = &r->p[param];
-	return r->h.params(r->h.ctx, p->unit) + p->off;
+	return param < 0 ? NULL : r->h.param(r->h.ctx, param);
 }
 
 static float *dW(struct rtm *r, int param)
 {
-	const struct rt_param *p;
-	if (param < 0)
-		return NULL;
-	p = &r->p[param];
-	return r->h.grads(r->h.ctx, p->unit) + p->off;
+	return param < 0 ? NULL : r->h.grad(r->h.ctx, param);
 }
 
 static float *F(struct rtm *r, int t)
 {
 	return t < 0 ? NULL : r->val[t];
+}
+
+static float *G(struct rtm *r, int t)
+{
+	return t < 0 || r->gblk[t] < 0 ? NULL : r->bptr[r->gblk[t]];
 }
 
 /* tensors op i produces: its output, then what it creates for backward */
@@ -335,6 +360,15 @@ static int produced(const struct rtm *r, int i, int *ts)
 	for (t = r->g.ops[i].out + 1; t < r->g.nt && n < MAXPROD && r->g.t[t].producer == i; t++)
 		ts[n++] = t;
 	return n;
+}
+
+/* Input k of op o unless it repeats an earlier input (scores reads qkv twice). */
+static int distinct_in(const struct gop *o, int k)
+{
+	for (int j = 0; j < k; j++)
+		if (o->in[j] == o->in[k])
+			return -1;
+	return o->in[k];
 }
 
 static int saved_tensor(const struct gop *o, int k)
@@ -364,9 +398,8 @@ static void forward_kernel(struct rtm *r, int i)
 		be->layernorm_fwd(y, F(r, o->out + 1), x, W(r, r->op_w[i]), W(r, r->op_b[i]), N, C);
 		break;
 	case OP_MATMUL:
-		be->matmul_fwd(y, x, W(r, r->op_w[i]), r->op_b[i] >= 0 ? W(r, r->op_b[i]) : NULL, N,
-			       (int)o->k, (int)o->n);
-		if (r->capture_logits && r->g.t[o->out].elems == (double)T * r->V && o->params == 0)
+		be->matmul_fwd(y, x, W(r, r->op_w[i]), W(r, r->op_b[i]), N, (int)o->k, (int)o->n);
+		if (r->capture_logits && o->params == 0)
 			be->copy(r->capture_logits, y, (size_t)N * r->V * sizeof *y, COPY_D2H);
 		break;
 	case OP_ATTN_SCORE:
@@ -392,111 +425,94 @@ static void forward_kernel(struct rtm *r, int i)
 	}
 }
 
-/* runs op i forward: allocate, compute, free what is dead.
- * mode 0: normal; 1: checkpointed forward; 2: recompute (last[] gives the
- * last rerun reader of each tensor). */
-static int forward_op(struct rtm *r, int i, int ckpt, struct err *e)
+static int hook(int (*f)(void *, int, struct err *), void *ctx, int op, struct err *e)
 {
-	const struct gop *o = &r->g.ops[i];
-	int ts[MAXPROD], n = produced(r, i, ts), k, rc;
+	return f ? f(ctx, op, e) : 0;
+}
 
-	for (k = 0; k < n; k++) {
+static int kept(const struct rtm *r, int t)
+{
+	return r->fb[t] >= 0 || r->g.t[t].held;
+}
+
+static int alloc_products(struct rtm *r, int i, int *ts, int *n, struct err *e)
+{
+	int k, rc;
+
+	*n = produced(r, i, ts);
+	for (k = 0; k < *n; k++) {
+		if (r->val[ts[k]])
+			return err_set(e, ERR_SYSTEM, NULL, 0, "internal: %s produced twice", r->g.t[ts[k]].name);
 		rc = talloc(r, &r->val[ts[k]], ts[k], e);
 		if (rc)
 			return rc;
 	}
-	forward_kernel(r, i);
-	/* free the inputs and products whose last reader this is */
-	for (k = 0; k < o->nin + n; k++) {
-		int t = k < o->nin ? o->in[k] : ts[k - o->nin];
-		const struct gtensor *g = &r->g.t[t];
-		int keep = g->first_saver >= 0 || g->held;
-		if (ckpt && !r->keep_ckpt[t])
-			keep = g->held;
-		if (g->last_fwd_use == i && !keep && r->val[t])
-			tfree(r, &r->val[t]);
-	}
 	return 0;
 }
 
-/* Reruns block b's forward for its backward (full checkpointing). */
-static int recompute_block(struct rtm *r, int b, struct err *e)
+static int forward_op(struct rtm *r, int i, struct err *e)
 {
-	struct graph *g = &r->g;
-	int first = g->block_first[b], last = r->block_last[b], i, k, j, rc;
-	uint8_t need[512];
-	int ts[MAXPROD];
+	const struct gop *o = &r->g.ops[i];
+	int ts[MAXPROD], n, k, t, rc;
 
-	if (last - first + 1 > (int)sizeof need)
-		return err_set(e, ERR_SYSTEM, NULL, 0, "block of %d ops: too many to recompute", last - first + 1);
-	/* an op reruns when a later op of the block saves what it produces, or
-	 * reads it and reruns */
-	for (i = last; i >= first; i--) {
-		int n = produced(r, i, ts);
-		need[i - first] = 0;
-		for (k = 0; k < n && !need[i - first]; k++)
-			for (j = i; j <= last; j++)
-				if (saves(&g->ops[j], ts[k]) || (j > i && need[j - first] && uses(&g->ops[j], ts[k])))
-					need[i - first] = 1;
+	rc = hook(r->h.fwd_pre, r->h.ctx, i, e);
+	if (!rc)
+		rc = alloc_products(r, i, ts, &n, e);
+	if (rc)
+		return rc;
+	forward_kernel(r, i);
+	for (k = 0; k < o->nin + n; k++) {
+		t = k < o->nin ? distinct_in(o, k) : ts[k - o->nin];
+		if (t >= 0 && r->val[t] && r->g.t[t].last_fwd_use == i && !kept(r, t))
+			tfree(r, &r->val[t]);
 	}
-	for (i = first; i <= last; i++) {
-		const struct gop *o = &g->ops[i];
-		int n;
-		if (!need[i - first])
-			continue;
-		n = produced(r, i, ts);
-		for (k = 0; k < n; k++) {
-			rc = talloc(r, &r->val[ts[k]], ts[k], e);
-			if (rc)
-				return rc;
-		}
+	return hook(r->h.fwd_post, r->h.ctx, i, e);
+}
+
+/* Replays region R's forward before its backward. */
+static int replay(struct rtm *r, int R, struct err *e)
+{
+	int f = r->rfirst[R], l = r->rlast[R], i, k, t, n, rc, ts[MAXPROD];
+
+	for (i = f; i <= l; i++) {
+		const struct gop *o = &r->g.ops[i];
+		rc = alloc_products(r, i, ts, &n, e);
+		if (rc)
+			return rc;
 		forward_kernel(r, i);
-		/* free what no later rerun op reads and nothing saves */
 		for (k = 0; k < o->nin + n; k++) {
-			int t = k < o->nin ? o->in[k] : ts[k - o->nin], later = 0;
-			if (g->t[t].first_saver >= 0 || g->t[t].held || !r->val[t] ||
-			    g->t[t].producer < first)
+			int pr;
+			t = k < o->nin ? distinct_in(o, k) : ts[k - o->nin];
+			if (t < 0)
 				continue;
-			for (j = i + 1; j <= last; j++)
-				if (need[j - first] && uses(&g->ops[j], t))
-					later = 1;
-			if (!later)
+			pr = r->g.t[t].producer;
+			if (r->val[t] && r->rs[t] < 0 && r->lastr[t] == i && pr >= f && pr <= l)
 				tfree(r, &r->val[t]);
 		}
 	}
 	return 0;
 }
 
-static int need_grad(struct rtm *r, int t, struct err *e)
-{
-	int rc;
-
-	if (t == r->g.input || r->grad[t])
-		return 0;
-	rc = talloc(r, &r->grad[t], t, e);
-	if (!rc)
-		r->be->zero(r->grad[t], rtm_tensor_bytes(r, t, r->B));
-	return rc;
-}
-
 static void backward_kernel(struct rtm *r, int i)
 {
 	struct backend *be = r->be;
 	const struct gop *o = &r->g.ops[i];
-	int B = r->B, T = r->T, C = r->C, N = B * T;
+	int B = r->B, T = r->T, C = r->C, N = B * T, k;
 	const int32_t *ids = r->val[r->g.input];
-	float *dy = o->out >= 0 ? r->grad[o->out] : NULL;
-	float *dx = r->grad[o->in[0]];
+	float *dy = G(r, o->out), *dx = G(r, o->in[0]);
 
 	switch (o->kind) {
 	case OP_EMBED:
 		be->embed_bwd(dW(r, r->op_w[i]), dy, ids, B, T, C);
 		break;
 	case OP_ADD:
+		/* an input holding the output's gradient itself needs nothing */
 		if (o->nin == 1)
-			be->pos_bwd(dx, dW(r, r->op_w[i]), dy, B, T, C);
+			be->pos_bwd(dx == dy ? NULL : dx, dW(r, r->op_w[i]), dy, B, T, C);
 		else
-			be->add_bwd(dx, r->grad[o->in[1]], dy, (size_t)N * C);
+			for (k = 0; k < o->nin; k++)
+				if (distinct_in(o, k) >= 0 && G(r, o->in[k]) != dy)
+					be->axpy(G(r, o->in[k]), dy, 1.0f, (size_t)N * C);
 		break;
 	case OP_NORM:
 		be->layernorm_bwd(dx, dW(r, r->op_w[i]), dW(r, r->op_b[i]), dy, F(r, o->in[0]),
@@ -513,7 +529,7 @@ static void backward_kernel(struct rtm *r, int i)
 		be->softmax_bwd(dx, dy, F(r, o->out), B * r->NH * T, T);
 		break;
 	case OP_ATTN_CTX:
-		be->attn_ctx_bwd(dx, r->grad[o->in[1]], dy, F(r, o->in[0]), F(r, o->in[1]), B, T, C, r->NH);
+		be->attn_ctx_bwd(dx, G(r, o->in[1]), dy, F(r, o->in[0]), F(r, o->in[1]), B, T, C, r->NH);
 		break;
 	case OP_ACT:
 		be->gelu_bwd(dx, dy, F(r, o->in[0]), (size_t)B * (size_t)r->g.t[o->out].elems);
@@ -528,95 +544,100 @@ static void backward_kernel(struct rtm *r, int i)
 	}
 }
 
+/* Gradient buffers of op i's inputs (memory.h S4 (a)). */
+static int input_grads(struct rtm *r, int i, struct err *e)
+{
+	const struct gop *o = &r->g.ops[i];
+	int k, t, b, rc, gout = o->out >= 0 ? r->gblk[o->out] : -1;
+
+	for (k = 0; k < o->nin; k++) {
+		t = distinct_in(o, k);
+		if (t < 0 || r->g.t[t].producer < 0 || r->gblk[t] >= 0)
+			continue;
+		if (o->kind == OP_ADD && gout >= 0) {
+			r->gblk[t] = gout;   /* the add passes its gradient through */
+			r->bref[gout]++;
+			continue;
+		}
+		b = r->nblk++;
+		rc = talloc(r, &r->bptr[b], t, e);
+		if (rc)
+			return rc;
+		r->be->zero(r->bptr[b], rtm_tensor_bytes(r, t, r->B));
+		r->bref[b] = 1;
+		r->gblk[t] = b;
+	}
+	return 0;
+}
+
+static void unref_grad(struct rtm *r, int t)
+{
+	int b = r->gblk[t];
+
+	if (b < 0)
+		return;
+	r->gblk[t] = -1;
+	if (--r->bref[b] == 0)
+		tfree(r, &r->bptr[b]);
+}
+
 static int backward_op(struct rtm *r, int i, struct err *e)
 {
 	const struct gop *o = &r->g.ops[i];
-	int k, t, rc;
+	int R = r->reg[i], t, rc, pg = rtm_has_pgrads(r, i);
+	int runs = o->kind == OP_LOSS || (o->out >= 0 && r->gblk[o->out] >= 0) || pg;
 
-	for (k = 0; k < o->nin; k++) {
-		rc = need_grad(r, o->in[k], e);
-		if (rc)
-			return rc;
-	}
-	backward_kernel(r, i);
-	if (o->out >= 0 && r->grad[o->out])
-		tfree(r, &r->grad[o->out]);
+	rc = hook(r->h.bwd_pre, r->h.ctx, i, e);
+	if (!rc && R >= 0 && i == r->rlast[R])
+		rc = replay(r, R, e);
+	if (!rc && runs)
+		rc = input_grads(r, i, e);
+	if (!rc && runs && pg)
+		rc = hook(r->h.pgrad_begin, r->h.ctx, i, e);
+	if (rc)
+		return rc;
+	if (runs)
+		backward_kernel(r, i);
+	if (runs && pg && (rc = hook(r->h.pgrad_end, r->h.ctx, i, e)))
+		return rc;
+	if (o->out >= 0)
+		unref_grad(r, o->out);
 	for (t = 0; t < r->g.nt; t++)
-		if (r->g.t[t].first_saver == i && r->val[t])
+		if (r->val[t] && !r->g.t[t].held && (r->fb[t] == i || r->rs[t] == i))
 			tfree(r, &r->val[t]);
-	if (r->h.grad_ready) {
-		if (r->op_w[i] >= 0 && r->p[r->op_w[i]].op == i && (rc = r->h.grad_ready(r->h.ctx, r->op_w[i], e)))
-			return rc;
-		if (r->op_b[i] >= 0 && (rc = r->h.grad_ready(r->h.ctx, r->op_b[i], e)))
-			return rc;
-	}
-	return 0;
+	return hook(r->h.bwd_post, r->h.ctx, i, e);
 }
 
 static void free_all(struct rtm *r)
 {
 	int t;
 
-	for (t = 0; t < r->g.nt; t++) {
+	for (t = r->g.nt - 1; t >= 0; t--) {
 		if (r->val[t])
 			tfree(r, &r->val[t]);
-		if (r->grad[t])
-			tfree(r, &r->grad[t]);
+		r->gblk[t] = -1;
 	}
+	for (t = 0; t < r->nblk; t++)
+		if (r->bptr[t])
+			tfree(r, &r->bptr[t]);
+	r->nblk = 0;
 }
 
-static int hook(int (*f)(void *, int, struct err *), void *ctx, int unit, struct err *e)
+static int forward(struct rtm *r, struct err *e)
 {
-	return f ? f(ctx, unit, e) : 0;
-}
+	int i, rc = 0;
 
-static int forward(struct rtm *r, int ckpt, struct err *e)
-{
-	int i, cur = 0, rc;
-
-	rc = hook(r->h.fwd_enter, r->h.ctx, 0, e);
-	for (i = 0; !rc && i < r->g.nops; i++) {
-		int u = r->g.ops[i].unit;
-		if (u != cur) {
-			if (cur > 0)
-				rc = hook(r->h.fwd_exit, r->h.ctx, cur, e);
-			if (!rc && u > 0)
-				rc = hook(r->h.fwd_enter, r->h.ctx, u, e);
-			cur = u;
-		}
-		if (!rc)
-			rc = forward_op(r, i, ckpt && r->block_of[i] >= 0, e);
-	}
-	if (!rc && cur > 0)
-		rc = hook(r->h.fwd_exit, r->h.ctx, cur, e);
-	if (!rc)
-		rc = hook(r->h.fwd_exit, r->h.ctx, 0, e);
+	for (i = 0; !rc && i < r->g.nops; i++)
+		rc = forward_op(r, i, e);
 	return rc;
 }
 
 static int backward(struct rtm *r, struct err *e)
 {
-	int i, cur = 0, rc;
+	int i, rc = 0;
 
-	rc = hook(r->h.bwd_enter, r->h.ctx, 0, e);
-	for (i = r->g.nops - 1; !rc && i >= 0; i--) {
-		int u = r->g.ops[i].unit;
-		if (u != cur) {
-			if (cur > 0)
-				rc = hook(r->h.bwd_exit, r->h.ctx, cur, e);
-			if (!rc && u > 0)
-				rc = hook(r->h.bwd_enter, r->h.ctx, u, e);
-			if (!rc && u > 0 && r->recompute == RECOMPUTE_FULL)
-				rc = recompute_block(r, u - 1, e);
-			cur = u;
-		}
-		if (!rc)
-			rc = backward_op(r, i, e);
-	}
-	if (!rc && cur > 0)
-		rc = hook(r->h.bwd_exit, r->h.ctx, cur, e);
-	if (!rc)
-		rc = hook(r->h.bwd_exit, r->h.ctx, 0, e);
+	for (i = r->g.nops - 1; !rc && i >= 0; i--)
+		rc = backward_op(r, i, e);
 	return rc;
 }
 
@@ -626,6 +647,7 @@ static int load_ids(struct rtm *r, int B, const int32_t *ids_host, struct err *e
 
 	r->B = B;
 	r->loss_sum = 0;
+	r->nblk = 0;
 	rc = talloc(r, &r->val[r->g.input], r->g.input, e);
 	if (!rc)
 		r->be->copy(r->val[r->g.input], ids_host, (size_t)B * 2 * r->T * sizeof *ids_host, COPY_H2D);
@@ -637,7 +659,7 @@ int rtm_micro_step(struct rtm *r, int B, const int32_t *ids_host, struct err *e)
 	int rc = load_ids(r, B, ids_host, e);
 
 	if (!rc)
-		rc = forward(r, r->recompute == RECOMPUTE_FULL, e);
+		rc = forward(r, e);
 	if (!rc)
 		rc = backward(r, e);
 	free_all(r);
@@ -646,10 +668,15 @@ int rtm_micro_step(struct rtm *r, int B, const int32_t *ids_host, struct err *e)
 
 int rtm_forward_only(struct rtm *r, int B, const int32_t *ids_host, struct err *e)
 {
-	int rc = load_ids(r, B, ids_host, e);
+	struct rtm_hooks h = r->h;
+	int rc;
 
+	/* no strategy hooks: the parameters must be resident (tests) */
+	r->h.fwd_pre = r->h.fwd_post = NULL;
+	rc = load_ids(r, B, ids_host, e);
 	if (!rc)
-		rc = forward(r, 0, e);
+		rc = forward(r, e);
 	free_all(r);
+	r->h = h;
 	return rc;
 }

@@ -2,34 +2,34 @@
  * model_rt.h — the decoder's training micro-step, executed by walking the
  * simulator's model graph (graph.h, flavour GRAPH_SHARDCAST).
  *
- * The allocation schedule below is what the memory model must predict for
- * framework = shardcast (every buffer through the arena, rounded to 256 B):
+ * The allocation schedule is the contract of sim/memory.h (framework =
+ * shardcast, rules S4-S5), which the memory model replays to predict the
+ * arena's peak byte for byte:
  *
- *  forward, op by op in graph order:
- *   1. the op's output and the tensors it creates for its backward (norm
- *      statistics, dropout masks) are allocated, in that order, B x bytes per
- *      sample each;
- *   2. the kernel runs;
- *   3. every tensor whose last forward reader is this op is freed unless it is
- *      saved for backward (first_saver >= 0) or held.
- *  backward, op by op in reverse:
- *   1. the gradient buffer of each input that needs one and has none yet is
- *      allocated (zeroed), in input order — the token ids need none;
- *   2. the kernel runs (accumulating into those buffers and the parameters'
- *      gradients);
- *   3. the gradient of the op's output is freed, then every tensor whose first
- *      saver is this op.
- *  The token ids, a (B, 2, T) int32 buffer of inputs and targets (8 bytes per
- *  token, the graph's ids tensor), are allocated before the first op.
- *  No other temporaries exist: every kernel works in place of its outputs.
- *
- *  activation_checkpointing = full: in forward, a tensor produced inside block
- *  b is freed at its last forward reader unless an op outside block b saves it
- *  (the block's output, which is the next block's input); its statistics and
- *  masks are freed right after the op. When the backward reaches block b (after
- *  the strategy's unit hook), the block's ops whose outputs are saved or read
- *  inside the block are run again under the forward rules, then the block's
- *  backward proceeds as above.
+ *  micro-step start: the token ids, a (B, 2, T) int32 buffer of inputs and
+ *   targets (8 bytes per token: the graph's int64 ids tensor).
+ *  forward, op by op in graph order: the strategy's pre-op hook (FSDP gathers
+ *   a unit before its first op); the op's output and the tensors it creates
+ *   for its backward (norm statistics, dropout masks), in that order; the
+ *   kernel; then every distinct input, then every product, whose last forward
+ *   use is this op and that nothing keeps (kept = some op outside a recompute
+ *   region saves it, or a region reads it from outside, or it is held) is
+ *   freed; the post-op hook (a unit is resharded after its last op).
+ *  backward, ops in reverse: the pre-op hook (a unit is gathered before its
+ *   last op); the replay of a recompute region before its last op; for each
+ *   distinct input made by an op: a gradient of the input's size is allocated
+ *   (zeroed) unless it has one, except that an add hands its output gradient
+ *   to inputs without one (no allocation; later contributions accumulate in
+ *   place); the parameter-gradient hook (a unit's unsharded gradient before
+ *   its first parameter gradient); the kernel; the output gradient is
+ *   released (freed when no input shares it); the tensors this op frees
+ *   (forward copies whose first keeper it is, replayed tensors whose first
+ *   saver inside the region it is); the post-op hook (a unit's gradient is
+ *   reduced and freed after its first op, then its gathered parameters).
+ *  recompute regions: full = each block, selective = each run of attention
+ *   core ops. The replay runs every op of the region under the forward rules
+ *   except that a replayed tensor saved by an op of the region stays until
+ *   that op's backward; others are freed after their last use inside it.
  *
  * Parameters live in one flat buffer per wrap unit (0 = embeddings, final
  * norm and head; b+1 = block b), each op's tensors in graph order, weight then
@@ -58,17 +58,18 @@ struct rt_param {
 
 enum rt_pkind { PK_MATRIX, PK_BIAS, PK_NORM_W, PK_NORM_B, PK_EMBED };
 
-/* What the strategy provides: the unit's parameters and gradients on this
- * device, and notifications as the step moves through units. */
+/* What the strategy provides: each parameter's values and gradient on this
+ * device, and hooks around every op (op index of the graph). */
 struct rtm_hooks {
 	void *ctx;
-	float *(*params)(void *ctx, int unit);
-	float *(*grads)(void *ctx, int unit);
-	int (*fwd_enter)(void *ctx, int unit, struct err *e);
-	int (*fwd_exit)(void *ctx, int unit, struct err *e);
-	int (*bwd_enter)(void *ctx, int unit, struct err *e);
-	int (*bwd_exit)(void *ctx, int unit, struct err *e);
-	int (*grad_ready)(void *ctx, int param, struct err *e);  /* a param's gradient is final */
+	float *(*param)(void *ctx, int p);
+	float *(*grad)(void *ctx, int p);    /* valid between pgrad_begin and pgrad_end */
+	int (*fwd_pre)(void *ctx, int op, struct err *e);
+	int (*fwd_post)(void *ctx, int op, struct err *e);
+	int (*bwd_pre)(void *ctx, int op, struct err *e);
+	int (*pgrad_begin)(void *ctx, int op, struct err *e);
+	int (*pgrad_end)(void *ctx, int op, struct err *e);
+	int (*bwd_post)(void *ctx, int op, struct err *e);
 };
 
 struct rtm {
@@ -90,11 +91,19 @@ struct rtm {
 	int np;
 	int *op_w, *op_b;          /* per op: its weight / bias param, -1 none */
 
+	/* lifetimes (memory.h S4-S5) */
+	int *reg;                  /* per op: recompute region, -1 none */
+	int nreg, *rfirst, *rlast;
+	int *fb;                   /* per tensor: op whose backward frees the forward copy, -1 not kept */
+	int *rs;                   /* per tensor: first saver inside its region (replay), -1 */
+	int *lastr;                /* per tensor: last use inside its region */
+
 	/* per tensor, during a micro-step */
-	void **val, **grad;
-	uint8_t *keep_ckpt;        /* tensor stays under full checkpointing */
-	int *block_of;             /* per op: block index, -1 outside blocks */
-	int *block_last;           /* per block: its last op */
+	void **val;
+	int *gblk;                 /* gradient block of the tensor, -1 none */
+	void **bptr;               /* per block: buffer */
+	int *bref;                 /* per block: tensors sharing it */
+	int nblk;
 
 	/* the micro-step */
 	int B;
@@ -108,6 +117,9 @@ struct rtm {
  * the parameter layout. Errors name what the runtime does not implement. */
 int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int recompute,
 	     struct backend *be, struct err *e);
+
+/* Does op i compute parameter gradients (its own, or the tied table's)? */
+int rtm_has_pgrads(const struct rtm *r, int i);
 void rtm_free(struct rtm *r);
 
 /* The initial value of parameter element i (canonical order) of a model whose

@@ -1,31 +1,40 @@
 /*
  * strategy.h — one implementation of every data-parallel strategy over any
- * backend: how parameters, gradients and optimizer states are placed on each
- * device, gathered, reduced and updated around the model's micro-steps.
+ * backend: where parameters, gradients and optimizer states live on each
+ * device, and how they are gathered, reduced and updated around the model's
+ * micro-steps. What is allocated, and when, is sim/memory.h's contract for
+ * framework = shardcast (S3, S6), so the memory model predicts the arena:
  *
- *   single        one device holds everything
- *   dp            one process, several devices (nn.DataParallel): device 0 holds
- *                 the model, gradients and optimizer; each micro-step copies the
- *                 parameters to the other devices (replica parameters and
- *                 gradients live there for the micro-step) and sums their
- *                 gradients into device 0's
- *   ddp           replicas; gradients copied into buckets (ddp_bucket_mb, the
- *                 first 1 MiB as torch's DDP) all-reduced as each fills in backward
- *   zero1         replicas; optimizer states sharded; the gradient all-reduced;
- *                 each rank updates its shard, then parameters are all-gathered
- *   zero2         as zero1 with gradients sharded: each unit's full gradient
- *                 lives during the unit's backward and is reduce-scattered
- *   zero3, fsdp full_shard   parameters sharded too: a unit is all-gathered for
- *                 its forward and freed after it (the root unit stays), gathered
- *                 again for its backward
- *   fsdp shard_grad_op       gathered in forward, kept until the unit's backward
- *   fsdp no_shard            replicas; each unit's gradient all-reduced after its backward
- *   fsdp hybrid_shard(_zero2) full_shard (shard_grad_op) inside groups of
- *                 gpus_per_node ranks, gradient shards all-reduced across groups
- *
- * Sharded flat buffers are padded to a multiple of the shard group's size.
- * Everything on a device is allocated through its arena; states are allocated
- * by strat_init, so a step's peak is states + the step's transients.
+ *   single, ddp   flat buffers of the whole model: parameters, optimizer
+ *                 states (one buffer: m then v), gradients; ddp adds a flat
+ *                 bucket buffer (unless ddp_gradient_as_bucket_view): buckets of
+ *                 ddp_bucket_mb (the first 1 MiB) in reverse parameter order,
+ *                 each copied in and all-reduced as soon as its gradients are
+ *                 final during backward
+ *   zero1         parameters and gradients whole; optimizer states of this
+ *                 rank's 1/N of the flat model; gradients all-reduced, the shard
+ *                 updated, parameters all-gathered
+ *   zero2         as zero1 with a gradient shard; the gradients are written
+ *                 into a bucket of min(zero_reduce_bucket_size, params) elements
+ *                 kept across steps, then reduce-scattered into the shard
+ *   zero3, fsdp   wrap units (the root: embeddings, final norm, head; each
+ *                 block unless fsdp_auto_wrap_policy = no_wrap): flat shards of
+ *                 every unit (params, optimizer, gradients), a unit gathered
+ *                 before its first op (forward and backward) and freed after
+ *                 its last (full_shard, hybrid_shard, zero3) or after its
+ *                 backward (shard_grad_op, hybrid_shard_zero2); the root stays
+ *                 gathered; its unsharded gradient lives from its first
+ *                 parameter gradient to its reduce-scatter; fsdp's prefetch
+ *                 keys gather the next unit early; no_shard keeps whole units
+ *                 and all-reduces each unit's gradient after its backward;
+ *                 hybrid shards inside groups of gpus_per_node ranks and
+ *                 all-reduces the shards across them
+ *   dp            one process, several devices (nn.DataParallel): device 0
+ *                 holds parameters and optimizer states per tensor and the
+ *                 whole batch's token ids; each micro-step copies the
+ *                 parameters to the other devices; every device makes its
+ *                 gradients per tensor as backward reaches them; at the end
+ *                 device 0 sums them into its own gradients, allocated then.
  */
 #ifndef SHARDCAST_STRATEGY_H
 #define SHARDCAST_STRATEGY_H
@@ -52,6 +61,9 @@ struct strat_opts {
 	int group;                 /* hybrid: ranks per shard group */
 	int devices;               /* dp: devices in this process */
 	double bucket_mb;          /* ddp bucket cap, MiB */
+	int bucket_view;           /* ddp_gradient_as_bucket_view */
+	double zero_bucket;        /* zero_reduce_bucket_size, elements (0: 5e8) */
+	int wrap;                  /* enum fsdp_wrap (fsdp) */
 	double capacity;           /* bytes per device, 0 = unlimited */
 	double lr, beta1, beta2, eps, weight_decay, momentum;
 	uint64_t seed;             /* weights, data and dropout */
@@ -61,21 +73,18 @@ struct strat_opts {
 /* Fills o from a scenario (micro_batch auto -> 1; the caller sets the batch). */
 void strat_opts_from(struct strat_opts *o, const struct scenario *s);
 
-struct unit_state {
-	size_t n;                  /* elements of the unit */
-	size_t npad;               /* n padded to the shard group */
-	size_t nshard;             /* npad / group size (sharded states), else n */
-	float *p;                  /* resident parameters: full (npad or n) or shard */
-	float *pg;                 /* gathered full parameters (sharded params), or NULL */
-	float *g;                  /* resident gradients: full or shard */
-	float *gfull;              /* the unit's full gradient during its backward (sharded grads) */
-	float *m, *v;              /* optimizer states (local size) */
+struct sunit {
+	int first, last;           /* op range */
+	size_t cstart, n;          /* canonical offset and elements of its parameters */
+	size_t sh;                 /* shard: ceil(n / N) */
+	size_t soff;               /* offset of its shard in the flat shard buffers */
+	float *pg;                 /* gathered parameters (sh x N), or NULL */
+	float *ug;                 /* unsharded gradient (sh x N), or NULL */
 };
 
 struct ddp_bucket {
 	int p_hi, p_lo;            /* params p_hi down to p_lo (reverse order) */
-	size_t n;                  /* elements */
-	float *buf;
+	size_t off, n;             /* elements: region of the bucket buffer */
 	int pending;
 	struct rt_req req;
 };
@@ -86,13 +95,31 @@ struct strat {
 	struct rt_comm world;      /* a copy of the caller's (not freed here) */
 	struct rt_comm shard, repl;  /* shard group, replicate group (hybrid) */
 	int have_groups;
-	int kind;                  /* internal enum */
-	int shard_params, shard_grads, shard_opt;
-	int dp_rank, dp_size;      /* data-parallel index of this rank (or device) */
-	int ndev, cur;             /* devices in this process; the one running */
+	int mech;                  /* internal enum mech */
+	int sharding;              /* enum fsdp_sharding of the unit mechanism */
+	int gathers;               /* units are gathered (all but no_shard) */
+	int reshard_fwd;           /* units freed after their forward */
+	int zstage;                /* zero1/zero2 */
+	int N;                     /* ranks sharing the model states */
+	int dp_rank, dp_size;      /* data-parallel index of this rank, replicas */
+	int ndev, cur;             /* devices in this process (dp); the one running */
 	struct arena ar[STRAT_MAX_DEV];
 	struct rtm m;
-	struct unit_state *u[STRAT_MAX_DEV];
+	size_t P;                  /* parameters (elements) */
+	/* flat states on device 0 */
+	float *params, *opt, *grads, *bucket;
+	size_t sh;                 /* zero1/zero2: shard of the flat model */
+	size_t S;                  /* units: elements of all shards */
+	struct sunit *u;
+	int nu;
+	int *punit;                /* per param: its unit */
+	/* dp: per tensor, per device */
+	float **dpp[STRAT_MAX_DEV], **dpg[STRAT_MAX_DEV];
+	float **dpm, **dpv;        /* device 0's optimizer states */
+	float **dmg;               /* device 0's gradients (during the step's end) */
+	float *tmp;                /* a second contribution to a tensor's gradient */
+	int tmp_p;
+	/* ddp */
 	struct ddp_bucket *bk;
 	int nbk;
 	int sync;                  /* this micro-step reduces gradients */
@@ -121,6 +148,10 @@ size_t strat_peak(const struct strat *s, int *dev);
 void strat_reset_peak(struct strat *s);
 
 void strat_free(struct strat *s);
+
+/* The persistent state a checkpoint holds (parameters and optimizer states on
+ * device 0, as this rank keeps them): up to max buffers. Returns the count. */
+int strat_state(struct strat *s, float **buf, size_t *n, int max);
 
 /* Parses a strategy spec for tests and tools: "single", "ddp", "zero1",
  * "fsdp:shard_grad_op", "dp:4", ... into o. Returns 0 or -1. */

@@ -11,7 +11,9 @@
  *   * torch.matmul on permuted 4-D q/k/v reshapes them into contiguous copies
  *     for bmm, and bmm saves both operands;
  *   * softmax saves its output (fp32 under autocast, whose fp32 list includes
- *     softmax, layer_norm, pow and cross_entropy);
+ *     softmax, layer_norm, pow and cross_entropy; always fp32 in Llama, which
+ *     passes dtype=torch.float32, and T5, which upcasts the scores first), and
+ *     the cast back to the compute dtype is saved by the context product;
  *   * dropout saves a 1-byte mask; its output is saved by the next consumer;
  *   * GPT-2's gelu_new is a Python formula that keeps x, tanh(.), 1 + tanh(.)
  *     and 0.5x; BERT's F.gelu keeps its input; T5's ReLU keeps its output;
@@ -29,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vec.h"
+
 struct bld {
 	struct graph *g;
 	const struct model *m;
@@ -37,34 +41,17 @@ struct bld {
 	int A;          /* bytes of the compute dtype */
 	int U;          /* bytes of autocast's fp32 ops (= A without autocast) */
 	int stack, layer, unit;
+	int module;     /* enum op_module of the ops being built */
 	double S;       /* tokens of the current stack */
 	struct err *e;
 };
-
-static int grow(void **p, int *cap, int need, size_t sz)
-{
-	void *np;
-	int ncap;
-
-	if (need <= *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 256;
-	while (ncap < need)
-		ncap *= 2;
-	np = realloc(*p, (size_t)ncap * sz);
-	if (!np)
-		return -1;
-	*p = np;
-	*cap = ncap;
-	return 0;
-}
 
 static int tensor(struct bld *b, const char *name, double elems, int dsize, int producer)
 {
 	struct graph *g = b->g;
 	struct gtensor *t;
 
-	if (grow((void **)&g->t, &g->capt, g->nt + 1, sizeof *g->t))
+	if (vec_grow((void **)&g->t, &g->capt, g->nt + 1, sizeof *g->t))
 		return -1;
 	t = &g->t[g->nt];
 	memset(t, 0, sizeof *t);
@@ -85,7 +72,7 @@ static int op(struct bld *b, int kind, const char *name, int in0, int in1, int i
 	struct gop *o;
 	int ins[3] = {in0, in1, in2}, i, idx;
 
-	if (grow((void **)&g->ops, &g->capops, g->nops + 1, sizeof *g->ops))
+	if (vec_grow((void **)&g->ops, &g->capops, g->nops + 1, sizeof *g->ops))
 		return -1;
 	idx = g->nops++;
 	o = &g->ops[idx];
@@ -98,6 +85,7 @@ static int op(struct bld *b, int kind, const char *name, int in0, int in1, int i
 	o->stack = b->stack;
 	o->layer = b->layer;
 	o->unit = b->unit;
+	o->module = b->module;
 	o->out = -1;
 	for (i = 0; i < 3; i++) {
 		if (ins[i] < 0)
@@ -235,9 +223,14 @@ static int attention(struct bld *b, int x, int kv_src, double Sk, int causal, in
 	double Sq = b->S, saveS = b->S;
 	int q, k, v, qc, kc, vc, sc, sm, ctx, y, kvx = kv_src < 0 ? x : kv_src;
 	int bias = m->qkv_bias;
+	/* softmax in fp32: under autocast (its fp32 op list), and always in the
+	 * Hugging Face Llama (softmax(..., dtype=torch.float32)) and T5
+	 * (softmax(scores.float())) implementations */
+	int softmax_bytes = b->eager && (b->o->autocast || m->positions != POS_LEARNED) ? 4 : b->A;
 
 	(void)causal;
 	(void)rel_bias;
+	b->module = kv_src < 0 ? MOD_ATTN : MOD_XATTN;
 	if (kv_src < 0 && !b->eager) {
 		/* runtime: one fused qkv projection, q/k/v are views of its output */
 		q = linear(b, "qkv", x, h, hq + 2 * hkv, bias, 0);
@@ -270,14 +263,22 @@ static int attention(struct bld *b, int x, int kv_src, double Sk, int causal, in
 	b->g->ops[sc].attn_core = 1;
 	save(b, sc, qc);
 	save(b, sc, kc);
-	sm = op(b, OP_SOFTMAX, "softmax", out(b, sc), -1, -1, a * Sq * Sk, b->eager ? b->U : b->A);
+	y = out(b, sc);
+	if (softmax_bytes == 4 && m->positions == POS_RELATIVE && b->A != 4) {
+		/* T5: softmax(scores.float()) — an fp32 copy of the scores */
+		y = out(b, op(b, OP_COPY, "scores_f32", y, -1, -1, a * Sq * Sk, 4));
+		b->g->ops[b->g->nops - 1].attn_core = 1;
+	}
+	sm = op(b, OP_SOFTMAX, "softmax", y, -1, -1, a * Sq * Sk, softmax_bytes);
 	b->g->ops[sm].flops_fwd = 5 * a * Sq * Sk;
 	b->g->ops[sm].flops_bwd = 3 * a * Sq * Sk;
 	b->g->ops[sm].attn_core = 1;
 	save(b, sm, out(b, sm));
 	y = out(b, sm);
-	if (b->g->t[y].dsize != b->A)
+	if (b->g->t[y].dsize != b->A) {  /* .to(query.dtype) / .type_as(scores) */
 		y = out(b, op(b, OP_COPY, "softmax_cast", y, -1, -1, a * Sq * Sk, b->A));
+		b->g->ops[b->g->nops - 1].attn_core = 1;
+	}
 	if (b->o->dropout > 0) {
 		int dr = op(b, OP_DROPOUT, "attn_drop", y, -1, -1, a * Sq * Sk, b->A);
 		save_new(b, dr, "mask", a * Sq * Sk, 1);
@@ -296,6 +297,7 @@ static int attention(struct bld *b, int x, int kv_src, double Sk, int causal, in
 		y = out(b, op(b, OP_COPY, "merge_heads", y, -1, -1, Sq * hq, b->A));
 	y = linear(b, "attn_out", y, hq, h, m->out_bias, 1);
 	b->S = saveS;
+	b->module = MOD_NONE;
 	return y;
 }
 
@@ -306,6 +308,7 @@ static int mlp(struct bld *b, int x)
 	int gated = m->activation == ACT_SWIGLU || m->activation == ACT_GATED_GELU;
 	int up, gate, act, y;
 
+	b->module = MOD_MLP;
 	if (gated) {
 		gate = linear(b, "gate", x, h, f, m->mlp_bias, 0);
 		up = linear(b, "up", x, h, f, m->mlp_bias, 0);
@@ -338,7 +341,9 @@ static int mlp(struct bld *b, int x)
 		if (m->family == FAM_ENCODER_DECODER)  /* T5DenseActDense: dropout on the hidden */
 			y = dropout(b, "ff_drop", y);
 	}
-	return linear(b, "fc2", y, f, h, m->mlp_bias, 1);
+	y = linear(b, "fc2", y, f, h, m->mlp_bias, 1);
+	b->module = MOD_NONE;
+	return y;
 }
 
 static int add(struct bld *b, const char *name, int x, int y)
@@ -401,6 +406,7 @@ static int embed(struct bld *b, int ids, int stack)
 	 * split over TP ranks by vocabulary (Megatron's VocabParallelEmbedding) */
 	b->g->ops[o].params = m->family != FAM_ENCODER_DECODER || stack == 1
 		? (double)m->vocab * h / b->o->tp : 0;
+	b->g->ops[o].tied = b->g->ops[o].params == 0;  /* T5's decoder reads the shared table */
 	save(b, o, ids);
 	x = out(b, o);
 	if (m->positions == POS_LEARNED || m->type_vocab) {
@@ -461,8 +467,10 @@ static void head_and_loss(struct bld *b, int x)
 	}
 	logits = linear(b, "lm_head", x, h, V, m->lm_head_bias || m->family == FAM_ENCODER, 0);
 	o = b->g->nops - 1;
-	if (tied)  /* the weight is the token embedding's */
+	if (tied) {  /* the weight is the token embedding's */
 		b->g->ops[o].params = (m->lm_head_bias || m->family == FAM_ENCODER) ? V : 0;
+		b->g->ops[o].tied = 1;
+	}
 	b->g->t[logits].held = b->eager;  /* returned in the model output */
 	l32 = logits;
 	if (b->eager) {

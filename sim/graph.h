@@ -42,6 +42,10 @@ enum op_kind {
 
 enum { GRAPH_MAX_IN = 3, GRAPH_MAX_SAVED = 6 };
 
+/* The sub-module of a block an op belongs to (FSDP's size-based wrapping walks
+ * this tree: Linear < attention/MLP < block < model). */
+enum op_module { MOD_NONE, MOD_ATTN, MOD_XATTN, MOD_MLP };
+
 struct gtensor {
 	char name[32];
 	double elems;      /* elements per sample (per TP rank) */
@@ -68,6 +72,9 @@ struct gop {
 	int saved[GRAPH_MAX_SAVED], nsaved;
 	int tp_allreduce;  /* 1: the output is all-reduced across tensor-parallel ranks */
 	int attn_core;     /* part of attention's core (recomputed under selective) */
+	int module;        /* enum op_module */
+	int tied;          /* reads the token table owned by another op (tied LM head,
+			      T5's decoder embedding): vocab x hidden / tp elements */
 };
 
 struct graph {

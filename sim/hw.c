@@ -21,6 +21,7 @@ static const struct cfg_key gpu_keys[] = {
 	{NULL, "peak_fp16", CFG_NUM, UNIT_FLOPS, CFG_REQUIRED, 0, 1e17, NULL, G(peak[PREC_FP16]), NULL, "dense fp16 tensor rate"},
 	{NULL, "peak_bf16", CFG_NUM, UNIT_FLOPS, CFG_REQUIRED, 0, 1e17, NULL, G(peak[PREC_BF16]), NULL, "dense bf16 tensor rate (0 = unsupported)"},
 	{NULL, "sm_count", CFG_INT, 0, 0, 1, 1e5, "1", G(sm_count), NULL, "streaming multiprocessors"},
+	{NULL, "compute_capability", CFG_NUM, 0, 0, 0, 100, "0", G(compute_capability), NULL, "CUDA compute capability (0 = not a CUDA device)"},
 	{NULL, "source", CFG_STR, 0, 0, 0, 0, "", G(source), NULL, "where the figures come from"},
 };
 #undef G

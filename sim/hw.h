@@ -18,6 +18,7 @@ struct gpu {
 	double memory_bandwidth;        /* bytes/s */
 	double peak[PREC_COUNT];        /* FLOP/s, dense; 0 = unsupported */
 	int64_t sm_count;
+	double compute_capability;       /* e.g. 9.0 for Hopper; 0 = not a CUDA device */
 	char source[CFG_STR_MAX];
 };
 

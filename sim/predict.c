@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "graph.h"
+#include "memory.h"
 #include "step.h"
 
 int predict_graph_opts(const struct scenario *s, struct graph_opts *o)
@@ -20,8 +21,11 @@ int predict_graph_opts(const struct scenario *s, struct graph_opts *o)
 	o->flavor = t->framework == FW_SHARDCAST ? GRAPH_SHARDCAST : GRAPH_EAGER;
 	o->act_bytes = scenario_act_bytes(s);
 	/* PyTorch mixed precision is autocast over fp32 weights; DeepSpeed casts
-	 * the module to bf16/fp16 and keeps fp32 masters in the optimizer */
-	o->autocast = t->framework == FW_PYTORCH && o->act_bytes == 2;
+	 * the module to bf16/fp16 and keeps fp32 masters in the optimizer (the
+	 * zero stages run DeepSpeed's engine whatever the framework), and FSDP's
+	 * MixedPrecision casts the gathered parameters */
+	o->autocast = t->framework == FW_PYTORCH && o->act_bytes == 2 &&
+		(t->strategy == STRAT_SINGLE || t->strategy == STRAT_DP || t->strategy == STRAT_DDP);
 	return 0;
 }
 
@@ -43,8 +47,25 @@ int predict_run(const struct scenario *s, struct prediction *p, struct err *e)
 	p->params_backbone = g.params_backbone;
 	p->flops_per_token = graph_model_flops_per_sample(&g, &s->model) / g.tokens;
 	p->micro_batch = s->s.training.micro_batch > 0 ? s->s.training.micro_batch : 0;
-	/* step time at the micro-batch the memory model settled on (run it first) */
-	rc = step_run(s, &g, p, e);
+	/* memory first: it settles the micro-batch the step time is simulated at */
+	rc = mem_predict(s, &g, p, e);
+	if (!rc)
+		rc = step_run(s, &g, p, e);
+	graph_free(&g);
+	return rc;
+}
+
+int predict_memory_timeline(const struct scenario *s, int64_t micro_batch, const char *path,
+			    struct err *e)
+{
+	struct graph g;
+	struct graph_opts o;
+	int rc;
+
+	predict_graph_opts(s, &o);
+	rc = graph_build(&g, &s->model, &o, e);
+	if (!rc)
+		rc = mem_timeline_csv(s, &g, micro_batch, path, e);
 	graph_free(&g);
 	return rc;
 }

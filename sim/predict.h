@@ -26,7 +26,9 @@ struct mem_result {
 	double capacity;      /* bytes per GPU */
 	int fits;
 	int binding_gpu;      /* the most loaded GPU (0 for dp's master) */
-	char binding[96];     /* what dominates at the peak, e.g. "gathered logits" */
+	char binding[128];    /* the binding GPU and what dominates its peak, e.g.
+				 "GPU 0: gathered logits (41% of the peak), backward lm_head" */
+	double other_peak;    /* bytes on the other GPUs when they differ (dp's replicas), else 0 */
 	double host;          /* bytes of host memory per node (offload, async checkpoints) */
 };
 
@@ -78,5 +80,10 @@ int predict_graph_opts(const struct scenario *s, struct graph_opts *o);
 
 /* Runs every model the scenario asks for. Returns 0 or fills e. */
 int predict_run(const struct scenario *s, struct prediction *p, struct err *e);
+
+/* Writes the memory timeline of the most loaded GPU at micro_batch to path (CSV,
+ * see memory.h). Returns 0 or fills e. */
+int predict_memory_timeline(const struct scenario *s, int64_t micro_batch, const char *path,
+			    struct err *e);
 
 #endif

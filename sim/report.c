@@ -14,7 +14,7 @@ static const char *fmt(char *b, size_t n, double v, enum unit u)
 	return units_format(b, n, v, u);
 }
 
-static void text_memory(FILE *f, const struct scenario *s, const struct prediction *p)
+static void text_memory(FILE *f, const struct prediction *p)
 {
 	const struct mem_result *m = &p->mem;
 	char b[8][32];
@@ -26,16 +26,20 @@ static void text_memory(FILE *f, const struct scenario *s, const struct predicti
 	fprintf(f, "  parameters        %14s\n", fmt(b[0], 32, m->params, UNIT_BYTES));
 	fprintf(f, "  gradients         %14s\n", fmt(b[1], 32, m->grads, UNIT_BYTES));
 	fprintf(f, "  optimizer states  %14s\n", fmt(b[2], 32, m->optimizer, UNIT_BYTES));
-	fprintf(f, "  activations       %14s\n", fmt(b[3], 32, m->activations, UNIT_BYTES));
-	fprintf(f, "  buffers           %14s\n", fmt(b[4], 32, m->buffers, UNIT_BYTES));
-	fprintf(f, "  fixed overhead    %14s\n", fmt(b[5], 32, m->overhead, UNIT_BYTES));
+	fprintf(f, "  activations       %14s   saved tensors, temporaries and their gradients\n",
+		fmt(b[3], 32, m->activations, UNIT_BYTES));
+	fprintf(f, "  buffers           %14s   buckets, gathered parameters, casts, staging\n",
+		fmt(b[4], 32, m->buffers, UNIT_BYTES));
+	fprintf(f, "  fixed overhead    %14s   CUDA context, workspaces, NCCL, allocator slack\n",
+		fmt(b[5], 32, m->overhead, UNIT_BYTES));
 	fprintf(f, "  peak              %14s of %s (%s)\n", fmt(b[6], 32, m->peak, UNIT_BYTES),
 		fmt(b[7], 32, m->capacity, UNIT_BYTES), m->fits ? "fits" : "DOES NOT FIT");
+	if (m->other_peak > 0)
+		fprintf(f, "  other GPUs        %14s peak each\n", fmt(b[0], 32, m->other_peak, UNIT_BYTES));
 	if (m->binding[0])
-		fprintf(f, "  at the peak       %s\n", m->binding);
+		fprintf(f, "  binding           %s\n", m->binding);
 	if (m->host > 0)
-		fprintf(f, "  host memory       %14s per node\n", fmt(b[0], 32, m->host, UNIT_BYTES));
-	(void)s;
+		fprintf(f, "  host memory       %14s per node (offloaded states)\n", fmt(b[0], 32, m->host, UNIT_BYTES));
 }
 
 static void text_step(FILE *f, const struct scenario *s, const struct prediction *p)
@@ -161,7 +165,7 @@ void report_text(FILE *f, const struct scenario *s, const struct prediction *p)
 	if (p->max_micro_batch >= 0)
 		fprintf(f, "\nLargest micro-batch that fits: %lld per GPU, global batch %lld samples\n",
 			(long long)p->max_micro_batch, (long long)p->max_global_batch);
-	text_memory(f, s, p);
+	text_memory(f, p);
 	text_step(f, s, p);
 	text_job(f, p);
 }
@@ -207,6 +211,8 @@ char *report_json(const struct scenario *s, const struct prediction *p)
 		num(o, "binding_gpu", m->binding_gpu);
 		cJSON_AddStringToObject(o, "binding", m->binding);
 		num(o, "host_bytes", m->host);
+		if (m->other_peak > 0)
+			num(o, "other_gpus_peak_bytes", m->other_peak);
 	}
 	if (p->max_micro_batch >= 0) {
 		num(root, "max_micro_batch", (double)p->max_micro_batch);

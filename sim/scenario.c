@@ -223,6 +223,8 @@ static int check_training(struct scenario *s, struct err *e)
 		return bad(s, e, "training", "offload", "%s", "parameter offload needs zero3 or fsdp (ZeRO-Offload of stages 1-2 moves only the optimizer)");
 	if (t->offload == OFFLOAD_OPTIMIZER && t->strategy == STRAT_FSDP)
 		return bad(s, e, "training", "offload", "%s", "FSDP's CPUOffload moves parameters, gradients and optimizer together; use optimizer_and_params");
+	if (t->framework == FW_DEEPSPEED && (t->strategy == STRAT_DP || t->strategy == STRAT_FSDP))
+		return bad(s, e, "training", "framework", "%s", "deepspeed runs single, ddp (stage 0) and zero1-3; dp and fsdp are PyTorch's (framework = pytorch or shardcast)");
 	if (s->gpu.peak[t->precision] <= 0) {
 		snprintf(d, sizeof d, "%s has no %s support (peak_%s = 0 in its catalog entry)", s->gpu.name,
 			 precisions[t->precision], precisions[t->precision]);

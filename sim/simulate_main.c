@@ -124,6 +124,8 @@ int main(int argc, char **argv)
 	rc = scenario_load(&s, o.scenario, o.sets, o.nset, &e);
 	if (!rc)
 		rc = predict_run(&s, &p, &e);
+	if (!rc && o.timeline)
+		rc = predict_memory_timeline(&s, p.micro_batch, o.timeline, &e);
 	if (!rc && (o.json || o.db)) {
 		json = report_json(&s, &p);
 		if (!json)

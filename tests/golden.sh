@@ -87,6 +87,31 @@ if out=$("$root/$bin/simulate" scenarios/default.ini --json --trace "$tmp/trace.
 else bad "--trace: exit $? ($(cat "$tmp/err"))"; fi
 expect_error trace-unwritable "cannot write the trace" scenarios/default.ini --trace /nonexistent/dir/t.json
 
+# memory: the contract's memory object and max batch are filled
+if out=$("$root/$bin/simulate" scenarios/default.ini --json 2>"$tmp/err"); then
+	if echo "$out" | jq -e '(.memory.peak_bytes > 0) and (.memory.peak_bytes <= .memory.capacity_bytes)
+	    and .memory.fits and (.max_micro_batch > 0) and (.max_global_batch == .max_micro_batch * 8)
+	    and (.training.micro_batch == .max_micro_batch) and (.memory.binding | startswith("GPU 0: "))
+	    and ((.memory.params_bytes + .memory.grads_bytes + .memory.optimizer_bytes + .memory.activations_bytes
+	          + .memory.buffers_bytes + .memory.overhead_bytes - .memory.peak_bytes) | fabs < 1)' >/dev/null; then ok
+	else bad "json: memory object: $out"; fi
+else bad "json memory: exit $? ($(cat "$tmp/err"))"; fi
+# a model that cannot fit one sample: max_micro_batch 0, memory at one sample
+if out=$("$root/$bin/simulate" scenarios/default.ini --json --set model.name=llama-2-70b --set training.strategy=ddp 2>"$tmp/err") &&
+   echo "$out" | jq -e '(.max_micro_batch == 0) and (.memory.fits == false) and (.training.micro_batch == 1)' >/dev/null; then ok
+else bad "max batch 0: $out $(cat "$tmp/err")"; fi
+# dp: GPU 0 binds and the other GPUs are reported
+if out=$("$root/$bin/simulate" scenarios/t5-large-dp.ini --json 2>"$tmp/err") &&
+   echo "$out" | jq -e '(.memory.binding_gpu == 0) and (.memory.other_gpus_peak_bytes < .memory.peak_bytes)' >/dev/null; then ok
+else bad "dp binding: $out $(cat "$tmp/err")"; fi
+# --memory-timeline writes a CSV whose last reserved column never exceeds the peak
+if "$root/$bin/simulate" scenarios/gpt-tiny-cpu-ddp.ini --memory-timeline "$tmp/tl.csv" >"$tmp/out" 2>"$tmp/err" &&
+   head -1 "$tmp/tl.csv" | grep -q '^event,phase,micro,op,what,action,bytes,params,grads,optimizer,activations,activation_grads,buffers,overhead,allocated,reserved$' &&
+   [ "$(awk -F, 'NR > 1 && $16 > m { m = $16 } END { print m }' "$tmp/tl.csv")" = \
+     "$("$root/$bin/simulate" scenarios/gpt-tiny-cpu-ddp.ini --json | jq '.memory.peak_bytes')" ]; then ok
+else bad "--memory-timeline: $(cat "$tmp/err")"; fi
+expect_error timeline-unwritable "cannot write the memory timeline" "$good" --memory-timeline /nonexistent/dir/t.csv
+
 # every shipped scenario runs
 for f in scenarios/*.ini; do
 	if "$root/$bin/simulate" "$f" >"$tmp/out" 2>"$tmp/err"; then ok

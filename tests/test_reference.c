@@ -103,7 +103,7 @@ Test(reference, gpt_tiny_matches_pytorch)
 		     "loss %.9f vs %.9f", s.m.loss_sum * s.m.loss_scale, r.losses[0]);
 	for (p = 0; p < s.m.np; p++) {
 		const struct rt_param *q = &s.m.p[p];
-		double err = relerr(s.u[0][q->unit].g + q->off, r.grads + q->goff, q->n);
+		double err = relerr(s.m.h.grad(s.m.h.ctx, p), r.grads + q->goff, q->n);
 		worst = fmax(worst, err);
 		cr_expect_lt(err, 1e-5, "gradient of %s: relative error %.3g", q->name, err);
 	}

@@ -109,7 +109,7 @@ static void gradcheck(double dropout)
 	 * against central differences of the fp32 loss with step 1e-2 */
 	for (p = 0; p < s.m.np; p++) {
 		const struct rt_param *q = &s.m.p[p];
-		float *w = s.u[0][q->unit].p + q->off, *g = s.u[0][q->unit].g + q->off;
+		float *w = s.m.h.param(s.m.h.ctx, p), *g = s.m.h.grad(s.m.h.ctx, p);
 		size_t pick[5] = {0, 0, 0, (size_t)(q->n * 0.37), (size_t)(q->n * 0.81)}, i;
 		for (i = 0; i < q->n; i++) {
 			if (fabsf(g[i]) > fabsf(g[pick[0]])) { pick[2] = pick[1]; pick[1] = pick[0]; pick[0] = i; }

@@ -1,0 +1,446 @@
+/*
+ * memory.c — evaluating allocation tapes: peak per micro-batch, the breakdown at
+ * the peak, the max-batch search and the timeline CSV (see memory.h).
+ *
+ * The allocator model is applied here, at evaluation, so that a tape holds
+ * requested sizes only. PyTorch's caching allocator
+ * (c10/cuda/CUDACachingAllocator.cpp): a request is rounded up to 512 B; up to
+ * 1 MiB it is served from the small pool's 2 MiB segments, below 10 MiB from
+ * 20 MiB segments of the large pool, larger ones get a segment of their own
+ * rounded up to 2 MiB. Reserved memory is modelled as each pool's live bytes
+ * packed into whole segments (no fragmentation beyond the last segment), which
+ * is what cudaMalloc must provide. Memory outside the allocator (CUDA context,
+ * NCCL buffers) is added as is.
+ */
+#include "memory.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memwalk.h"
+
+/* ---- evaluation --------------------------------------------------------------- */
+
+static int64_t round_up(int64_t x, int64_t a)
+{
+	return a > 1 ? (x + a - 1) / a * a : x;
+}
+
+/* Live bytes by pool while a tape is replayed. */
+struct pools {
+	int64_t outside, small, mid, big;
+};
+
+/* The allocated size of an event's block at micro-batch b (request rounded to
+ * the alignment); *pool says where it lives (0 outside the allocator, 1 small,
+ * 2 mid, 3 big) and *seg what it takes from that pool (a big block's segment is
+ * rounded up to huge_round). */
+static int64_t block(const struct mem_plan *p, const struct mem_event *e, int64_t b, int *pool,
+		     int64_t *seg)
+{
+	int64_t sz = e->fixed + b * e->per_sample;
+
+	if (!e->pooled) {
+		*pool = 0;
+		return *seg = sz;
+	}
+	sz = round_up(sz, p->align);
+	*seg = sz;
+	if (p->small_max <= 0)
+		*pool = 3;
+	else if (sz <= p->small_max)
+		*pool = 1;
+	else if (sz < p->split_max)
+		*pool = 2;
+	else {
+		*pool = 3;
+		*seg = round_up(sz, p->huge_round);
+	}
+	return sz;
+}
+
+static void pool_add(struct pools *q, int pool, int64_t sz)
+{
+	switch (pool) {
+	case 0: q->outside += sz; break;
+	case 1: q->small += sz; break;
+	case 2: q->mid += sz; break;
+	default: q->big += sz; break;
+	}
+}
+
+static int64_t reserved(const struct mem_plan *p, const struct pools *q)
+{
+	if (p->small_max <= 0)
+		return q->outside + q->big;
+	return q->outside + q->big + round_up(q->small, p->small_seg) + round_up(q->mid, p->large_seg);
+}
+
+int64_t mem_peak(const struct mem_plan *p, int t, int64_t b)
+{
+	const struct mem_tape *tp = &p->tape[t];
+	struct pools q = {0, 0, 0, 0};
+	int64_t peak = 0, seg, cur;
+	int i, pool;
+
+	for (i = 0; i < tp->n; i++) {
+		const struct mem_event *e = &tp->ev[i];
+		block(p, e, b, &pool, &seg);
+		pool_add(&q, pool, e->sign * seg);
+		if (e->sign > 0 && (cur = reserved(p, &q)) > peak)
+			peak = cur;
+	}
+	return peak;
+}
+
+void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d)
+{
+	const struct mem_tape *tp = &p->tape[t];
+	struct pools q = {0, 0, 0, 0};
+	int64_t sz, seg, cur, states = 0, alloc_total = 0, what[W_NWHAT] = {0};
+	int i, pool, at = -1;
+
+	memset(d, 0, sizeof *d);
+	d->op = -1;
+	for (i = 0; i < tp->n; i++) {
+		const struct mem_event *e = &tp->ev[i];
+		sz = block(p, e, b, &pool, &seg);
+		pool_add(&q, pool, e->sign * seg);
+		what[e->what] += e->sign * sz;
+		if (what[e->what] > d->what_peak[e->what])
+			d->what_peak[e->what] = what[e->what];
+		if (e->cat == MEM_PARAMS || e->cat == MEM_GRADS || e->cat == MEM_OPTIM) {
+			states += e->sign * sz;
+			if (states > d->states_peak)
+				d->states_peak = states;
+			if (e->phase == MEM_SETUP)
+				d->states_setup = states;
+		}
+		if (e->sign > 0 && (cur = reserved(p, &q)) >= d->peak) {
+			d->peak = cur;  /* the last event at the peak: its fullest composition */
+			at = i;
+		}
+	}
+	d->event = at;
+	for (i = 0; i <= at; i++) {  /* the composition at the peak event */
+		const struct mem_event *e = &tp->ev[i];
+		sz = block(p, e, b, &pool, &seg);
+		d->live[e->cat] += e->sign * sz;
+		d->what[e->what] += e->sign * sz;
+		alloc_total += e->sign * sz;
+	}
+	d->slack = d->peak - alloc_total;
+	if (at >= 0) {
+		d->op = tp->ev[at].op;
+		d->phase = tp->ev[at].phase;
+	}
+}
+
+/* ---- max-batch search ----------------------------------------------------------- */
+
+/* The largest b whose unrounded live bytes fit at every event: an upper bound,
+ * since rounding and pools only add. */
+static int64_t linear_bound(const struct mem_plan *p, int t)
+{
+	const struct mem_tape *tp = &p->tape[t];
+	int64_t ub = (int64_t)1 << 40, c;
+	int i;
+
+	for (i = 0; i < tp->n; i++) {
+		if (tp->cum_fixed[i] > p->capacity)
+			return -1;
+		if (tp->cum_ps[i] > 0) {
+			c = (p->capacity - tp->cum_fixed[i]) / tp->cum_ps[i];
+			if (c < ub)
+				ub = c;
+		}
+	}
+	return ub;
+}
+
+static int fits(const struct mem_plan *p, int t, int64_t b)
+{
+	return mem_peak(p, t, b) <= p->capacity;
+}
+
+static int64_t tape_max(const struct mem_plan *p, int t)
+{
+	int64_t hi = linear_bound(p, t), lo, step = 1, mid;
+
+	if (hi < 1 || !fits(p, t, 1))
+		return 0;
+	if (fits(p, t, hi))
+		return hi;
+	/* gallop down from the bound to a fitting b, then bisect (lo fits, hi not) */
+	lo = hi - 1;
+	while (lo > 1 && !fits(p, t, lo)) {
+		hi = lo;
+		step *= 2;
+		lo = hi - step > 1 ? hi - step : 1;
+	}
+	while (hi - lo > 1) {
+		mid = lo + (hi - lo) / 2;
+		if (fits(p, t, mid))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+int64_t mem_max_batch(const struct mem_plan *p, int *binding)
+{
+	int64_t best = -1, b;
+	int t;
+
+	*binding = 0;
+	for (t = 0; t < p->ntapes; t++) {
+		b = tape_max(p, t);
+		if (best < 0 || b < best) {
+			best = b;
+			*binding = t;
+		}
+	}
+	return best < 0 ? 0 : best;
+}
+
+/* ---- building ------------------------------------------------------------------- */
+
+static int cumulate(struct mem_tape *t)
+{
+	int64_t f = 0, s = 0;
+	int i;
+
+	t->cum_fixed = malloc(((size_t)t->n + 1) * sizeof *t->cum_fixed);
+	t->cum_ps = malloc(((size_t)t->n + 1) * sizeof *t->cum_ps);
+	if (!t->cum_fixed || !t->cum_ps)
+		return -1;
+	for (i = 0; i < t->n; i++) {
+		f += t->ev[i].sign * t->ev[i].fixed;
+		s += t->ev[i].sign * t->ev[i].per_sample;
+		t->cum_fixed[i] = f;
+		t->cum_ps[i] = s;
+	}
+	return 0;
+}
+
+int mem_plan_build(struct mem_plan *p, const struct scenario *s, const struct graph *g,
+		   const struct fw_profile *pf, struct err *e)
+{
+	const struct scn_training *t = &s->s.training;
+	double host = 0, h2 = 0;
+	int rc, i;
+
+	memset(p, 0, sizeof *p);
+	p->capacity = (int64_t)s->capacity;
+	p->align = (int64_t)pf->alignment;
+	if (pf->small_pool_max > 0 && s->gpu.memory > 0) {  /* no caching allocator on the CPU backend */
+		p->small_max = (int64_t)pf->small_pool_max;
+		p->small_seg = (int64_t)pf->small_segment;
+		p->split_max = (int64_t)pf->large_split_max;
+		p->large_seg = (int64_t)pf->large_segment;
+		p->huge_round = (int64_t)pf->huge_round;
+	}
+	p->batch_mult = s->dp * t->grad_accum;
+	if (t->strategy == STRAT_DP && s->world > 1) {
+		p->ntapes = 2;
+		rc = memwalk_build(&p->tape[0], ROLE_DP_MASTER, s, g, pf, &host, e);
+		if (!rc)
+			rc = memwalk_build(&p->tape[1], ROLE_DP_REPLICA, s, g, pf, &h2, e);
+		p->tape[1].gpu = 1;
+	} else {
+		p->ntapes = 1;
+		rc = memwalk_build(&p->tape[0], ROLE_RANK, s, g, pf, &host, e);
+	}
+	p->host = host;
+	for (i = 0; !rc && i < p->ntapes; i++)
+		if (cumulate(&p->tape[i]))
+			rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
+	return rc;
+}
+
+void mem_plan_free(struct mem_plan *p)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		free(p->tape[i].ev);
+		free(p->tape[i].cum_fixed);
+		free(p->tape[i].cum_ps);
+	}
+	memset(p, 0, sizeof *p);
+}
+
+/* ---- labels ------------------------------------------------------------------------ */
+
+const char *mem_what_name(int what)
+{
+	static const char *const names[W_NWHAT] = {
+		"CUDA context", "cuBLAS workspace", "NCCL buffers", "parameters",
+		"fp32 master weights", "optimizer states", "loss-scale state", "gradients",
+		"gradient shard", "fp32 gradient copy", "input ids", "saved activations",
+		"transient activations", "recomputed activations", "activation gradients",
+		"weight-gradient temporaries", "autocast weight copies", "gathered parameters",
+		"unsharded gradients", "reduce-scatter buffers", "gradient buckets",
+		"gathered logits", "replica parameters", "replica gradients",
+		"optimizer-step temporaries", "staging copies"};
+
+	return what >= 0 && what < W_NWHAT ? names[what] : "?";
+}
+
+const char *mem_cat_name(int cat)
+{
+	static const char *const names[MEM_NCAT] = {"params", "grads", "optimizer", "activations",
+		"activation_grads", "buffers", "overhead"};
+	return cat >= 0 && cat < MEM_NCAT ? names[cat] : "?";
+}
+
+const char *mem_phase_name(int phase)
+{
+	static const char *const names[] = {"setup", "forward", "backward", "optimizer"};
+	return phase >= 0 && phase <= MEM_OPT ? names[phase] : "?";
+}
+
+/* ---- predict.c's entry --------------------------------------------------------------- */
+
+static int load_profile(const struct scenario *s, struct fw_profile *pf, struct err *e)
+{
+	const char *name = scenario_enum_name("training", "framework", s->s.training.framework);
+	int k = cfg_index(scenario_keys(), "training", "framework");
+
+	return profile_load(name, pf, s->file, k >= 0 ? s->line[k] : 0, e);
+}
+
+static void fill_result(const struct mem_plan *p, const struct graph *g, const struct mem_detail *d,
+			int t, struct mem_result *r)
+{
+	int w, best = 0;
+
+	memset(r, 0, sizeof *r);
+	r->valid = 1;
+	r->params = (double)d->live[MEM_PARAMS];
+	r->grads = (double)d->live[MEM_GRADS];
+	r->optimizer = (double)d->live[MEM_OPTIM];
+	r->activations = (double)(d->live[MEM_ACT] + d->live[MEM_ACT_GRAD]);
+	r->buffers = (double)d->live[MEM_BUFFERS];
+	r->overhead = (double)(d->live[MEM_OVERHEAD] + d->slack);
+	r->peak = (double)d->peak;
+	r->capacity = (double)p->capacity;
+	r->fits = d->peak <= p->capacity;
+	r->binding_gpu = p->tape[t].gpu;
+	r->host = p->host;
+	for (w = 1; w < W_NWHAT; w++)
+		if (d->what[w] > d->what[best])
+			best = w;
+	snprintf(r->binding, sizeof r->binding, "GPU %d: %s (%.0f%% of the peak), %s%s%s",
+		 r->binding_gpu, mem_what_name(best), d->peak > 0 ?
+		 100.0 * (double)d->what[best] / (double)d->peak : 0.0, mem_phase_name(d->phase),
+		 d->op >= 0 ? " " : "", d->op >= 0 ? g->ops[d->op].name : "");
+}
+
+int mem_predict(const struct scenario *s, const struct graph *g, struct prediction *pr,
+		struct err *e)
+{
+	struct fw_profile pf;
+	struct mem_plan p;
+	struct mem_detail d, d2;
+	int rc, bind = 0, t = 0;
+	int64_t b;
+
+	rc = load_profile(s, &pf, e);
+	if (rc)
+		return rc;
+	rc = mem_plan_build(&p, s, g, &pf, e);
+	if (rc)
+		goto out;
+	pr->max_micro_batch = mem_max_batch(&p, &bind);
+	pr->max_global_batch = pr->max_micro_batch * p.batch_mult;
+	b = s->s.training.micro_batch > 0 ? s->s.training.micro_batch : pr->max_micro_batch;
+	if (b < 1)
+		b = 1;  /* nothing fits: describe one sample */
+	pr->micro_batch = b;
+	mem_detail(&p, 0, b, &d);
+	if (p.ntapes == 2) {  /* dp: the most loaded GPU */
+		mem_detail(&p, 1, b, &d2);
+		if (d2.peak > d.peak) {
+			d = d2;
+			t = 1;
+		}
+	}
+	fill_result(&p, g, &d, t, &pr->mem);
+	if (p.ntapes == 2)
+		pr->mem.other_peak = (double)(t ? mem_peak(&p, 0, b) : d2.peak);
+out:
+	mem_plan_free(&p);
+	return rc;
+}
+
+/* ---- the timeline CSV ------------------------------------------------------------------ */
+
+static void csv_rows(const struct mem_plan *p, const struct graph *g, int t, int64_t b, FILE *f)
+{
+	const struct mem_tape *tp = &p->tape[t];
+	struct pools q = {0, 0, 0, 0};
+	int64_t live[MEM_NCAT] = {0}, sz, seg, total = 0;
+	int i, c, pool;
+
+	fprintf(f, "event,phase,micro,op,what,action,bytes");
+	for (c = 0; c < MEM_NCAT; c++)
+		fprintf(f, ",%s", mem_cat_name(c));
+	fprintf(f, ",allocated,reserved\n");
+	for (i = 0; i < tp->n; i++) {
+		const struct mem_event *e = &tp->ev[i];
+		sz = block(p, e, b, &pool, &seg);
+		pool_add(&q, pool, e->sign * seg);
+		live[e->cat] += e->sign * sz;
+		total += e->sign * sz;
+		fprintf(f, "%d,%s,%d,%s,%s,%s,%lld", i, mem_phase_name(e->phase), e->micro,
+			e->op >= 0 ? g->ops[e->op].name : "", mem_what_name(e->what),
+			e->sign > 0 ? "alloc" : "free", (long long)sz);
+		for (c = 0; c < MEM_NCAT; c++)
+			fprintf(f, ",%lld", (long long)live[c]);
+		fprintf(f, ",%lld,%lld\n", (long long)total, (long long)reserved(p, &q));
+	}
+}
+
+int mem_write_timeline(const struct mem_plan *p, const struct graph *g, int t, int64_t b,
+		       FILE *f, const char *path, struct err *e)
+{
+	csv_rows(p, g, t, b, f);
+	if (fflush(f) || ferror(f))
+		return err_set(e, ERR_SYSTEM, path, 0, "cannot write the memory timeline: %s", strerror(errno));
+	return 0;
+}
+
+int mem_timeline_csv(const struct scenario *s, const struct graph *g, int64_t b,
+		     const char *path, struct err *e)
+{
+	struct fw_profile pf;
+	struct mem_plan p;
+	char tmp[CFG_STR_MAX + 16];
+	FILE *f;
+	int rc, t = 0;
+
+	rc = load_profile(s, &pf, e);
+	if (rc)
+		return rc;
+	rc = mem_plan_build(&p, s, g, &pf, e);
+	if (!rc && p.ntapes == 2 && mem_peak(&p, 1, b) > mem_peak(&p, 0, b))
+		t = 1;
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	f = rc ? NULL : fopen(tmp, "w");
+	if (!rc && !f)
+		rc = err_set(e, ERR_INPUT, path, 0, "cannot write the memory timeline: %s", strerror(errno));
+	if (f) {
+		rc = mem_write_timeline(&p, g, t, b, f, path, e);
+		if (fclose(f) && !rc)
+			rc = err_set(e, ERR_SYSTEM, path, 0, "cannot write the memory timeline: %s", strerror(errno));
+		if (!rc && rename(tmp, path))
+			rc = err_set(e, ERR_INPUT, path, 0, "cannot write the memory timeline: %s", strerror(errno));
+		if (rc)
+			remove(tmp);
+	}
+	mem_plan_free(&p);
+	return rc;
+}

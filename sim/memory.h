@@ -1,0 +1,218 @@
+/*
+ * memory.h — memory per GPU as a timeline, and the largest micro-batch that fits.
+ *
+ * One training step is walked over the model graph (graph.h): setup (what lives
+ * across steps), forward op by op, backward in reverse, gradient reduction, the
+ * optimizer step. Every tensor the framework allocates becomes an alloc event
+ * and a free event on a per-GPU tape (memwalk.c builds it). An event's size is
+ * fixed + per_sample x micro_batch bytes, so one tape serves every batch:
+ * peak(b) is one pass over the tape with no allocation, and the max-batch search
+ * (linear bound, then exact checks) never rebuilds anything.
+ *
+ * The allocator of the framework profile (profile.h) is applied when the tape is
+ * evaluated: each request rounded up to the profile's alignment; with pools
+ * (PyTorch's caching allocator) requests <= small_pool_max are packed into
+ * small segments, those below large_split_max into large segments, larger ones
+ * get a segment rounded to huge_round; the reserved total is what must fit.
+ *
+ * Sources of the mechanisms are cited where they are built (memwalk.c); the
+ * model-state arithmetic reproduces ZeRO (Rajbhandari et al. 2020, Table 1)
+ * and the activations of the GRAPH_SHARDCAST graph reproduce Korthikanti et al.
+ * 2022 (arXiv 2205.05198) §4 — tests/test_memory.c checks both.
+ *
+ * ---------------------------------------------------------------------------
+ * CONTRACT for framework = shardcast (the runtime follows these rules, and the
+ * simulator then predicts its arena peak byte for byte):
+ *
+ *  S1 Sizes. Each allocation is rounded up to a multiple of 256 B. No pools, no
+ *     caching: a free returns the block at once. The peak is the maximum over
+ *     the step of the sum of live rounded sizes. On gpu = cpu nothing else is
+ *     counted; on a GPU the fixed costs of models/frameworks/shardcast.ini
+ *     (CUDA context, cuBLAS workspace, NCCL buffers) are added.
+ *  S2 Dtypes. fp32/tf32: params, grads, optimizer states fp32 (4 B). fp16/bf16:
+ *     working params and grads 16-bit (2 B) plus an fp32 master copy (4 B):
+ *     ZeRO's 2 + 2 + K layout. Optimizer states per parameter: sgd 0,
+ *     sgd_momentum 4 B, adam/adamw 8 B. fp16 adds an 8 B loss-scale state.
+ *  S3 Model states are flat per-rank buffers, allocated before the step and kept
+ *     across steps, in this order: working params, master, optimizer states
+ *     (one buffer for all of them), gradients, then the strategy's buffers
+ *     (S6), then the fp16 loss-scale state. A buffer of zero bytes is not
+ *     allocated. A shard of U elements over N ranks is ceil(U / N) elements; a
+ *     gathered unit is N x ceil(U / N) elements. Offloaded states are not
+ *     allocated on the device (their bytes are reported as host memory).
+ *  S4 Activations: the GRAPH_SHARDCAST graph, tensor bytes = elems x dsize x
+ *     micro_batch (token ids: int64). At the start of each micro-step the ids
+ *     tensors are allocated (encoder ids first).
+ *     Forward, op by op: allocate the op's output, then the tensors it creates
+ *     for its backward (norm statistics, dropout masks), in graph order; then
+ *     free, in input order followed by produced order, each input or produced
+ *     tensor whose last forward use is this op and that no op saves.
+ *     Backward, ops in reverse, an op runs if it is the loss, has a live output
+ *     gradient, or owns parameters: (a) for each distinct input produced by an
+ *     op: if it has no gradient yet, allocate one of the input's size, except
+ *     that an add passes its output gradient to its inputs without allocating;
+ *     later contributions accumulate in place; (b) parameter gradients (S6);
+ *     (c) free the output gradient (when no input shares it), then each tensor
+ *     whose first saver is this op (graph order). The loss's output has no
+ *     gradient.
+ *  S5 Recompute. full: each block is a region; selective: each run of
+ *     attention-core ops (scores .. ctx, with any softmax copies) is a region.
+ *     In forward, a tensor made inside a region is kept only if an op outside
+ *     any region saves it or another region reads it; a tensor read by a region
+ *     but made outside it is kept until that region's backward ends (after the
+ *     backward of its first op). Before the backward of a region's last op (and
+ *     after S6's gather for it) the region's forward is replayed: outputs and
+ *     created tensors allocated again; those saved by an op of the region are
+ *     kept until their first saver inside the region, the others freed at their
+ *     last use inside the region.
+ *  S6 Strategies (N = data-parallel ranks; gradients in the working dtype):
+ *     single   grads flat (S3).
+ *     ddp      grads flat; gradient_as_bucket_view = false adds a second flat
+ *              buffer of the same size (the buckets, all-reduced in place).
+ *     zero1    params and grads full; master and optimizer states shards.
+ *     zero2    params full; grad shard; then a bucket of
+ *              min(zero_reduce_bucket_size, params) elements; gradients are
+ *              written into the bucket and reduce-scattered into the shard.
+ *     zero3, fsdp  units: each transformer block and the root (everything
+ *              else); fsdp honours fsdp_auto_wrap_policy. Per-unit shards of
+ *              params, master, optimizer states and grads, summed into the
+ *              flat buffers of S3. N is the data-parallel degree, or for
+ *              hybrid_shard(_zero2) the ranks of a node (gpus_per_node /
+ *              tensor_parallel) when that is smaller. A unit is gathered (one
+ *              buffer of the gathered size) before its first op in forward and
+ *              freed after its last op (full_shard, hybrid_shard, zero3) or kept
+ *              to the end of its backward (shard_grad_op, hybrid_shard_zero2).
+ *              The root is gathered for the whole step. Backward: the unit is
+ *              gathered again if freed, before the backward of its last op; an
+ *              unsharded gradient buffer of the gathered size is allocated before
+ *              its first parameter gradient; after the backward of its first op
+ *              the gradient is reduce-scattered into the grad shard and the
+ *              buffer, then the gathered params, are freed. no_shard: N = 1,
+ *              nothing is gathered and gradients go straight into the grads.
+ *              fsdp's prefetch keys gather the next unit early (forward_prefetch:
+ *              at the current unit's start; backward_pre: at the current unit's
+ *              backward start; backward_post: after the current unit is freed).
+ *              offload = optimizer_and_params: the param shard is staged in a
+ *              shard-sized buffer around each gather, and the reduce-scattered
+ *              gradient in one around each reduction.
+ *     dp       not part of the runtime: nn.DataParallel's mechanics (memstrat.c)
+ *              with these dtypes.
+ *     Optimizer steps are in place, no temporaries. offload = optimizer moves
+ *     master and optimizer states to the host; optimizer_and_params moves the
+ *     param and grad shards too.
+ * ---------------------------------------------------------------------------
+ */
+#ifndef SHARDCAST_MEMORY_H
+#define SHARDCAST_MEMORY_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "err.h"
+#include "graph.h"
+#include "predict.h"
+#include "profile.h"
+#include "scenario.h"
+
+/* What an allocation is, for the breakdown (JSON: activations = ACT + ACT_GRAD,
+ * overhead = OVERHEAD + allocator slack). */
+enum mem_cat {
+	MEM_PARAMS, MEM_GRADS, MEM_OPTIM, MEM_ACT, MEM_ACT_GRAD, MEM_BUFFERS, MEM_OVERHEAD,
+	MEM_NCAT
+};
+
+enum mem_phase { MEM_SETUP, MEM_FWD, MEM_BWD, MEM_OPT };
+
+/* Finer labels, for the report's "at the peak" line and the CSV. */
+enum mem_what {
+	W_CONTEXT, W_CUBLAS, W_NCCL, W_PARAMS, W_MASTER, W_OPT_STATES, W_LOSS_SCALE,
+	W_GRADS, W_GRAD_SHARD, W_FP32_GRADS, W_INPUT, W_SAVED, W_TEMP_ACT, W_RECOMPUTE,
+	W_ACT_GRAD, W_WGRAD_TEMP, W_CAST, W_GATHERED, W_UNSHARDED_GRAD, W_RS_OUT, W_BUCKET,
+	W_GATHERED_OUT, W_REPLICA_PARAMS, W_REPLICA_GRADS, W_OPT_TEMP, W_STAGING,
+	W_NWHAT
+};
+
+struct mem_event {
+	int64_t fixed;       /* bytes */
+	int64_t per_sample;  /* bytes per sample of the micro-batch */
+	int32_t op;          /* graph op index, -1 none */
+	int16_t what;        /* enum mem_what */
+	int8_t cat;          /* enum mem_cat */
+	int8_t sign;         /* +1 alloc, -1 free (same sizes as its alloc) */
+	int8_t phase;        /* enum mem_phase */
+	int8_t micro;        /* micro-step (0, or 1 for the second and later) */
+	int8_t pooled;       /* 1: through the framework's allocator; 0: outside it */
+	int8_t pad;
+};
+
+/* The events of one GPU role (every rank alike, or dp's GPU 0 / its replicas). */
+struct mem_tape {
+	struct mem_event *ev;  /* (n) */
+	int n, cap;
+	int gpu;               /* the GPU index it stands for in reports */
+	int64_t *cum_fixed;    /* (n) unrounded live bytes after each event: fixed part */
+	int64_t *cum_ps;       /* (n) and per-sample part */
+};
+
+struct mem_plan {
+	struct mem_tape tape[2];
+	int ntapes;
+	int64_t capacity;      /* bytes per GPU */
+	int64_t align;         /* bytes */
+	int64_t small_max, small_seg, split_max, large_seg, huge_round; /* bytes; small_max 0 = no pools */
+	double host;           /* bytes of host memory per node (offload) */
+	int64_t batch_mult;    /* global batch = micro-batch x this (dp x grad_accum) */
+};
+
+/* The breakdown at the peak of one tape, at one micro-batch. */
+struct mem_detail {
+	int64_t peak;          /* reserved bytes (allocated + allocator slack) */
+	int64_t live[MEM_NCAT];/* allocated bytes per category at the peak */
+	int64_t slack;         /* pool slack at the peak */
+	int64_t what[W_NWHAT]; /* allocated bytes per label at the peak */
+	int64_t what_peak[W_NWHAT]; /* the most each label holds at any point of the step */
+	int64_t states_peak;   /* max over the step of params + grads + optimizer */
+	int64_t states_setup;  /* params + grads + optimizer kept across steps (after setup) */
+	int event;             /* index of the peak event */
+	int op, phase;         /* where the peak is: graph op (-1 none), enum mem_phase */
+};
+
+/* Builds the tapes of scenario s over graph g with profile pf. Returns 0 or fills
+ * e; p is freed with mem_plan_free (also after an error). */
+int mem_plan_build(struct mem_plan *p, const struct scenario *s, const struct graph *g,
+		   const struct fw_profile *pf, struct err *e);
+
+void mem_plan_free(struct mem_plan *p);
+
+/* Peak reserved bytes of tape t at micro-batch b. No allocation; the hot path. */
+int64_t mem_peak(const struct mem_plan *p, int t, int64_t b);
+
+/* The breakdown at the peak of tape t at micro-batch b. */
+void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d);
+
+/* The largest micro-batch whose peak fits on every tape (0 = not even one
+ * sample); *binding = the tape that limits it. Exact over integers, assuming
+ * the peak is non-decreasing in b. No allocation. */
+int64_t mem_max_batch(const struct mem_plan *p, int *binding);
+
+/* Writes the timeline of tape t at micro-batch b as CSV (header + one row per
+ * event: event,phase,micro,op,what,action,bytes, live bytes per category,
+ * allocated, reserved). Returns 0 or fills e. */
+int mem_write_timeline(const struct mem_plan *p, const struct graph *g, int t, int64_t b,
+		       FILE *f, const char *path, struct err *e);
+
+/* Label of a what / category / phase. */
+const char *mem_what_name(int what);
+const char *mem_cat_name(int cat);
+const char *mem_phase_name(int phase);
+
+/* predict.c's entry: fills pr->mem, micro_batch, max_micro_batch and
+ * max_global_batch for scenario s over graph g. */
+int mem_predict(const struct scenario *s, const struct graph *g, struct prediction *pr,
+		struct err *e);
+
+/* simulate --memory-timeline: the most loaded GPU's timeline at micro-batch b. */
+int mem_timeline_csv(const struct scenario *s, const struct graph *g, int64_t b,
+		     const char *path, struct err *e);
+
+#endif

@@ -1,0 +1,1190 @@
+/*
+ * memstrat.c — what each strategy and framework allocates around the autograd
+ * walk of memwalk.c: model states, buckets, gathered parameters, replicas,
+ * optimizer-step temporaries and the fixed per-process memory (see memory.h).
+ *
+ * Mechanisms and their sources:
+ *  - nn.DataParallel (torch/nn/parallel/data_parallel.py, _functions.py):
+ *    replicate() broadcasts the parameters to every GPU each forward
+ *    (Broadcast), parallel_apply runs the replicas, gather() concatenates every
+ *    replica's outputs on GPU 0; the replicas' parameter gradients are summed
+ *    onto GPU 0 by ReduceAddCoalesced once all are ready (end of backward).
+ *  - DDP (torch/nn/parallel/distributed.py, reducer.cpp): buckets of
+ *    bucket_cap_mb (the first 1 MiB, dist._DEFAULT_FIRST_BUCKET_BYTES) filled
+ *    with parameters in reverse order, allocated at construction; with
+ *    gradient_as_bucket_view the gradients are views into them.
+ *  - FSDP (torch/distributed/fsdp/_runtime_utils.py): flat parameters sharded
+ *    with padding to a multiple of the group; all-gather before a unit's
+ *    forward, reshard after it (FULL_SHARD, HYBRID_SHARD) or after backward
+ *    (SHARD_GRAD_OP, _HYBRID_SHARD_ZERO2, NO_SHARD); the root is not resharded
+ *    after forward; pre-backward unshard, post-backward reshard then
+ *    reduce-scatter of the unsharded gradient; BACKWARD_PRE prefetches in the
+ *    pre-backward hook, BACKWARD_POST after the post-backward reshard;
+ *    forward_prefetch in the pre-forward hook. MixedPrecision: a low-precision
+ *    copy of the shard is made for the all-gather, gradients reduced in
+ *    low precision and cast to fp32 into the sharded .grad.
+ *  - DeepSpeed ZeRO stages 1-2 (deepspeed/runtime/zero/stage_1_and_2.py): 16-bit
+ *    flat parameters, fp32 master and optimizer partitions, an ipg buffer of
+ *    reduce_bucket_size elements during backward, a 16-bit gradient partition
+ *    (stage 2, contiguous_gradients), an fp32 copy of the gradient partition
+ *    during the step.
+ *  - DeepSpeed ZeRO-3 (stage3.py, partitioned_param_coordinator.py): per-module
+ *    fetch with prefetch up to stage3_prefetch_bucket_size elements while fewer
+ *    than stage3_max_live_parameters are live; release after use unless reused
+ *    within stage3_max_reuse_distance; parameters under
+ *    stage3_param_persistence_threshold stay whole; a flat ipg bucket of
+ *    reduce_bucket_size elements; a gradient partition in the model dtype
+ *    (engine.get_data_types: ZeRO accumulates in the model dtype); an fp32
+ *    gradient copy per sub-group during the step.
+ */
+#include "memwalk_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- parameters and fixed overhead ------------------------------------------- */
+
+/* Parameter tensors op i owns (elements per TP rank): weight and bias of a
+ * product, weight and bias of a LayerNorm, one table or vector otherwise. */
+static int param_tensors(const struct wk *w, int i, int64_t out[3])
+{
+	const struct gop *o = &w->g->ops[i];
+	int64_t p = (int64_t)o->params, wt;
+
+	if (p <= 0)
+		return 0;
+	if (o->kind == OP_MATMUL && !o->tied) {
+		wt = (int64_t)(o->k * o->n);
+		out[0] = wt < p ? wt : p;
+		out[1] = p - out[0];
+		return out[1] > 0 ? 2 : 1;
+	}
+	if (o->kind == OP_NORM && p == 2 * w->s->model.hidden) {
+		out[0] = out[1] = p / 2;
+		return 2;
+	}
+	out[0] = p;
+	return 1;
+}
+
+/* Setup: one allocation per parameter tensor (PyTorch) of bpe bytes per element,
+ * times copies (optimizer states: 2 for Adam). */
+static void per_tensor_states(struct wk *w, int cat, int what, int bpe, int copies)
+{
+	int i, k, c, n;
+	int64_t sz[3];
+
+	if (bpe <= 0)
+		return;
+	for (i = 0; i < w->g->nops; i++) {
+		n = param_tensors(w, i, sz);
+		for (k = 0; k < n; k++)
+			for (c = 0; c < copies; c++)
+				alloc(w, cat, what, i, sz[k] * bpe);
+	}
+}
+
+static void per_tensor_free(struct wk *w, int cat, int what, int bpe, int copies)
+{
+	int i, k, c, n;
+	int64_t sz[3];
+
+	if (bpe <= 0)
+		return;
+	for (i = w->g->nops - 1; i >= 0; i--) {
+		n = param_tensors(w, i, sz);
+		for (k = 0; k < n; k++)
+			for (c = 0; c < copies; c++)
+				release(w, cat, what, i, sz[k] * bpe);
+	}
+}
+
+/* Optimizer state bytes per parameter and how many tensors they are. */
+static void opt_layout(const struct wk *w, int *bytes, int *copies)
+{
+	switch (w->s->s.training.optimizer) {
+	case OPT_SGD: *bytes = 0; *copies = 0; return;
+	case OPT_SGD_MOMENTUM: *bytes = 4; *copies = 1; return;
+	default: *bytes = 4; *copies = 2; return;  /* exp_avg, exp_avg_sq */
+	}
+}
+
+static int comms(const struct wk *w)
+{
+	const struct scenario *s = w->s;
+	const struct scn_training *t = &s->s.training;
+	int n = 0;
+
+	if (w->strat == STRAT_DP)
+		n = s->world > 1;
+	else if (w->strat != STRAT_SINGLE && s->dp > 1)
+		n = 1 + (w->strat == STRAT_FSDP && s->s.cluster.nodes > 1 &&
+			 (t->fsdp_sharding == SHARD_HYBRID || t->fsdp_sharding == SHARD_HYBRID_ZERO2));
+	return n + (t->tensor_parallel > 1);
+}
+
+static void overhead(struct wk *w)
+{
+	const struct fw_profile *pf = w->pf;
+	int64_t ws, k;
+
+	if (w->s->gpu.memory <= 0)  /* gpu = cpu: the runtime's arena counts tensors only */
+		return;
+	memwalk_event(w, +1, MEM_OVERHEAD, W_CONTEXT, -1, (int64_t)pf->cuda_context, 0, 0);
+	ws = (int64_t)(w->s->gpu.compute_capability >= 9 ? pf->cublas_workspace_sm90 : pf->cublas_workspace);
+	for (k = 0; k < pf->cublas_handles; k++)
+		alloc(w, MEM_OVERHEAD, W_CUBLAS, -1, ws);
+	memwalk_event(w, +1, MEM_OVERHEAD, W_NCCL, -1,
+	   (int64_t)(comms(w) * pf->nccl_channels * pf->nccl_connections * pf->nccl_buffer), 0, 0);
+}
+
+/* ---- wrap units (FSDP, shardcast zero3) -------------------------------------- */
+
+static int add_unit(struct wk *w, int first, int last, int root)
+{
+	struct wunit *nu = realloc(w->u, (size_t)(w->nu + 1) * sizeof *nu);
+
+	if (!nu) {
+		w->oom = 1;
+		return -1;
+	}
+	w->u = nu;
+	nu[w->nu].first = first;
+	nu[w->nu].last = last;
+	nu[w->nu].elems = 0;
+	nu[w->nu].root = root;
+	return w->nu++;
+}
+
+/* Claims for unit u the parameters of ops first..last not yet claimed. */
+static int64_t claim(struct wk *w, int u, int first, int last)
+{
+	int64_t n = 0;
+	int i;
+
+	for (i = first; i <= last; i++)
+		if (w->uown[i] < 0 && w->g->ops[i].params > 0) {
+			w->uown[i] = u;
+			n += (int64_t)w->g->ops[i].params;
+		}
+	return n;
+}
+
+static int64_t unclaimed(const struct wk *w, int first, int last, int module)
+{
+	int64_t n = 0;
+	int i;
+
+	for (i = first; i <= last; i++)
+		if (w->uown[i] < 0 && (module < 0 || w->g->ops[i].module == module))
+			n += (int64_t)w->g->ops[i].params;
+	return n;
+}
+
+/* size_based_auto_wrap_policy (torch/distributed/fsdp/wrap.py): post-order, a
+ * module is wrapped when the parameters not already wrapped below it reach
+ * min_num_params. The tree here: Linear < attention / cross-attention / MLP <
+ * block. ModuleList is never wrapped (EXCLUDE_WRAP_MODULES) and modules outside
+ * the blocks stay in the root. */
+static void size_wrap_block(struct wk *w, int first, int last, int64_t min)
+{
+	static const int mods[] = {MOD_ATTN, MOD_XATTN, MOD_MLP};
+	int i, m, lo, hi, u;
+
+	for (i = first; i <= last; i++)
+		if (w->g->ops[i].kind == OP_MATMUL && w->g->ops[i].params >= (double)min) {
+			u = add_unit(w, i, i, 0);
+			if (u >= 0)
+				w->u[u].elems = claim(w, u, i, i);
+		}
+	for (m = 0; m < 3; m++) {
+		lo = hi = -1;
+		for (i = first; i <= last; i++)
+			if (w->g->ops[i].module == mods[m]) {
+				if (lo < 0)
+					lo = i;
+				hi = i;
+			}
+		if (lo >= 0 && unclaimed(w, lo, hi, mods[m]) >= min && (u = add_unit(w, lo, hi, 0)) >= 0)
+			w->u[u].elems = claim(w, u, lo, hi);
+	}
+	if (unclaimed(w, first, last, -1) >= min && (u = add_unit(w, first, last, 0)) >= 0)
+		w->u[u].elems = claim(w, u, first, last);
+}
+
+/* Above the blocks: each stack (T5Stack, GPT2Model, LlamaModel, BertEncoder)
+ * is a module with a forward, wrapped when what its blocks and final norm left
+ * unwrapped reaches min_num_params. Its embeddings stay in the root (T5's are
+ * the top-level shared table). */
+static void size_wrap_stacks(struct wk *w, int64_t min)
+{
+	const struct graph *g = w->g;
+	int b, st, first, last, u;
+
+	for (st = 0; st < 2; st++) {
+		first = last = -1;
+		for (b = 0; b < g->nblocks; b++)
+			if (g->ops[g->block_first[b]].stack == st) {
+				if (first < 0)
+					first = g->block_first[b];
+				last = block_last(g, b);
+			}
+		if (first < 0)
+			continue;
+		while (last + 1 < g->nops && g->ops[last + 1].stack == st && g->ops[last + 1].layer < 0 &&
+		       (g->ops[last + 1].kind == OP_NORM || g->ops[last + 1].kind == OP_DROPOUT ||
+			g->ops[last + 1].kind == OP_MUL || g->ops[last + 1].kind == OP_COPY))
+			last++;
+		if (unclaimed(w, first, last, -1) >= min && (u = add_unit(w, first, last, 0)) >= 0)
+			w->u[u].elems = claim(w, u, first, last);
+	}
+}
+
+static int build_units(struct wk *w, int policy)
+{
+	const struct graph *g = w->g;
+	int b, i, root;
+
+	w->uown = malloc((size_t)g->nops * sizeof *w->uown);
+	if (!w->uown)
+		return -1;
+	for (i = 0; i < g->nops; i++)
+		w->uown[i] = -1;
+	root = add_unit(w, 0, g->nops - 1, 1);
+	for (b = 0; b < g->nblocks && policy != WRAP_NONE; b++) {
+		int first = g->block_first[b], last = block_last(g, b), u;
+		if (policy == WRAP_SIZE) {
+			size_wrap_block(w, first, last, (int64_t)w->s->s.training.fsdp_min_num_params);
+		} else if ((u = add_unit(w, first, last, 0)) >= 0) {
+			w->u[u].elems = claim(w, u, first, last);
+		}
+	}
+	if (policy == WRAP_SIZE)
+		size_wrap_stacks(w, (int64_t)w->s->s.training.fsdp_min_num_params);
+	if (root >= 0)
+		w->u[root].elems = claim(w, root, 0, g->nops - 1);
+	w->ul = calloc((size_t)w->nu + 1, 1);
+	w->ugl = calloc((size_t)w->nu + 1, 1);
+	w->usg = calloc((size_t)w->nu + 1, 1);
+	return w->oom || !w->ul || !w->ugl || !w->usg ? -1 : 0;
+}
+
+/* The unit whose parameters op i's gradient lands in (tied: the table's). */
+static int grad_unit(const struct wk *w, int i)
+{
+	if (w->g->ops[i].tied && w->owner >= 0)
+		return w->uown[w->owner];
+	return w->uown[i];
+}
+
+/* Next unit after u in forward order (first op ascending, outer first) or in
+ * backward order (last op descending); -1 none. */
+static int next_unit(const struct wk *w, int u, int fwd)
+{
+	int best = -1, v;
+
+	for (v = 0; v < w->nu; v++) {
+		const struct wunit *a = &w->u[v], *c = &w->u[u];
+		if (v == u || a->root || a->elems <= 0)
+			continue;
+		if (fwd ? (a->first > c->first || (a->first == c->first && a->last < c->last && v > u))
+			: (a->last < c->last || (a->last == c->last && a->first > c->first && v > u))) {
+			if (best < 0 || (fwd ? a->first < w->u[best].first : a->last > w->u[best].last))
+				best = v;
+		}
+	}
+	return best;
+}
+
+
+/* ---- FSDP units: gather, reduce, reshard ------------------------------------- */
+
+static void ugather(struct wk *w, int u, int op)
+{
+	int64_t sh, full;
+
+	if (u < 0 || w->ul[u] || w->wgat == 0 || w->u[u].elems <= 0)
+		return;
+	sh = shard(w, w->u[u].elems);
+	full = sh * w->N;
+	if (w->wstage)
+		alloc(w, MEM_BUFFERS, W_STAGING, op, sh * w->wstage);
+	if (w->wmp)
+		alloc(w, MEM_BUFFERS, W_STAGING, op, sh * w->wmp);
+	alloc(w, MEM_BUFFERS, W_GATHERED, op, full * w->wgat);
+	if (w->wmp)
+		release(w, MEM_BUFFERS, W_STAGING, op, sh * w->wmp);
+	if (w->wstage)
+		release(w, MEM_BUFFERS, W_STAGING, op, sh * w->wstage);
+	w->ul[u] = 1;
+}
+
+static void ufree(struct wk *w, int u, int op)
+{
+	if (!w->ul[u])
+		return;
+	release(w, MEM_BUFFERS, W_GATHERED, op, shard(w, w->u[u].elems) * w->N * w->wgat);
+	w->ul[u] = 0;
+}
+
+static void units_fwd_pre(struct wk *w, int i)
+{
+	int u;
+
+	for (u = 0; u < w->nu; u++)
+		if (w->u[u].first == i) {
+			ugather(w, u, i);
+			if (w->fwd_prefetch)
+				ugather(w, next_unit(w, u, 1), i);
+		}
+}
+
+static void units_fwd_post(struct wk *w, int i)
+{
+	int u;
+
+	for (u = w->nu - 1; u >= 0; u--)
+		if (w->u[u].last == i && w->reshard_fwd && !w->u[u].root)
+			ufree(w, u, i);
+}
+
+static void units_bwd_pre(struct wk *w, int i)
+{
+	int u;
+
+	for (u = 0; u < w->nu; u++)
+		if (w->u[u].last == i) {
+			ugather(w, u, i);
+			if (w->bwd_prefetch == PREFETCH_BACKWARD_PRE)
+				ugather(w, next_unit(w, u, 0), i);
+		}
+}
+
+/* Parameter gradients of op i into its unit: PyTorch keeps one gradient per
+ * parameter until the post-backward hook flattens them for the reduce-scatter;
+ * the shardcast runtime writes them into one unsharded buffer. */
+static void units_param_grads(struct wk *w, int i)
+{
+	int u = grad_unit(w, i), k, n;
+	int64_t sz[3];
+
+	if (u < 0)
+		return;
+	if (!pt(w)) {
+		if (w->wug && !w->ugl[u]) {
+			alloc(w, MEM_GRADS, W_UNSHARDED_GRAD, i, shard(w, w->u[u].elems) * w->N * w->wug);
+			w->ugl[u] = 1;
+		}
+		return;
+	}
+	n = param_tensors(w, i, sz);
+	for (k = 0; k < n; k++)
+		if (!w->pg[i * 3 + k]) {
+			alloc(w, MEM_GRADS, W_UNSHARDED_GRAD, i, sz[k] * w->wug);
+			w->pg[i * 3 + k] = 1;
+		} else {
+			alloc(w, MEM_GRADS, W_WGRAD_TEMP, i, sz[k] * w->wug);
+			release(w, MEM_GRADS, W_WGRAD_TEMP, i, sz[k] * w->wug);
+		}
+	if (w->g->ops[i].tied && w->owner >= 0) {
+		if (!w->pg[w->owner * 3]) {
+			alloc(w, MEM_GRADS, W_UNSHARDED_GRAD, i, w->table * w->wug);
+			w->pg[w->owner * 3] = 1;
+		} else {
+			alloc(w, MEM_GRADS, W_WGRAD_TEMP, i, w->table * w->wug);
+			release(w, MEM_GRADS, W_WGRAD_TEMP, i, w->table * w->wug);
+		}
+	}
+	w->ugl[u] = 1;
+}
+
+/* PyTorch's post-backward reduction of unit u: the per-parameter gradients are
+ * copied into one flat reduce-scatter input, reduced into a shard in the reduce
+ * dtype, cast to fp32 and accumulated into the sharded .grad. */
+static void pt_reduce(struct wk *w, int u, int op)
+{
+	int64_t sh = shard(w, w->u[u].elems), flat = sh * w->N * w->wug;
+	int i, k, n;
+	int64_t sz[3];
+
+	alloc(w, MEM_BUFFERS, W_RS_OUT, op, flat);
+	for (i = w->g->nops - 1; i >= 0; i--) {
+		n = param_tensors(w, i, sz);
+		for (k = 0; k < n; k++)
+			if (w->uown[i] == u && w->pg[i * 3 + k]) {
+				release(w, MEM_GRADS, W_UNSHARDED_GRAD, op, sz[k] * w->wug);
+				w->pg[i * 3 + k] = 0;
+			}
+	}
+	if (w->N > 1 && w->wrs)
+		alloc(w, MEM_BUFFERS, W_RS_OUT, op, sh * w->wrs);
+	release(w, MEM_BUFFERS, W_RS_OUT, op, flat);
+	if (w->wsg && !w->usg[u]) {
+		alloc(w, MEM_GRADS, W_GRAD_SHARD, op, sh * w->wsg);
+		w->usg[u] = 1;
+	} else if (w->wsg) {
+		alloc(w, MEM_GRADS, W_WGRAD_TEMP, op, sh * w->wsg);
+		release(w, MEM_GRADS, W_WGRAD_TEMP, op, sh * w->wsg);
+	}
+	if (w->N > 1 && w->wrs)
+		release(w, MEM_BUFFERS, W_RS_OUT, op, sh * w->wrs);
+}
+
+static void units_bwd_post(struct wk *w, int i)
+{
+	int u;
+
+	for (u = w->nu - 1; u >= 0; u--) {
+		if (w->u[u].first != i)
+			continue;
+		if (!pt(w)) {
+			int64_t sh = shard(w, w->u[u].elems);
+			if (w->ugl[u]) {
+				if (w->wstage)  /* reduce-scatter output staged for the host */
+					alloc(w, MEM_BUFFERS, W_STAGING, i, sh * w->wg);
+				release(w, MEM_GRADS, W_UNSHARDED_GRAD, i, sh * w->N * w->wug);
+				if (w->wstage)
+					release(w, MEM_BUFFERS, W_STAGING, i, sh * w->wg);
+				w->ugl[u] = 0;
+			}
+			ufree(w, u, i);
+			if (w->bwd_prefetch == PREFETCH_BACKWARD_POST)
+				ugather(w, next_unit(w, u, 0), i);
+			continue;
+		}
+		ufree(w, u, i);
+		if (w->bwd_prefetch == PREFETCH_BACKWARD_POST)
+			ugather(w, next_unit(w, u, 0), i);
+		if (w->ugl[u]) {
+			pt_reduce(w, u, i);
+			w->ugl[u] = 0;
+		}
+	}
+}
+
+static void units_setup(struct wk *w)
+{
+	int u, c, bytes, copies;
+	int64_t S = 0;
+
+	opt_layout(w, &bytes, &copies);
+	for (u = 0; u < w->nu; u++)
+		S += shard(w, w->u[u].elems);
+	if (!pt(w)) {
+		/* memory.h S3 order: params, master, optimizer states, grads */
+		int host_p = w->offload == OFFLOAD_OPTIMIZER_AND_PARAMS, host_o = w->offload != OFFLOAD_NONE;
+		if (host_p)
+			w->host += (double)S * (w->wp + w->wg);
+		else
+			alloc(w, MEM_PARAMS, W_PARAMS, -1, S * w->wp);
+		if (host_o) {
+			w->host += (double)S * (w->wm + bytes * copies);
+		} else {
+			alloc(w, MEM_OPTIM, W_MASTER, -1, S * w->wm);
+			alloc(w, MEM_OPTIM, W_OPT_STATES, -1, S * bytes * copies);
+		}
+		if (!host_p)
+			alloc(w, MEM_GRADS, W_GRAD_SHARD, -1, S * w->wg);
+		return;
+	}
+	/* PyTorch: a FlatParameter shard per unit; offload keeps it on the host */
+	for (u = 0; u < w->nu; u++) {
+		int64_t sh = shard(w, w->u[u].elems);
+		if (sh <= 0)
+			continue;
+		if (w->offload) {
+			w->host += (double)sh * (4 + 4 + bytes * copies + w->pf->adam_step_temp * (copies == 2));
+			continue;
+		}
+		alloc(w, MEM_PARAMS, W_PARAMS, -1, sh * 4);
+		for (c = 0; c < copies; c++)
+			alloc(w, MEM_OPTIM, W_OPT_STATES, -1, sh * bytes);
+	}
+}
+
+static void units_step(struct wk *w)
+{
+	int u;
+
+	if (!pt(w) || w->offload)
+		return;
+	if (w->s->s.training.optimizer >= OPT_ADAM && w->pf->adam_step_temp > 0) {
+		for (u = 0; u < w->nu; u++)
+			alloc(w, MEM_BUFFERS, W_OPT_TEMP, -1, shard(w, w->u[u].elems) * (int64_t)w->pf->adam_step_temp);
+		for (u = w->nu - 1; u >= 0; u--)
+			release(w, MEM_BUFFERS, W_OPT_TEMP, -1, shard(w, w->u[u].elems) * (int64_t)w->pf->adam_step_temp);
+	}
+	for (u = w->nu - 1; u >= 0; u--)  /* zero_grad(set_to_none=True) */
+		if (w->usg[u]) {
+			release(w, MEM_GRADS, W_GRAD_SHARD, -1, shard(w, w->u[u].elems) * w->wsg);
+			w->usg[u] = 0;
+		}
+}
+
+/* ---- DeepSpeed ZeRO-3: per-module fetch, prefetch and release ---------------- */
+
+static int zero3_arrays(struct wk *w)
+{
+	const struct graph *g = w->g;
+	double thr = w->s->s.training.zero_param_persistence_threshold;
+	int i, k, n;
+	int64_t sz[3], acc = 0;
+
+	w->G = calloc((size_t)g->nops, sizeof *w->G);
+	w->pers = calloc((size_t)g->nops, sizeof *w->pers);
+	w->after = calloc((size_t)g->nops, sizeof *w->after);
+	w->zl = calloc((size_t)g->nops, 1);
+	if (!w->G || !w->pers || !w->after || !w->zl)
+		return -1;
+	for (i = 0; i < g->nops; i++) {
+		n = param_tensors(w, i, sz);
+		for (k = 0; k < n; k++) {
+			if ((double)sz[k] < thr)
+				w->pers[i] += sz[k];
+			else
+				w->G[i] += sz[k];
+		}
+		if (g->ops[i].tied && (double)w->table >= thr)
+			w->G[i] += w->table;  /* an external parameter of the LM head */
+	}
+	for (i = g->nops - 1; i >= 0; i--) {
+		w->after[i] = acc;
+		acc += w->G[i];
+	}
+	return 0;
+}
+
+static void zfetch(struct wk *w, int j, int op)
+{
+	int64_t sh;
+
+	if (w->G[j] <= 0 || w->zl[j])
+		return;
+	sh = shard(w, w->G[j]);
+	if (w->offload == OFFLOAD_OPTIMIZER_AND_PARAMS)
+		alloc(w, MEM_BUFFERS, W_STAGING, op, sh * w->wp);
+	alloc(w, MEM_BUFFERS, W_GATHERED, op, sh * w->N * w->wp);
+	if (w->offload == OFFLOAD_OPTIMIZER_AND_PARAMS)
+		release(w, MEM_BUFFERS, W_STAGING, op, sh * w->wp);
+	w->zl[j] = 1;
+	w->zlive += w->G[j];
+}
+
+static void zrelease(struct wk *w, int j, int op)
+{
+	if (!w->zl[j])
+		return;
+	release(w, MEM_BUFFERS, W_GATHERED, op, shard(w, w->G[j]) * w->N * w->wp);
+	w->zl[j] = 0;
+	w->zlive -= w->G[j];
+}
+
+/* Fetches op i's parameters, then prefetches the next modules in execution
+ * order (dir +1 forward, -1 backward) up to stage3_prefetch_bucket_size
+ * elements while fewer than stage3_max_live_parameters are live. */
+static void zero3_pre(struct wk *w, int i, int dir)
+{
+	const struct scn_training *t = &w->s->s.training;
+	int64_t done = 0;
+	int j;
+
+	if (w->G[i] <= 0)
+		return;
+	zfetch(w, i, i);
+	for (j = i + dir; j >= 0 && j < w->g->nops; j += dir) {
+		if ((double)done >= t->zero_prefetch_bucket_size || (double)w->zlive >= t->zero_max_live_parameters)
+			break;
+		if (w->G[j] > 0 && !w->zl[j]) {
+			zfetch(w, j, i);
+			done += w->G[j];
+		}
+	}
+}
+
+/* After forward, a module's parameters stay gathered when they are reused (in
+ * backward) within stage3_max_reuse_distance elements: the later modules'
+ * forward and backward fetches. */
+static void zero3_fwd_post(struct wk *w, int i)
+{
+	if (w->G[i] > 0 && (double)(2 * w->after[i]) >= w->pf->zero3_reuse_distance)
+		zrelease(w, i, i);
+}
+
+/* The recompute's forward fetches each module again; its backward follows
+ * within the region, so the parameters stay gathered unless the rest of the
+ * region's fetches exceed the reuse distance. */
+static void zero3_replay_fetch(struct wk *w, int i, int last)
+{
+	int64_t dist = 0;
+	int j;
+
+	if (w->G[i] <= 0)
+		return;
+	zfetch(w, i, i);
+	for (j = i + 1; j <= last; j++)
+		dist += 2 * w->G[j];
+	if ((double)dist >= w->pf->zero3_reuse_distance)
+		zrelease(w, i, i);
+}
+
+static void zero3_setup(struct wk *w)
+{
+	int i, bytes, copies;
+	int64_t own = 0, pers = 0, sh;
+
+	opt_layout(w, &bytes, &copies);
+	for (i = 0; i < w->g->nops; i++) {
+		own += w->G[i] - (w->g->ops[i].tied && w->G[i] > 0 ? w->table : 0);
+		pers += w->pers[i];
+	}
+	sh = shard(w, own);
+	if (w->offload == OFFLOAD_OPTIMIZER_AND_PARAMS)
+		w->host += (double)sh * w->wp;
+	else
+		alloc(w, MEM_PARAMS, W_PARAMS, -1, sh * w->wp);
+	for (i = 0; i < w->g->nops; i++)
+		alloc(w, MEM_PARAMS, W_PARAMS, i, w->pers[i] * w->wp);
+	sh = shard(w, w->P);
+	if (w->offload) {
+		w->host += (double)sh * (w->wm + bytes * copies + w->wg);
+	} else {
+		alloc(w, MEM_OPTIM, W_MASTER, -1, sh * w->wm);
+		for (i = 0; i < copies; i++)
+			alloc(w, MEM_OPTIM, W_OPT_STATES, -1, sh * bytes);
+		alloc(w, MEM_GRADS, W_GRAD_SHARD, -1, sh * w->wg);
+	}
+	alloc(w, MEM_BUFFERS, W_BUCKET, -1,
+	      (int64_t)w->s->s.training.zero_reduce_bucket_size * w->wg);
+}
+
+static void zero3_step(struct wk *w)
+{
+	int64_t left = shard(w, w->P), sub = (int64_t)w->pf->zero3_sub_group_size, n;
+
+	if (w->offload || !w->mixed)
+		return;
+	while (left > 0) {  /* one fp32 gradient copy per sub-group, in turn */
+		n = left < sub ? left : sub;
+		alloc(w, MEM_GRADS, W_FP32_GRADS, -1, n * 4);
+		release(w, MEM_GRADS, W_FP32_GRADS, -1, n * 4);
+		left -= n;
+	}
+}
+
+/* ---- per-parameter gradients (PyTorch autograd) ------------------------------ */
+
+/* A gradient of n elements for parameter slot idx of op i: a fresh tensor is
+ * stolen by AccumulateGrad when .grad is None (exists = 0), else it is a
+ * temporary added in place. Under autocast a product's weight gradient is first
+ * 16-bit and cast to fp32. */
+static void grad_one(struct wk *w, int i, int idx, int64_t n, int weight, int what, int exists)
+{
+	int cast = w->wcast && weight;
+
+	if (cast)
+		alloc(w, MEM_GRADS, W_WGRAD_TEMP, i, n * w->wcast);
+	if (exists || w->pg[idx]) {
+		alloc(w, MEM_GRADS, W_WGRAD_TEMP, i, n * w->wg);
+		release(w, MEM_GRADS, W_WGRAD_TEMP, i, n * w->wg);
+	} else {
+		alloc(w, MEM_GRADS, what, i, n * w->wg);
+		w->pg[idx] = 1;
+	}
+	if (cast)
+		release(w, MEM_GRADS, W_WGRAD_TEMP, i, n * w->wcast);
+}
+
+/* Gradients of op i's parameters, one tensor each; free_now: copied into a
+ * bucket and dropped at once (ZeRO-2, ZeRO-3). */
+static void pt_param_grads(struct wk *w, int i, int what, int exists, int free_now)
+{
+	const struct gop *o = &w->g->ops[i];
+	int k, n;
+	int64_t sz[3];
+
+	n = param_tensors(w, i, sz);
+	for (k = 0; k < n; k++) {
+		grad_one(w, i, i * 3 + k, sz[k], k == 0 && o->kind == OP_MATMUL, what, exists);
+		if (free_now && w->pg[i * 3 + k]) {
+			release(w, MEM_GRADS, what, i, sz[k] * w->wg);
+			w->pg[i * 3 + k] = 0;
+		}
+	}
+	if (o->tied && w->owner >= 0) {
+		grad_one(w, i, w->owner * 3, w->table, o->kind == OP_MATMUL, what, exists);
+		if (free_now && w->pg[w->owner * 3]) {
+			release(w, MEM_GRADS, what, i, w->table * w->wg);
+			w->pg[w->owner * 3] = 0;
+		}
+	}
+}
+
+/* Frees every per-parameter gradient still held (zero_grad, set_to_none). */
+static void pt_free_grads(struct wk *w, int what)
+{
+	int i, k, n;
+	int64_t sz[3];
+
+	for (i = w->g->nops - 1; i >= 0; i--) {
+		n = param_tensors(w, i, sz);
+		for (k = 0; k < n; k++)
+			if (w->pg[i * 3 + k]) {
+				release(w, MEM_GRADS, what, -1, sz[k] * w->wg);
+				w->pg[i * 3 + k] = 0;
+			}
+	}
+}
+
+static void adam_temp(struct wk *w)
+{
+	int bytes, copies;
+
+	opt_layout(w, &bytes, &copies);
+	if (copies != 2 || w->pf->adam_step_temp <= 0)
+		return;
+	per_tensor_states(w, MEM_BUFFERS, W_OPT_TEMP, (int)w->pf->adam_step_temp, 1);
+	per_tensor_free(w, MEM_BUFFERS, W_OPT_TEMP, (int)w->pf->adam_step_temp, 1);
+}
+
+/* ---- replicated model states: single, ddp, dp -------------------------------- */
+
+/* DDP's buckets: parameters in reverse order, the first bucket capped at 1 MiB,
+ * the others at bucket_cap_mb; a bucket closes once it reaches its cap. */
+static void ddp_buckets(struct wk *w, int sign, int cat)
+{
+	int64_t cap = 1 << 20, cur = 0, sz[3];
+	int i, k, n;
+
+	for (i = w->g->nops - 1; i >= 0; i--) {
+		n = param_tensors(w, i, sz);
+		for (k = n - 1; k >= 0; k--) {
+			cur += sz[k] * w->wg;
+			if (cur >= cap) {
+				memwalk_event(w, sign, cat, W_BUCKET, -1, cur, 0, 1);
+				cur = 0;
+				cap = (int64_t)(w->s->s.training.ddp_bucket_mb * (1 << 20));
+			}
+		}
+	}
+	memwalk_event(w, sign, cat, W_BUCKET, -1, cur, 0, 1);
+}
+
+static int bucket_view(const struct wk *w)
+{
+	return w->strat == STRAT_DDP && w->s->s.training.ddp_gradient_as_bucket_view;
+}
+
+static void repl_setup(struct wk *w)
+{
+	int bytes, copies;
+
+	opt_layout(w, &bytes, &copies);
+	if (pt(w)) {
+		per_tensor_states(w, MEM_PARAMS, W_PARAMS, w->wp, 1);
+		per_tensor_states(w, MEM_OPTIM, W_OPT_STATES, bytes, copies);
+		if (w->strat == STRAT_DDP)
+			ddp_buckets(w, +1, bucket_view(w) ? MEM_GRADS : MEM_BUFFERS);
+		return;
+	}
+	alloc(w, MEM_PARAMS, W_PARAMS, -1, w->P * w->wp);
+	alloc(w, MEM_OPTIM, W_MASTER, -1, w->P * w->wm);
+	alloc(w, MEM_OPTIM, W_OPT_STATES, -1, w->P * bytes * copies);
+	alloc(w, MEM_GRADS, W_GRADS, -1, w->P * w->wg);
+	if (w->strat == STRAT_DDP && !bucket_view(w))
+		alloc(w, MEM_BUFFERS, W_BUCKET, -1, w->P * w->wg);
+}
+
+static void repl_step(struct wk *w)
+{
+	if (!pt(w))
+		return;
+	adam_temp(w);
+	pt_free_grads(w, W_GRADS);
+}
+
+/* nn.DataParallel: GPU 0 holds the module, its gradients and the optimizer;
+ * every GPU holds a replica's parameters during the micro-step. */
+static void dp_setup(struct wk *w)
+{
+	int bytes, copies;
+
+	if (w->role != ROLE_DP_MASTER)
+		return;
+	opt_layout(w, &bytes, &copies);
+	per_tensor_states(w, MEM_PARAMS, W_PARAMS, w->wp, 1);
+	per_tensor_states(w, MEM_OPTIM, W_OPT_STATES, bytes, copies);
+}
+
+static void dp_micro_begin(struct wk *w)
+{
+	const struct graph *g = w->g;
+	int t;
+
+	if (w->role == ROLE_DP_REPLICA) {  /* replicate(): Broadcast of every parameter */
+		per_tensor_states(w, MEM_PARAMS, W_REPLICA_PARAMS, w->wp, 1);
+		return;
+	}
+	for (t = 0; t < g->nt; t++)  /* the whole batch arrives on GPU 0 before scatter() */
+		if (g->t[t].producer < 0)
+			memwalk_event(w, +1, MEM_ACT, W_INPUT, -1, 0, tbytes(w, t) * w->ndp, 1);
+}
+
+static int64_t held_bytes(const struct wk *w)
+{
+	int64_t n = 0;
+	int t;
+
+	for (t = 0; t < w->g->nt; t++)
+		if (w->g->t[t].held)
+			n += tbytes(w, t);
+	return n;
+}
+
+static void dp_gather(struct wk *w)
+{
+	int t;
+
+	if (w->role == ROLE_DP_MASTER)  /* gather(): every replica's outputs on GPU 0 */
+		memwalk_event(w, +1, MEM_BUFFERS, W_GATHERED_OUT, w->g->nops - 1, 0, held_bytes(w) * w->ndp, 1);
+	for (t = 0; t < w->g->nt; t++)  /* the replicas' own outputs are dropped */
+		if (w->g->t[t].held && w->fl[t]) {
+			act(w, -1, act_what(w, t), w->g->nops - 1, t, MEM_ACT);
+			w->fl[t] = 0;
+		}
+}
+
+/* End of backward: ReduceAddCoalesced sums the replicas' gradients onto GPU 0,
+ * into .grad (stolen when None, added otherwise); the replicas are dropped. */
+static void dp_bwd_end(struct wk *w)
+{
+	int i, k, n;
+	int64_t sz[3];
+
+	if (w->role == ROLE_DP_MASTER)
+		for (i = 0; i < w->g->nops; i++) {
+			n = param_tensors(w, i, sz);
+			for (k = 0; k < n; k++) {
+				if (w->micro) {
+					alloc(w, MEM_GRADS, W_WGRAD_TEMP, -1, sz[k] * w->wg);
+					release(w, MEM_GRADS, W_WGRAD_TEMP, -1, sz[k] * w->wg);
+				} else {
+					alloc(w, MEM_GRADS, W_GRADS, -1, sz[k] * w->wg);
+				}
+			}
+		}
+	pt_free_grads(w, W_REPLICA_GRADS);
+	if (w->role == ROLE_DP_REPLICA)
+		per_tensor_free(w, MEM_PARAMS, W_REPLICA_PARAMS, w->wp, 1);
+}
+
+static void dp_micro_end(struct wk *w)
+{
+	const struct graph *g = w->g;
+	int t;
+
+	if (w->role != ROLE_DP_MASTER)
+		return;
+	memwalk_event(w, -1, MEM_BUFFERS, W_GATHERED_OUT, -1, 0, held_bytes(w) * w->ndp, 1);
+	for (t = g->nt - 1; t >= 0; t--)
+		if (g->t[t].producer < 0)
+			memwalk_event(w, -1, MEM_ACT, W_INPUT, -1, 0, tbytes(w, t) * w->ndp, 1);
+}
+
+static void dp_step(struct wk *w)
+{
+	if (w->role != ROLE_DP_MASTER)
+		return;
+	adam_temp(w);
+	per_tensor_free(w, MEM_GRADS, W_GRADS, w->wg, 1);  /* zero_grad(set_to_none=True) */
+}
+
+/* ---- ZeRO stages 1-2 --------------------------------------------------------- */
+
+static int64_t zbucket(const struct wk *w)
+{
+	return (int64_t)w->s->s.training.zero_reduce_bucket_size;
+}
+
+static void zero12_setup(struct wk *w)
+{
+	int bytes, copies, c;
+	int64_t sh = shard(w, w->P);
+
+	opt_layout(w, &bytes, &copies);
+	alloc(w, MEM_PARAMS, W_PARAMS, -1, (pt(w) ? sh * w->N : w->P) * w->wp);
+	if (w->offload) {
+		w->host += (double)sh * (w->wm + bytes * copies + (pt(w) ? 4 : 0));
+	} else {
+		alloc(w, MEM_OPTIM, W_MASTER, -1, sh * w->wm);
+		for (c = 0; c < (pt(w) ? copies : 1); c++)
+			alloc(w, MEM_OPTIM, W_OPT_STATES, -1, sh * bytes * (pt(w) ? 1 : copies));
+	}
+	if (!pt(w)) {  /* shardcast: flat gradients (stage 1) or shard + bucket (stage 2) */
+		if (w->zstage == 1) {
+			alloc(w, MEM_GRADS, W_GRADS, -1, w->P * w->wg);
+		} else {
+			alloc(w, MEM_GRADS, W_GRAD_SHARD, -1, sh * w->wg);
+			alloc(w, MEM_BUFFERS, W_BUCKET, -1, (zbucket(w) < w->P ? zbucket(w) : w->P) * w->wg);
+		}
+		return;
+	}
+	if (w->zstage == 2 && !w->offload)  /* grads_in_partition, kept once allocated */
+		alloc(w, MEM_GRADS, W_GRAD_SHARD, -1, sh * w->wg);
+}
+
+static int ipg_count(const struct wk *w)
+{
+	return w->pf->zero_overlap_comm ? 2 : 1;
+}
+
+static void zero12_bwd_begin(struct wk *w)
+{
+	int k;
+
+	if (pt(w) && w->zstage == 2)
+		for (k = 0; k < ipg_count(w); k++)
+			alloc(w, MEM_BUFFERS, W_BUCKET, -1, zbucket(w) * w->wg);
+}
+
+static void zero12_bwd_end(struct wk *w, int last_micro)
+{
+	int k;
+	int64_t n = zbucket(w) < w->P ? zbucket(w) : w->P;
+
+	if (!pt(w))
+		return;
+	if (w->zstage == 2) {
+		for (k = 0; k < ipg_count(w); k++)
+			release(w, MEM_BUFFERS, W_BUCKET, -1, zbucket(w) * w->wg);
+	} else if (last_micro) {  /* stage 1: the flattened bucket of the final reduction */
+		alloc(w, MEM_BUFFERS, W_BUCKET, -1, n * w->wg);
+		release(w, MEM_BUFFERS, W_BUCKET, -1, n * w->wg);
+	}
+}
+
+static void zero12_step(struct wk *w)
+{
+	int64_t sh = shard(w, w->P);
+	int copy = pt(w) && w->mixed && !w->offload;
+
+	if (!pt(w))
+		return;
+	if (copy)  /* single_grad_partition: the fp32 copy the optimizer reads */
+		alloc(w, MEM_GRADS, W_FP32_GRADS, -1, sh * 4);
+	if (w->zstage == 1)
+		pt_free_grads(w, W_GRADS);
+	if (copy)
+		release(w, MEM_GRADS, W_FP32_GRADS, -1, sh * 4);
+}
+
+/* ---- hooks called by the walk ------------------------------------------------ */
+
+void memstrat_fwd_pre(struct wk *w, int i)
+{
+	if (w->mech == MECH_UNITS)
+		units_fwd_pre(w, i);
+	else if (w->mech == MECH_ZERO3)
+		zero3_pre(w, i, +1);
+}
+
+void memstrat_fwd_post(struct wk *w, int i)
+{
+	if (w->mech == MECH_UNITS)
+		units_fwd_post(w, i);
+	else if (w->mech == MECH_ZERO3)
+		zero3_fwd_post(w, i);
+}
+
+void memstrat_bwd_pre(struct wk *w, int i)
+{
+	if (w->mech == MECH_UNITS)
+		units_bwd_pre(w, i);
+	else if (w->mech == MECH_ZERO3)
+		zero3_pre(w, i, -1);
+}
+
+void memstrat_param_grads(struct wk *w, int i)
+{
+	switch (w->mech) {
+	case MECH_REPL:
+		if (pt(w))
+			pt_param_grads(w, i, W_GRADS, bucket_view(w), 0);
+		break;
+	case MECH_DP:
+		pt_param_grads(w, i, W_REPLICA_GRADS, 0, 0);
+		break;
+	case MECH_ZERO12:
+		if (pt(w))
+			pt_param_grads(w, i, W_GRADS, 0, w->zstage == 2);
+		break;
+	case MECH_UNITS:
+		units_param_grads(w, i);
+		break;
+	case MECH_ZERO3:
+		pt_param_grads(w, i, W_GRADS, 0, 1);
+		break;
+	}
+}
+
+void memstrat_bwd_post(struct wk *w, int i)
+{
+	if (w->mech == MECH_UNITS)
+		units_bwd_post(w, i);
+	else if (w->mech == MECH_ZERO3 && w->G[i] > 0)
+		zrelease(w, i, i);
+}
+
+void memstrat_setup(struct wk *w)
+{
+	w->phase = MEM_SETUP;
+	overhead(w);
+	switch (w->mech) {
+	case MECH_REPL: repl_setup(w); break;
+	case MECH_DP: dp_setup(w); break;
+	case MECH_ZERO12: zero12_setup(w); break;
+	case MECH_UNITS: units_setup(w); break;
+	case MECH_ZERO3: zero3_setup(w); break;
+	}
+	if (w->s->s.training.precision == PREC_FP16 && w->role != ROLE_DP_REPLICA)
+		alloc(w, MEM_OPTIM, W_LOSS_SCALE, -1, (int64_t)w->pf->loss_scale_state);
+}
+
+void memstrat_step(struct wk *w)
+{
+	w->phase = MEM_OPT;
+	switch (w->mech) {
+	case MECH_REPL: repl_step(w); break;
+	case MECH_DP: dp_step(w); break;
+	case MECH_ZERO12: zero12_step(w); break;
+	case MECH_UNITS: units_step(w); break;
+	case MECH_ZERO3: zero3_step(w); break;
+	}
+}
+
+/* ---- configuration ----------------------------------------------------------- */
+
+static int choose_mech(const struct wk *w)
+{
+	switch (w->strat) {
+	case STRAT_DP: return MECH_DP;
+	case STRAT_SINGLE:
+	case STRAT_DDP: return w->fw == FW_DEEPSPEED ? MECH_ZERO12 : MECH_REPL;
+	case STRAT_ZERO1:
+	case STRAT_ZERO2: return MECH_ZERO12;
+	case STRAT_ZERO3: return w->fw == FW_SHARDCAST ? MECH_UNITS : MECH_ZERO3;
+	default: return MECH_UNITS;
+	}
+}
+
+/* Shard group, resharding and prefetch of the units (FSDP or shardcast zero3). */
+static int configure_units(struct wk *w)
+{
+	const struct scenario *s = w->s;
+	const struct scn_training *t = &s->s.training;
+	int sh = w->strat == STRAT_FSDP ? t->fsdp_sharding : SHARD_FULL;
+	int64_t per_node = s->s.cluster.gpus_per_node / t->tensor_parallel;
+
+	w->N = s->dp;
+	if (sh == SHARD_NONE)
+		w->N = 1;
+	else if ((sh == SHARD_HYBRID || sh == SHARD_HYBRID_ZERO2) && per_node >= 1 && per_node < s->dp)
+		w->N = per_node;  /* shard inside a node, replicate across nodes */
+	w->reshard_fwd = sh == SHARD_FULL || sh == SHARD_HYBRID;
+	if (w->strat == STRAT_FSDP) {
+		w->fwd_prefetch = t->fsdp_forward_prefetch;
+		w->bwd_prefetch = t->fsdp_backward_prefetch;
+	} else {
+		w->bwd_prefetch = PREFETCH_NONE;
+	}
+	if (pt(w)) {
+		w->wgat = sh == SHARD_NONE && !w->mixed ? 0 : (w->mixed ? 2 : 4);
+		w->wug = w->mixed ? 2 : 4;
+		w->wsg = w->offload ? 0 : 4;
+		w->wrs = w->wug;
+		w->wstage = w->offload ? 4 : 0;
+		w->wmp = w->mixed && sh != SHARD_NONE ? 2 : 0;
+	} else {
+		w->wgat = sh == SHARD_NONE ? 0 : w->wp;
+		w->wug = sh == SHARD_NONE ? 0 : w->wg;
+		w->wstage = w->offload == OFFLOAD_OPTIMIZER_AND_PARAMS ? w->wp : 0;
+	}
+	return build_units(w, w->strat == STRAT_FSDP ? t->fsdp_wrap : WRAP_TRANSFORMER);
+}
+
+int memstrat_configure(struct wk *w)
+{
+	const struct scenario *s = w->s;
+	const struct scn_training *t = &s->s.training;
+	const struct graph *g = w->g;
+	int i;
+
+	w->fw = t->framework;
+	w->strat = t->strategy;
+	w->eager = g->o.flavor == GRAPH_EAGER;
+	w->mixed = t->precision == PREC_FP16 || t->precision == PREC_BF16;
+	w->offload = t->offload;
+	w->mech = choose_mech(w);
+	w->zstage = w->strat == STRAT_ZERO2 ? 2 : 1;
+	w->N = w->strat == STRAT_ZERO1 || w->strat == STRAT_ZERO2 || w->strat == STRAT_ZERO3 ? s->dp : 1;
+	w->ndp = s->world;
+	w->P = (int64_t)g->params_rank;
+	w->owner = -1;
+	for (i = 0; i < g->nops && w->owner < 0; i++)
+		if (g->ops[i].kind == OP_EMBED && g->ops[i].nin == 1 && !g->ops[i].tied)
+			w->owner = i;
+	w->table = s->model.vocab * s->model.hidden / t->tensor_parallel;
+	/* dtypes: PyTorch autocast keeps fp32 weights and grads; DeepSpeed and the
+	 * shardcast runtime hold 16-bit weights and grads with an fp32 master */
+	if (w->fw == FW_PYTORCH && (w->mech == MECH_REPL || w->mech == MECH_DP)) {
+		w->wp = w->wg = 4;
+		w->wcast = w->mixed ? 2 : 0;
+	} else {
+		w->wp = w->wg = w->mixed ? 2 : 4;
+		w->wm = w->fw == FW_SHARDCAST ? (w->mixed ? 4 : 0) : 4;
+	}
+	if (w->mech == MECH_UNITS && pt(w))
+		w->wp = 4;  /* FSDP: the fp32 flat shard is the master */
+	if (w->mech == MECH_UNITS)
+		return configure_units(w);
+	if (w->mech == MECH_ZERO3)
+		return zero3_arrays(w);
+	return 0;
+}
+
+void memstrat_replay_fetch(struct wk *w, int i, int last)
+{
+	if (w->mech == MECH_ZERO3)
+		zero3_replay_fetch(w, i, last);
+}
+
+void memstrat_micro_begin(struct wk *w)
+{
+	if (w->mech == MECH_DP)
+		dp_micro_begin(w);
+}
+
+void memstrat_fwd_end(struct wk *w)
+{
+	if (w->mech == MECH_DP)
+		dp_gather(w);
+}
+
+void memstrat_bwd_begin(struct wk *w)
+{
+	if (w->mech == MECH_ZERO12)
+		zero12_bwd_begin(w);
+}
+
+void memstrat_bwd_end(struct wk *w, int last_micro)
+{
+	if (w->mech == MECH_ZERO12)
+		zero12_bwd_end(w, last_micro);
+	else if (w->mech == MECH_DP)
+		dp_bwd_end(w);
+}
+
+void memstrat_micro_end(struct wk *w)
+{
+	if (w->mech == MECH_DP)
+		dp_micro_end(w);
+}

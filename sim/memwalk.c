@@ -1,0 +1,481 @@
+/*
+ * memwalk.c — the allocation tape of one training step (see memwalk.h, memory.h).
+ *
+ * The walk: setup (what lives across steps), then for each micro-step the
+ * forward op by op and the backward in reverse, then the optimizer step. Only
+ * two micro-steps are walked: every later one repeats the second (gradients
+ * already exist). The step is a steady-state one: optimizer states exist,
+ * gradients were set to None by the previous zero_grad (PyTorch's default since
+ * 2.0) unless the strategy keeps them in buffers.
+ *
+ * Mechanisms and their sources:
+ *  - eager autograd (GRAPH_EAGER): a saved tensor lives until the backward of
+ *    its first saver; an input gradient is allocated at the first consumer's
+ *    backward (the last in forward), freed after its producer's backward; an add
+ *    passes its output gradient through (AddBackward returns it as is); later
+ *    contributions are new tensors accumulated into the buffer
+ *    (torch/csrc/autograd/input_buffer.cpp). AccumulateGrad steals a fresh
+ *    gradient when .grad is None and adds a new one otherwise
+ *    (accumulate_grad.h).
+ *  - autocast (torch.amp): a matmul casts its fp32 weight to 16 bits and saves
+ *    the copy for backward; the 16-bit weight gradient is cast back to fp32 by
+ *    ToCopyBackward before AccumulateGrad.
+ *  - activation checkpointing (torch.utils.checkpoint, reentrant, the Hugging
+ *    Face default): a region keeps only its inputs; its forward is replayed
+ *    before its backward. selective = Korthikanti et al. 2022 §5: the attention
+ *    core (scores, softmax, dropout, context) is the region.
+ */
+#include "memwalk_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- events ------------------------------------------------------------------ */
+
+void memwalk_event(struct wk *w, int sign, int cat, int what, int op, int64_t fixed, int64_t ps,
+		   int pooled)
+{
+	struct mem_tape *t = w->t;
+	struct mem_event *e;
+
+	if (fixed == 0 && ps == 0)
+		return;
+	if (t->n == t->cap) {
+		int ncap = t->cap ? t->cap * 2 : 4096;
+		struct mem_event *ne = realloc(t->ev, (size_t)ncap * sizeof *ne);
+		if (!ne) {
+			w->oom = 1;
+			return;
+		}
+		t->ev = ne;
+		t->cap = ncap;
+	}
+	e = &t->ev[t->n++];
+	memset(e, 0, sizeof *e);
+	e->fixed = fixed;
+	e->per_sample = ps;
+	e->op = op;
+	e->what = (int16_t)what;
+	e->cat = (int8_t)cat;
+	e->sign = (int8_t)sign;
+	e->phase = (int8_t)w->phase;
+	e->micro = (int8_t)w->micro;
+	e->pooled = (int8_t)pooled;
+}
+
+static int new_block(struct wk *w, int64_t ps)
+{
+	if (w->nblk == w->capblk) {
+		int ncap = w->capblk ? w->capblk * 2 : 1024;
+		int64_t *nb = realloc(w->bsz, (size_t)ncap * sizeof *nb);
+		int *nr;
+		if (!nb) {
+			w->oom = 1;
+			return -1;
+		}
+		w->bsz = nb;
+		nr = realloc(w->bref, (size_t)ncap * sizeof *nr);
+		if (!nr) {
+			w->oom = 1;
+			return -1;
+		}
+		w->bref = nr;
+		w->capblk = ncap;
+	}
+	w->bsz[w->nblk] = ps;
+	w->bref[w->nblk] = 1;
+	return w->nblk++;
+}
+
+static void unref_grad(struct wk *w, int tsr, int op)
+{
+	int b = w->gblk[tsr];
+
+	if (b < 0)
+		return;
+	w->gblk[tsr] = -1;
+	if (--w->bref[b] == 0)
+		memwalk_event(w, -1, MEM_ACT_GRAD, W_ACT_GRAD, op, 0, w->bsz[b], 1);
+}
+
+/* ---- lifetimes: recompute regions and when each tensor is freed -------------- */
+
+static int *csr(const int *key, int nitems, int nkeys, int **off_out)
+{
+	int *off = calloc((size_t)nkeys + 2, sizeof *off), *items, i, k;
+
+	if (!off)
+		return NULL;
+	for (i = 0; i < nitems; i++)
+		if (key[i] >= 0)
+			off[key[i] + 2]++;
+	for (k = 0; k < nkeys; k++)
+		off[k + 2] += off[k + 1];
+	items = malloc(((size_t)off[nkeys + 1] + 1) * sizeof *items);
+	if (!items) {
+		free(off);
+		return NULL;
+	}
+	for (i = 0; i < nitems; i++)
+		if (key[i] >= 0)
+			items[off[key[i] + 1]++] = i;
+	*off_out = off;  /* items of key k: off[k] .. off[k+1]-1 */
+	return items;
+}
+
+static int regions(struct wk *w)
+{
+	const struct graph *g = w->g;
+	int rc = w->s->s.training.recompute, i, b;
+
+	for (i = 0; i < g->nops; i++)
+		w->reg[i] = -1;
+	w->nreg = 0;
+	if (rc == RECOMPUTE_NONE)
+		return 0;
+	w->rfirst = malloc(((size_t)g->nops + 1) * sizeof *w->rfirst);
+	w->rlast = malloc(((size_t)g->nops + 1) * sizeof *w->rlast);
+	if (!w->rfirst || !w->rlast)
+		return -1;
+	if (rc == RECOMPUTE_FULL) {
+		for (b = 0; b < g->nblocks; b++) {
+			w->rfirst[b] = g->block_first[b];
+			w->rlast[b] = block_last(g, b);
+			for (i = w->rfirst[b]; i <= w->rlast[b]; i++)
+				w->reg[i] = b;
+		}
+		w->nreg = g->nblocks;
+		return 0;
+	}
+	for (i = 0; i < g->nops; i++) {
+		if (!g->ops[i].attn_core)
+			continue;
+		if (i == 0 || !g->ops[i - 1].attn_core)
+			w->rfirst[w->nreg++] = i;
+		w->reg[i] = w->nreg - 1;
+		w->rlast[w->nreg - 1] = i;
+	}
+	return 0;
+}
+
+static void set_min(int *v, int x)
+{
+	if (*v < 0 || x < *v)
+		*v = x;
+}
+
+/* fb (forward copies), rs and lastr (replays), per memory.h S4-S5. */
+static void lifetimes(struct wk *w)
+{
+	const struct graph *g = w->g;
+	int i, k, t, R, pr;
+
+	for (t = 0; t < g->nt; t++) {
+		w->fb[t] = w->rs[t] = -1;
+		w->lastr[t] = g->t[t].producer;
+	}
+	for (i = 0; i < g->nops; i++) {
+		const struct gop *o = &g->ops[i];
+		R = w->reg[i];
+		for (k = 0; k < o->nsaved; k++) {
+			t = o->saved[k];
+			pr = g->t[t].producer;
+			if (R < 0)
+				set_min(&w->fb[t], i);
+			else if (pr < 0 || w->reg[pr] != R)
+				set_min(&w->fb[t], w->rfirst[R]);
+			else
+				set_min(&w->rs[t], i);
+		}
+		for (k = 0; k < o->nin; k++) {
+			t = o->in[k];
+			pr = g->t[t].producer;
+			if (R >= 0 && (pr < 0 || w->reg[pr] != R))
+				set_min(&w->fb[t], w->rfirst[R]);
+			if (R >= 0 && pr >= 0 && w->reg[pr] == R && i > w->lastr[t])
+				w->lastr[t] = i;
+		}
+	}
+}
+
+/* Input k of op o unless it repeats an earlier input. */
+static int distinct_in(const struct gop *o, int k)
+{
+	int j;
+
+	for (j = 0; j < k; j++)
+		if (o->in[j] == o->in[k])
+			return -1;
+	return o->in[k];
+}
+
+/* ---- the walk ---------------------------------------------------------------- */
+
+/* Weight elements an autocast matmul casts (its own, or the tied table). */
+static int64_t cast_elems(const struct wk *w, int i)
+{
+	const struct gop *o = &w->g->ops[i];
+
+	if (!w->wcast || o->kind != OP_MATMUL)
+		return 0;
+	return o->tied ? w->table : (int64_t)(o->k * o->n);
+}
+
+static void cast_alloc(struct wk *w, int i)
+{
+	int64_t c = cast_elems(w, i);
+
+	if (c && !w->castl[i]) {
+		alloc(w, MEM_BUFFERS, W_CAST, i, c * w->wcast);
+		w->castl[i] = 1;
+	}
+}
+
+static void cast_free(struct wk *w, int i)
+{
+	if (w->castl[i]) {
+		release(w, MEM_BUFFERS, W_CAST, i, cast_elems(w, i) * w->wcast);
+		w->castl[i] = 0;
+	}
+}
+
+/* Frees t after op i in forward when this was its last use and nothing keeps it. */
+static void fwd_maybe_free(struct wk *w, int i, int t)
+{
+	if (t >= 0 && w->fl[t] && w->g->t[t].last_fwd_use == i && !kept(w, t)) {
+		act(w, -1, act_what(w, t), i, t, MEM_ACT);
+		w->fl[t] = 0;
+	}
+}
+
+static void fwd_op(struct wk *w, int i)
+{
+	const struct gop *o = &w->g->ops[i];
+	int k, p;
+
+	memstrat_fwd_pre(w, i);
+	cast_alloc(w, i);
+	for (p = w->poff[i]; p < w->poff[i + 1]; p++) {
+		act(w, +1, act_what(w, w->prod[p]), i, w->prod[p], MEM_ACT);
+		w->fl[w->prod[p]] = 1;
+	}
+	for (k = 0; k < o->nin; k++)
+		fwd_maybe_free(w, i, distinct_in(o, k));
+	for (p = w->poff[i]; p < w->poff[i + 1]; p++)
+		fwd_maybe_free(w, i, w->prod[p]);
+	if (w->reg[i] >= 0)  /* the cast is recomputed with the region */
+		cast_free(w, i);
+	memstrat_fwd_post(w, i);
+}
+
+static void replay_free(struct wk *w, int i, int t, int f, int l)
+{
+	int pr = t >= 0 ? w->g->t[t].producer : -1;
+
+	if (t < 0 || !w->rl[t] || w->rs[t] >= 0 || w->lastr[t] != i || pr < f || pr > l)
+		return;
+	act(w, -1, W_RECOMPUTE, i, t, MEM_ACT);
+	w->rl[t] = 0;
+}
+
+/* Replays region R's forward before its backward (memory.h S5). */
+static void replay(struct wk *w, int R)
+{
+	int f = w->rfirst[R], l = w->rlast[R], i, k, p;
+
+	for (i = f; i <= l; i++) {
+		const struct gop *o = &w->g->ops[i];
+		memstrat_replay_fetch(w, i, l);
+		cast_alloc(w, i);
+		for (p = w->poff[i]; p < w->poff[i + 1]; p++) {
+			act(w, +1, W_RECOMPUTE, i, w->prod[p], MEM_ACT);
+			w->rl[w->prod[p]] = 1;
+		}
+		for (k = 0; k < o->nin; k++)
+			replay_free(w, i, distinct_in(o, k), f, l);
+		for (p = w->poff[i]; p < w->poff[i + 1]; p++)
+			replay_free(w, i, w->prod[p], f, l);
+	}
+}
+
+static void input_grads(struct wk *w, int i, int gout)
+{
+	const struct gop *o = &w->g->ops[i];
+	int k, t;
+
+	for (k = 0; k < o->nin; k++) {
+		t = distinct_in(o, k);
+		if (t < 0 || w->g->t[t].producer < 0)
+			continue;
+		if (o->kind == OP_ADD && gout >= 0) {
+			if (w->gblk[t] < 0) {  /* AddBackward passes the gradient through */
+				w->gblk[t] = gout;
+				w->bref[gout]++;
+			}
+		} else if (w->gblk[t] < 0) {
+			int b = new_block(w, tbytes(w, t));
+			if (b < 0)
+				return;
+			w->gblk[t] = b;
+			memwalk_event(w, +1, MEM_ACT_GRAD, W_ACT_GRAD, i, 0, tbytes(w, t), 1);
+		} else if (w->eager) {  /* a new contribution, accumulated then freed */
+			memwalk_event(w, +1, MEM_ACT_GRAD, W_ACT_GRAD, i, 0, tbytes(w, t), 1);
+			memwalk_event(w, -1, MEM_ACT_GRAD, W_ACT_GRAD, i, 0, tbytes(w, t), 1);
+		}
+	}
+}
+
+static void bwd_op(struct wk *w, int i)
+{
+	const struct gop *o = &w->g->ops[i];
+	int R = w->reg[i], gout = o->out >= 0 ? w->gblk[o->out] : -1, p, t;
+	int runs = o->kind == OP_LOSS || gout >= 0 || has_param_grads(w, i);
+
+	memstrat_bwd_pre(w, i);  /* FSDP's pre-backward unshard precedes the recompute */
+	if (R >= 0 && i == w->rlast[R])
+		replay(w, R);
+	if (runs) {
+		input_grads(w, i, gout);
+		if (has_param_grads(w, i))
+			memstrat_param_grads(w, i);
+	}
+	if (o->out >= 0)
+		unref_grad(w, o->out, i);
+	for (p = w->foff[i]; p < w->foff[i + 1]; p++) {
+		t = w->ffree[p];
+		if (w->fl[t] && !w->g->t[t].held) {
+			act(w, -1, act_what(w, t), i, t, MEM_ACT);
+			w->fl[t] = 0;
+		}
+	}
+	for (p = w->roff[i]; p < w->roff[i + 1]; p++) {
+		t = w->rfree[p];
+		if (w->rl[t]) {
+			act(w, -1, W_RECOMPUTE, i, t, MEM_ACT);
+			w->rl[t] = 0;
+		}
+	}
+	cast_free(w, i);
+	memstrat_bwd_post(w, i);
+}
+
+/* Everything the micro-step still holds (held outputs; anything a graph without
+ * a saver left behind) is dropped at its end. */
+static void micro_end(struct wk *w)
+{
+	const struct graph *g = w->g;
+	int t;
+
+	for (t = g->nt - 1; t >= 0; t--) {
+		if (w->fl[t]) {
+			act(w, -1, act_what(w, t), -1, t, MEM_ACT);
+			w->fl[t] = 0;
+		}
+		if (w->rl[t]) {
+			act(w, -1, W_RECOMPUTE, -1, t, MEM_ACT);
+			w->rl[t] = 0;
+		}
+		unref_grad(w, t, -1);
+	}
+	memstrat_micro_end(w);
+}
+
+static void micro_step(struct wk *w, int last)
+{
+	const struct graph *g = w->g;
+	int i, t;
+
+	w->phase = MEM_FWD;
+	memstrat_micro_begin(w);
+	for (t = 0; t < g->nt; t++)
+		if (g->t[t].producer < 0) {
+			act(w, +1, W_INPUT, -1, t, MEM_ACT);
+			w->fl[t] = 1;
+		}
+	for (i = 0; i < g->nops; i++)
+		fwd_op(w, i);
+	memstrat_fwd_end(w);
+	w->phase = MEM_BWD;
+	memstrat_bwd_begin(w);
+	for (i = g->nops - 1; i >= 0; i--)
+		bwd_op(w, i);
+	memstrat_bwd_end(w, last);
+	micro_end(w);
+}
+
+/* ---- building ---------------------------------------------------------------- */
+
+static int prepare(struct wk *w)
+{
+	const struct graph *g = w->g;
+	int nt = g->nt, no = g->nops, i, *key;
+
+	w->fb = malloc((size_t)nt * sizeof *w->fb);
+	w->rs = malloc((size_t)nt * sizeof *w->rs);
+	w->lastr = malloc((size_t)nt * sizeof *w->lastr);
+	w->gblk = malloc((size_t)nt * sizeof *w->gblk);
+	w->fl = calloc((size_t)nt, 1);
+	w->rl = calloc((size_t)nt, 1);
+	w->reg = malloc((size_t)no * sizeof *w->reg);
+	w->pg = calloc((size_t)no * 3, 1);
+	w->castl = calloc((size_t)no, 1);
+	key = calloc((size_t)nt + 1, sizeof *key);
+	if (!w->fb || !w->rs || !w->lastr || !w->gblk || !w->fl || !w->rl || !w->reg || !w->pg ||
+	    !w->castl || !key || regions(w)) {
+		free(key);
+		return -1;
+	}
+	for (i = 0; i < nt; i++)
+		w->gblk[i] = -1;
+	lifetimes(w);
+	for (i = 0; i < nt; i++)
+		key[i] = g->t[i].producer;
+	w->prod = csr(key, nt, no, &w->poff);
+	for (i = 0; i < nt; i++)
+		key[i] = g->t[i].held ? -1 : w->fb[i];
+	w->ffree = csr(key, nt, no, &w->foff);
+	w->rfree = csr(w->rs, nt, no, &w->roff);
+	free(key);
+	if (!w->prod || !w->ffree || !w->rfree)
+		return -1;
+	return memstrat_configure(w);
+}
+
+static void wk_free(struct wk *w)
+{
+	free(w->fb); free(w->rs); free(w->lastr); free(w->fl); free(w->rl); free(w->gblk);
+	free(w->bsz); free(w->bref); free(w->reg); free(w->rfirst); free(w->rlast);
+	free(w->poff); free(w->prod); free(w->foff); free(w->ffree); free(w->roff); free(w->rfree);
+	free(w->pg); free(w->castl); free(w->u); free(w->uown); free(w->ul); free(w->ugl);
+	free(w->usg); free(w->G); free(w->pers); free(w->zl); free(w->after);
+}
+
+int memwalk_build(struct mem_tape *t, int role, const struct scenario *s, const struct graph *g,
+		  const struct fw_profile *pf, double *host, struct err *e)
+{
+	struct wk w;
+	int rc = 0, nmicro = s->s.training.grad_accum > 1 ? 2 : 1, m;
+
+	memset(&w, 0, sizeof w);
+	w.s = s;
+	w.g = g;
+	w.pf = pf;
+	w.t = t;
+	w.role = role;
+	if (prepare(&w)) {
+		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
+		goto out;
+	}
+	memstrat_setup(&w);
+	for (m = 0; m < nmicro; m++) {
+		w.micro = m;
+		micro_step(&w, m == nmicro - 1);
+	}
+	memstrat_step(&w);
+	if (w.oom)
+		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
+	*host = w.host * (double)s->s.cluster.gpus_per_node;
+out:
+	wk_free(&w);
+	return rc;
+}

@@ -1,0 +1,148 @@
+/*
+ * memwalk_int.h — what memwalk.c (the autograd walk) and memstrat.c (what each
+ * strategy allocates around it) share while a tape is built. Private to them.
+ */
+#ifndef SHARDCAST_MEMWALK_INT_H
+#define SHARDCAST_MEMWALK_INT_H
+
+#include "memwalk.h"
+
+enum mech { MECH_REPL, MECH_DP, MECH_ZERO12, MECH_UNITS, MECH_ZERO3 };
+
+struct wunit {
+	int first, last;     /* op range */
+	int64_t elems;       /* parameters it owns (per TP rank) */
+	int root;
+};
+
+struct wk {
+	const struct scenario *s;
+	const struct graph *g;
+	const struct fw_profile *pf;
+	struct mem_tape *t;
+	int role, mech, fw, strat, eager, mixed, offload, zstage;
+	int phase, micro;
+	int64_t N;            /* ranks sharing model states */
+	int64_t ndp;          /* replicas (dp) */
+	int wp, wg, wm, wo, wcast; /* bytes per element: working params, grads, master, optimizer, autocast */
+	int64_t P;            /* parameters per rank (elements) */
+	int64_t table;        /* elements of the token table (per TP rank) */
+	int owner;            /* op owning the token table, -1 none */
+	int oom;
+	/* per tensor */
+	int *fb;              /* op whose backward frees the forward copy, -1 not kept */
+	int *rs;              /* replay: first saver inside the region, -1 none */
+	int *lastr;           /* replay: last use inside the region */
+	char *fl, *rl;        /* forward copy live, replay copy live */
+	int *gblk;            /* gradient block, -1 none */
+	/* gradient blocks */
+	int64_t *bsz;
+	int *bref;
+	int nblk, capblk;
+	/* per op */
+	int *reg;             /* recompute region, -1 none */
+	int nreg, *rfirst, *rlast;
+	int *poff, *prod;     /* produced tensors (CSR) */
+	int *foff, *ffree;    /* forward copies freed at the op's backward (CSR) */
+	int *roff, *rfree;    /* replay copies freed at the op's backward (CSR) */
+	char *pg;             /* (nops x 3) per-tensor gradient allocated */
+	char *castl;          /* autocast weight copy live */
+	/* units (MECH_UNITS) and per-op fetch (MECH_ZERO3) */
+	struct wunit *u;
+	int nu;
+	int *uown;            /* per op: unit owning its parameters */
+	char *ul, *ugl, *usg; /* gathered, unsharded grad, grad shard allocated */
+	int reshard_fwd, fwd_prefetch, bwd_prefetch;
+	int wgat, wug, wsg, wrs, wstage, wmp;
+	int64_t *G, *pers;    /* ZeRO-3: fetched elements, persistent elements per op */
+	char *zl;             /* ZeRO-3: gathered */
+	int64_t zlive;        /* ZeRO-3: gathered elements */
+	int64_t *after;       /* ZeRO-3: fetched elements after op i (reuse distance) */
+	double host;          /* bytes per rank on the host */
+};
+
+
+/* Appends one event to the tape (memwalk.c); sizes are bytes (fixed) and
+ * bytes per sample (ps); pooled = 1 when the framework's allocator serves it. */
+void memwalk_event(struct wk *w, int sign, int cat, int what, int op, int64_t fixed, int64_t ps,
+		   int pooled);
+
+static inline int64_t cdiv(int64_t a, int64_t b)
+{
+	return b > 0 ? (a + b - 1) / b : a;
+}
+
+static inline void alloc(struct wk *w, int cat, int what, int op, int64_t fixed)
+{
+	memwalk_event(w, +1, cat, what, op, fixed, 0, 1);
+}
+
+static inline void release(struct wk *w, int cat, int what, int op, int64_t fixed)
+{
+	memwalk_event(w, -1, cat, what, op, fixed, 0, 1);
+}
+
+static inline int64_t tbytes(const struct wk *w, int t)
+{
+	return (int64_t)graph_tensor_bytes(w->g, t);
+}
+
+static inline void act(struct wk *w, int sign, int what, int op, int tsr, int cat)
+{
+	memwalk_event(w, sign, cat, what, op, 0, tbytes(w, tsr), 1);
+}
+
+static inline int block_last(const struct graph *g, int b)
+{
+	int i = g->block_first[b];
+
+	while (i + 1 < g->nops && g->ops[i + 1].unit == b + 1)
+		i++;
+	return i;
+}
+
+static inline int kept(const struct wk *w, int t)
+{
+	return w->fb[t] >= 0 || w->g->t[t].held;
+}
+
+static inline int act_what(const struct wk *w, int t)
+{
+	if (w->g->t[t].producer < 0)
+		return W_INPUT;
+	return kept(w, t) ? W_SAVED : W_TEMP_ACT;
+}
+
+static inline int64_t shard(const struct wk *w, int64_t n)
+{
+	return cdiv(n, w->N);
+}
+
+static inline int pt(const struct wk *w)
+{
+	return w->fw != FW_SHARDCAST;
+}
+
+static inline int has_param_grads(const struct wk *w, int i)
+{
+	return w->g->ops[i].params > 0 || (w->g->ops[i].tied && w->owner >= 0);
+}
+
+/* memstrat.c: the strategy's part of the walk. configure returns 0 or -1 (out
+ * of memory); the hooks run before/after an op's forward and backward. */
+int memstrat_configure(struct wk *w);
+void memstrat_setup(struct wk *w);
+void memstrat_micro_begin(struct wk *w);
+void memstrat_fwd_pre(struct wk *w, int i);
+void memstrat_fwd_post(struct wk *w, int i);
+void memstrat_fwd_end(struct wk *w);
+void memstrat_bwd_begin(struct wk *w);
+void memstrat_bwd_pre(struct wk *w, int i);
+void memstrat_replay_fetch(struct wk *w, int i, int last);
+void memstrat_param_grads(struct wk *w, int i);
+void memstrat_bwd_post(struct wk *w, int i);
+void memstrat_bwd_end(struct wk *w, int last_micro);
+void memstrat_micro_end(struct wk *w);
+void memstrat_step(struct wk *w);
+
+#endif
