@@ -369,7 +369,7 @@ __global__ void pos_fwd_kernel(T_ *out, const T_ *x, const float *wpe, int T, in
 	}
 }
 
-/* one thread per (t, c): dx += dout over the batch, dwpe += its sum */
+/* one thread per (t, c): dx += dout over the batch (dx NULL: none), dwpe += its sum */
 template <typename T_>
 __global__ void pos_bwd_kernel(T_ *dx, float *dwpe, const T_ *dout, int B, int T, int C)
 {
@@ -378,7 +378,8 @@ __global__ void pos_bwd_kernel(T_ *dx, float *dwpe, const T_ *dout, int B, int T
 		for (int b = 0; b < B; b++) {
 			size_t j = (size_t)b * T * C + i;
 			float g = ldf(dout, j);
-			stf(dx, j, ldf(dx, j) + g);
+			if (dx)
+				stf(dx, j, ldf(dx, j) + g);
 			s += g;
 		}
 		dwpe[i] += s;

@@ -73,6 +73,7 @@ void cuk_embed_bwd(struct cuk *k, int dt, float *dwte, const void *dout, const i
 		   int B, int T, int C);                          /* dwte (V,C) += */
 void cuk_pos_fwd(struct cuk *k, int dt, void *out, const void *x, const float *wpe,
 		 int B, int T, int C);
+/* dx may be NULL (its gradient is dout itself: nothing to add) */
 void cuk_pos_bwd(struct cuk *k, int dt, void *dx, float *dwpe, const void *dout,
 		 int B, int T, int C);
 

@@ -395,6 +395,61 @@ static int c_allgather(struct rt_comm *c, float *send, float *recv, size_t count
 	return compute_after_comm(e);
 }
 
+/* part r of a flat buffer of n elements in shards of sh: [lo, lo + len) */
+static size_t part(size_t n, size_t sh, int r, size_t *lo)
+{
+	*lo = (size_t)r * sh < n ? (size_t)r * sh : n;
+	return n - *lo < sh ? n - *lo : sh;
+}
+
+/* Uneven shards (the last shorter or empty) are one broadcast per rank in a
+ * NCCL group; even ones a plain in-place all-gather. */
+static int c_allgather_flat(struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e)
+{
+	size_t lo, len;
+	int r, rc;
+
+	if (c->size == 1 || !n)
+		return 0;
+	if ((rc = comm_after_compute(e)))
+		return rc;
+	if (n == sh * (size_t)c->size) {
+		NCCL_TRY(ncclAllGather(buf + (size_t)c->rank * sh, buf, sh, ncclFloat, cc(c)->nc, G.comm), e);
+	} else {
+		NCCL_TRY(ncclGroupStart(), e);
+		for (r = 0; r < c->size; r++)
+			if ((len = part(n, sh, r, &lo)))
+				NCCL_TRY(ncclBroadcast(buf + lo, buf + lo, len, ncclFloat, r, cc(c)->nc, G.comm), e);
+		NCCL_TRY(ncclGroupEnd(), e);
+	}
+	return compute_after_comm(e);
+}
+
+/* The sum over ranks; this rank's shard of it moved to buf[0 ..). */
+static int c_reduce_scatter_flat(struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e)
+{
+	size_t lo, len, mlo, mlen = part(n, sh, c->rank, &mlo);
+	int r, rc;
+
+	if (c->size == 1 || !n)
+		return 0;
+	if ((rc = comm_after_compute(e)))
+		return rc;
+	if (n == sh * (size_t)c->size) {
+		NCCL_TRY(ncclReduceScatter(buf, buf + mlo, sh, ncclFloat, ncclSum, cc(c)->nc, G.comm), e);
+	} else {
+		NCCL_TRY(ncclGroupStart(), e);
+		for (r = 0; r < c->size; r++)
+			if ((len = part(n, sh, r, &lo)))
+				NCCL_TRY(ncclReduce(buf + lo, buf + lo, len, ncclFloat, ncclSum, r, cc(c)->nc, G.comm), e);
+		NCCL_TRY(ncclGroupEnd(), e);
+	}
+	/* rank >= 1: [mlo, mlo + mlen) and [0, mlen) do not overlap (mlen <= sh <= mlo) */
+	if (mlo && mlen)
+		CUDA_TRY(cudaMemcpyAsync(buf, buf + mlo, mlen * sizeof *buf, cudaMemcpyDeviceToDevice, G.comm), e);
+	return compute_after_comm(e);
+}
+
 static int c_broadcast(struct rt_comm *c, float *buf, size_t n, int root, struct err *e)
 {
 	int rc;
@@ -485,6 +540,7 @@ static struct backend backend_cuda = {
 	.adamw = adamw, .sgd = sgd,
 	.allreduce = c_allreduce, .allreduce_start = c_allreduce_start, .wait = c_wait,
 	.reduce_scatter = c_reduce_scatter, .allgather = c_allgather,
+	.allgather_flat = c_allgather_flat, .reduce_scatter_flat = c_reduce_scatter_flat,
 	.broadcast = c_broadcast, .barrier = c_barrier, .allreduce_host = c_allreduce_host,
 	.comm_split = c_comm_split, .comm_free = c_comm_free,
 	.device_used = device_used,

@@ -63,6 +63,27 @@ static int e_allgather(struct rt_comm *c, float *send, float *recv, size_t count
 	return 0;
 }
 
+/* rank 0's shard [0, sh) copied into every other rank's part of the flat buffer */
+static int e_allgather_flat(struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e)
+{
+	int r;
+
+	(void)e;
+	for (r = 1; r < c->size && (size_t)r * sh < n; r++) {
+		size_t lo = (size_t)r * sh, len = n - lo < sh ? n - lo : sh;
+		ec(c)->inner->copy(buf + lo, buf, len * sizeof *buf, COPY_D2D);
+	}
+	return 0;
+}
+
+/* rank 0's shard of the sum of N equal buffers, left at buf[0 ..) where it is */
+static int e_reduce_scatter_flat(struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e)
+{
+	(void)e;
+	scale_by_size(c, buf, sh < n ? sh : n);
+	return 0;
+}
+
 static int e_broadcast(struct rt_comm *c, float *buf, size_t n, int root, struct err *e)
 {
 	(void)c, (void)buf, (void)n, (void)root, (void)e;
@@ -131,6 +152,8 @@ int emu_open(struct backend *inner, int N, int group, struct backend *out, struc
 	out->wait = e_wait;
 	out->reduce_scatter = e_reduce_scatter;
 	out->allgather = e_allgather;
+	out->allgather_flat = e_allgather_flat;
+	out->reduce_scatter_flat = e_reduce_scatter_flat;
 	out->broadcast = e_broadcast;
 	out->barrier = e_barrier;
 	out->allreduce_host = e_allreduce_host;

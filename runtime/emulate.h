@@ -8,6 +8,7 @@
  *   allreduce        buf *= N           (the sum of N equal contributions)
  *   reduce_scatter   recv = N * send[0 .. count)   (rank 0's slice)
  *   allgather        recv[r*count ..] = send for every r (N local copies)
+ *   the flat ones    likewise on rank 0's shard [0, sh) of the flat buffer
  *   broadcast, barrier                  nothing
  *   allreduce_host   sum: v *= N; max: v
  *

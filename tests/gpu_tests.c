@@ -239,6 +239,9 @@ static void t_embed(int dt)
 	cuk_pos_bwd(K, dt, ddx, ddwpe, dg, B, T, C);
 	check("pos_bwd dx (+=)", dt, down(ddx, n, dt), dx, n, dt ? 1e-2 : 1e-6);
 	check("pos_bwd dwpe (+=)", dt, down(ddwpe, (size_t)T * C, CUK_F32), dwpe, (size_t)T * C, 1e-5);
+	backend_cpu.pos_bwd(NULL, dwpe, g, B, T, C);  /* dx NULL: the gradient passes through */
+	cuk_pos_bwd(K, dt, NULL, ddwpe, dg, B, T, C);
+	check("pos_bwd dwpe (dx NULL)", dt, down(ddwpe, (size_t)T * C, CUK_F32), dwpe, (size_t)T * C, 1e-5);
 	cudaFree(dids), cudaFree(dout), cudaFree(dg), cudaFree(ddx), cudaFree(dxx);
 	cudaFree(dwtep), cudaFree(dwpep), cudaFree(ddwte), cudaFree(ddwpe);
 	free(ids), free(wte), free(wpe), free(out), free(g), free(dwte), free(dx), free(dwpe), free(x);
