@@ -587,7 +587,8 @@ static int pick_device(int rank, struct err *e)
 			       rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices",
 			       cuda_hint(rc != cudaSuccess ? rc : cudaErrorNoDevice));
 	}
-	lr = local_rank();
+	/* one visible GPU: the launcher bound one to each rank (srun --gpus-per-task) */
+	lr = n == 1 ? 0 : local_rank();
 	if (lr >= n)
 		return err_set(e, ERR_INPUT, NULL, 0,
 			       "--backend cuda: rank %d is local rank %d of its node but only %d GPU%s visible; "
