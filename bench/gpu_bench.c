@@ -4,7 +4,10 @@
  * comparison with PyTorch eager (bench/pytorch_gpt2.py) on the same model,
  * batch and sequence length.
  *
- *   gpu_bench MODEL B T [bf16|fp32] [STEPS] [--flash]
+ *   gpu_bench MODEL B T [bf16|bf16w|fp32] [STEPS] [--flash]
+ *
+ * bf16 is torch.autocast's arrangement (fp32 gradients), bf16w the shardcast
+ * memory contract's (bf16 working parameters and gradients; kernels.h).
  *
  * 3 warm-up steps, then STEPS (default 20) timed steps, the device waited for
  * at both ends. Each step reads its loss back (as the PyTorch script's
@@ -38,13 +41,14 @@ int main(int argc, char **argv)
 	double t0, t1, first = 0, flops;
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: %s MODEL B T [bf16|fp32] [STEPS] [--flash]\n", argv[0]);
+		fprintf(stderr, "usage: %s MODEL B T [bf16|bf16w|fp32] [STEPS] [--flash]\n", argv[0]);
 		return 2;
 	}
 	B = atoi(argv[2]), T = atoi(argv[3]);
 	for (i = 4; i < argc; i++) {
 		if (strcmp(argv[i], "fp32") == 0) dt = CUK_F32;
 		else if (strcmp(argv[i], "bf16") == 0) dt = CUK_BF16;
+		else if (strcmp(argv[i], "bf16w") == 0) dt = CUK_BF16W;
 		else if (strcmp(argv[i], "--flash") == 0) flash = 1;
 		else steps = atoi(argv[i]);
 	}
@@ -76,11 +80,11 @@ int main(int argc, char **argv)
 	t1 = now();
 	flops = graph_model_flops_per_sample(&c.r.g, &m) * B;
 	printf("shardcast %s %s%s B=%d T=%d on %s: %.0f tokens/s, step %.1f ms, %.1f TFLOP/s (model), "
-	       "loss %.3f -> %.3f, %.2f GiB allocated\n", argv[1], dt ? "bf16" : "fp32", flash ? " flash" : "", B, T,
+	       "loss %.3f -> %.3f, %.2f GiB allocated\n", argv[1], dt == CUK_BF16W ? "bf16w" : dt ? "bf16" : "fp32", flash ? " flash" : "", B, T,
 	       be->device, B * T * steps / (t1 - t0), (t1 - t0) / steps * 1e3, flops * steps / (t1 - t0) / 1e12,
 	       first, c.loss, c.bytes / 1073741824.0);
 	printf("RESULT framework=shardcast model=%s dtype=%s attention=%s batch=%d seq=%d tokens_per_s=%.1f "
-	       "step_ms=%.3f loss=%.4f\n", argv[1], dt ? "bf16" : "fp32", flash ? "flash" : "unfused", B, T,
+	       "step_ms=%.3f loss=%.4f\n", argv[1], dt == CUK_BF16W ? "bf16w" : dt ? "bf16" : "fp32", flash ? "flash" : "unfused", B, T,
 	       B * T * steps / (t1 - t0), (t1 - t0) / steps * 1e3, c.loss);
 	cstep_free(&c);
 	backend_close(be);

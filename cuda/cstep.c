@@ -33,6 +33,12 @@ static size_t tbytes(const struct cstep *c, int t)
 	return (size_t)c->B * (size_t)c->g.t[t].elems * (size_t)c->g.t[t].dsize;
 }
 
+/* bytes of a parameter gradient: bf16 under CUK_BF16W, else fp32 */
+static size_t gsize(const struct cstep *c)
+{
+	return c->dt == CUK_BF16W ? 2 : 4;
+}
+
 static int buffers(struct cstep *c, struct err *e)
 {
 	struct graph *g = &c->r.g;
@@ -44,10 +50,10 @@ static int buffers(struct cstep *c, struct err *e)
 	if (!c->val || !c->dval)
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
 	rc = dalloc(c, (void **)&c->p, n * 4, e);
-	rc = rc ? rc : dalloc(c, (void **)&c->grad, n * 4, e);
+	rc = rc ? rc : dalloc(c, &c->grad, n * gsize(c), e);
 	rc = rc ? rc : dalloc(c, (void **)&c->m, n * 4, e);
 	rc = rc ? rc : dalloc(c, (void **)&c->v, n * 4, e);
-	if (!rc && c->dt == CUK_BF16)
+	if (!rc && c->dt != CUK_F32)
 		rc = dalloc(c, &c->pc, n * 2, e);
 	for (t = 0; t < g->nt && !rc; t++)
 		if (t != g->input && !skipped(c, t))
@@ -103,10 +109,10 @@ int cstep_init(struct cstep *c, struct cuk *k, const struct model *m, int B, int
 		CUDA_TRY(cudaMemcpy(c->p, host, c->r.nparams * 4, cudaMemcpyHostToDevice), e);
 	free(host);
 	if (!rc) {
-		CUDA_TRY(cudaMemset(c->grad, 0, c->r.nparams * 4), e);
+		CUDA_TRY(cudaMemset(c->grad, 0, c->r.nparams * gsize(c)), e);
 		CUDA_TRY(cudaMemset(c->m, 0, c->r.nparams * 4), e);
 		CUDA_TRY(cudaMemset(c->v, 0, c->r.nparams * 4), e);
-		if (dt == CUK_BF16)
+		if (dt != CUK_F32)
 			cuk_cast(k, CUK_BF16, c->pc, CUK_F32, c->p, c->r.nparams);
 		else
 			c->pc = c->p;
@@ -136,8 +142,12 @@ void cstep_free(struct cstep *c)
 
 /* ---- the step ---------------------------------------------------------------- */
 
-static float *P(struct cstep *c, int param)          /* fp32 master */
+/* the parameters the kernels read: the fp32 master, or the bf16 working copy
+ * under CUK_BF16W */
+static void *P(struct cstep *c, int param)
 {
+	if (c->dt == CUK_BF16W)
+		return (char *)c->pc + c->r.p[param].goff * 2;
 	return c->p + c->r.p[param].goff;
 }
 
@@ -146,9 +156,9 @@ static void *PC(struct cstep *c, int param)           /* the products' copy */
 	return param < 0 ? NULL : (char *)c->pc + c->r.p[param].goff * cuk_dsize(c->dt);
 }
 
-static float *G(struct cstep *c, int param)
+static void *G(struct cstep *c, int param)
 {
-	return param < 0 ? NULL : c->grad + c->r.p[param].goff;
+	return param < 0 ? NULL : (char *)c->grad + c->r.p[param].goff * gsize(c);
 }
 
 static void *V(struct cstep *c, int t)
@@ -286,10 +296,10 @@ int cstep_step(struct cstep *c, struct err *e)
 		rc = backward_op(c, i, e);
 	if (rc)
 		return rc;
-	cuk_adamw(c->k, c->p, c->grad, c->m, c->v, r->nparams, c->lr, c->b1, c->b2, c->eps, c->wd, c->step + 1);
-	CUDA_TRY(cudaMemsetAsync(c->grad, 0, r->nparams * 4, s), e);
-	if (c->dt == CUK_BF16)
-		cuk_cast(c->k, CUK_BF16, c->pc, CUK_F32, c->p, r->nparams);
+	/* the master from the gradients; the bf16 copy written back in the same pass */
+	cuk_adamw_mp(c->k, c->dt == CUK_BF16W ? CUK_BF16 : CUK_F32, c->dt != CUK_F32 ? c->pc : NULL, c->p, c->grad,
+		     c->m, c->v, r->nparams, c->lr, c->b1, c->b2, c->eps, c->wd, c->step + 1);
+	CUDA_TRY(cudaMemsetAsync(c->grad, 0, r->nparams * gsize(c), s), e);
 	c->loss = r->loss_sum * r->loss_scale;
 	c->step++;
 	return 0;

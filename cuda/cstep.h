@@ -6,9 +6,11 @@
  * same ops, same parameter layout and initial values, same synthetic samples,
  * same dropout stream, AdamW with the strategies' settings), so its losses can
  * be set against the cpu backend's fp32 run of strategy `single`; what it
- * adds is the compute type: activations and their gradients in `dt`, a bf16
- * copy of the parameters for the products (refreshed after each update), fp32
- * master weights, gradients and optimizer (torch.autocast's arrangement).
+ * adds is the precision (kernels.h): CUK_BF16 = torch.autocast (bf16
+ * activations and a bf16 copy of the parameters for the products; fp32
+ * master, gradients and optimizer), CUK_BF16W = sim/memory.h's contract (bf16
+ * working parameters and gradients, fp32 master and optimizer); the optimizer
+ * writes the bf16 copy back after each update.
  *
  * It is the measurement harness for throughput (bench/gpu_bench.c) and for
  * bf16-vs-fp32 tracking (tests/gpu_tests.c) until the runtime's strategies
@@ -31,8 +33,9 @@ struct cstep {
 	int dt, B, T, flash;       /* flash: fused attention instead of scores/softmax/ctx */
 	float lr, b1, b2, eps, wd;
 	uint64_t seed;
-	float *p, *grad, *m, *v;   /* fp32 (nparams): master, gradients, Adam moments */
-	void *pc;                  /* parameters in dt for the products (== p in fp32) */
+	float *p, *m, *v;          /* fp32 (nparams): master, Adam moments */
+	void *grad;                /* (nparams): fp32, bf16 under CUK_BF16W */
+	void *pc;                  /* bf16 working copy of the parameters (== p in fp32) */
 	void **val, **dval;        /* per tensor: value, gradient (B samples) */
 	float *lse;                /* flash: (B, NH, T) per attention */
 	int32_t *ids, *ids_host;   /* (B, 2, T) */

@@ -44,10 +44,24 @@ __device__ __forceinline__ float ldf(const bf16 *p, size_t i) { return __bfloat1
 __device__ __forceinline__ void stf(float *p, size_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void stf(bf16 *p, size_t i, float v) { p[i] = __float2bfloat16(v); }
 
-/* dispatch on the activation type: body sees `A` as float or bf16 */
+/* dispatch on the precision: the body sees A (activations), P (norm and
+ * embedding parameters) and G (parameter gradients) as float or bf16 */
 #define DISPATCH(dt, ...) do { \
-	if ((dt) == CUK_BF16) { typedef bf16 A; __VA_ARGS__; } \
-	else { typedef float A; __VA_ARGS__; } } while (0)
+	if ((dt) == CUK_BF16W) { typedef bf16 A; typedef bf16 P; typedef bf16 G; \
+		(void)sizeof(A), (void)sizeof(P), (void)sizeof(G); __VA_ARGS__; } \
+	else if ((dt) == CUK_BF16) { typedef bf16 A; typedef float P; typedef float G; \
+		(void)sizeof(A), (void)sizeof(P), (void)sizeof(G); __VA_ARGS__; } \
+	else { typedef float A; typedef float P; typedef float G; \
+		(void)sizeof(A), (void)sizeof(P), (void)sizeof(G); __VA_ARGS__; } } while (0)
+
+/* the storage type of activations (both bf16 modes store bf16) */
+static int storage(int dt)
+{
+	return dt == CUK_F32 ? CUK_F32 : CUK_BF16;
+}
+
+__device__ __forceinline__ void atomic_add(float *p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(bf16 *p, float v) { atomicAdd(p, __float2bfloat16(v)); }
 
 enum { TPB = 256 };  /* threads per block of the elementwise kernels */
 
@@ -290,7 +304,7 @@ static int gemm_try(struct cuk *k, const struct gemm *g, int use_epi)
 
 	memset(&key, 0, sizeof key);
 	key.ta = g->ta, key.tb = g->tb, key.m = g->m, key.n = g->n, key.k = g->k;
-	key.batch = g->batch, key.in_dt = g->in_dt, key.out_dt = g->out_dt, key.epi = use_epi;
+	key.batch = g->batch, key.in_dt = storage(g->in_dt), key.out_dt = storage(g->out_dt), key.epi = use_epi;
 	key.compute = g->in_dt == CUK_F32 && k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 	key.lda = g->lda, key.ldb = g->ldb, key.ldd = g->ldd;
 	key.sa = g->batch > 1 ? g->sa : 0, key.sb = g->batch > 1 ? g->sb : 0, key.sd = g->batch > 1 ? g->sd : 0;
@@ -340,38 +354,38 @@ static void run_gemm(struct cuk *k, const struct gemm *g)
 
 /* ---- embeddings --------------------------------------------------------------- */
 
-template <typename T_>
-__global__ void embed_fwd_kernel(T_ *out, const int32_t *ids, const float *wte, int T, int C, size_t n)
+template <typename T_, typename P_>
+__global__ void embed_fwd_kernel(T_ *out, const int32_t *ids, const P_ *wte, int T, int C, size_t n)
 {
 	GRID_STRIDE(i, n) {
 		size_t row = i / C;
 		int c = (int)(i % C), b = (int)(row / T), t = (int)(row % T);
-		stf(out, i, wte[(size_t)ids[(size_t)b * 2 * T + t] * C + c]);
+		stf(out, i, ldf(wte, (size_t)ids[(size_t)b * 2 * T + t] * C + c));
 	}
 }
 
-template <typename T_>
-__global__ void embed_bwd_kernel(float *dwte, const T_ *dout, const int32_t *ids, int T, int C, size_t n)
+template <typename T_, typename G_>
+__global__ void embed_bwd_kernel(G_ *dwte, const T_ *dout, const int32_t *ids, int T, int C, size_t n)
 {
 	GRID_STRIDE(i, n) {
 		size_t row = i / C;
 		int c = (int)(i % C), b = (int)(row / T), t = (int)(row % T);
-		atomicAdd(dwte + (size_t)ids[(size_t)b * 2 * T + t] * C + c, ldf(dout, i));
+		atomic_add(dwte + (size_t)ids[(size_t)b * 2 * T + t] * C + c, ldf(dout, i));
 	}
 }
 
-template <typename T_>
-__global__ void pos_fwd_kernel(T_ *out, const T_ *x, const float *wpe, int T, int C, size_t n)
+template <typename T_, typename P_>
+__global__ void pos_fwd_kernel(T_ *out, const T_ *x, const P_ *wpe, int T, int C, size_t n)
 {
 	GRID_STRIDE(i, n) {
 		int c = (int)(i % C), t = (int)((i / C) % T);
-		stf(out, i, ldf(x, i) + wpe[(size_t)t * C + c]);
+		stf(out, i, ldf(x, i) + ldf(wpe, (size_t)t * C + c));
 	}
 }
 
 /* one thread per (t, c): dx += dout over the batch (dx NULL: none), dwpe += its sum */
-template <typename T_>
-__global__ void pos_bwd_kernel(T_ *dx, float *dwpe, const T_ *dout, int B, int T, int C)
+template <typename T_, typename G_>
+__global__ void pos_bwd_kernel(T_ *dx, G_ *dwpe, const T_ *dout, int B, int T, int C)
 {
 	GRID_STRIDE(i, (size_t)T * C) {
 		float s = 0;
@@ -382,46 +396,47 @@ __global__ void pos_bwd_kernel(T_ *dx, float *dwpe, const T_ *dout, int B, int T
 				stf(dx, j, ldf(dx, j) + g);
 			s += g;
 		}
-		dwpe[i] += s;
+		stf(dwpe, i, ldf(dwpe, i) + s);
 	}
 }
 
-extern "C" void cuk_embed_fwd(struct cuk *k, int dt, void *out, const int32_t *ids, const float *wte,
+extern "C" void cuk_embed_fwd(struct cuk *k, int dt, void *out, const int32_t *ids, const void *wte,
 			      int B, int T, int C)
 {
 	size_t n = (size_t)B * T * C;
-	DISPATCH(dt, embed_fwd_kernel<A><<<grid_for(n), TPB, 0, S_(k)>>>((A *)out, ids, wte, T, C, n));
+	DISPATCH(dt, embed_fwd_kernel<A, P><<<grid_for(n), TPB, 0, S_(k)>>>((A *)out, ids, (const P *)wte, T, C, n));
 	CUDA_LAUNCHED();
 }
 
-extern "C" void cuk_embed_bwd(struct cuk *k, int dt, float *dwte, const void *dout, const int32_t *ids,
+extern "C" void cuk_embed_bwd(struct cuk *k, int dt, void *dwte, const void *dout, const int32_t *ids,
 			      int B, int T, int C)
 {
 	size_t n = (size_t)B * T * C;
-	DISPATCH(dt, embed_bwd_kernel<A><<<grid_for(n), TPB, 0, S_(k)>>>(dwte, (const A *)dout, ids, T, C, n));
+	DISPATCH(dt, embed_bwd_kernel<A, G><<<grid_for(n), TPB, 0, S_(k)>>>((G *)dwte, (const A *)dout, ids, T, C, n));
 	CUDA_LAUNCHED();
 }
 
-extern "C" void cuk_pos_fwd(struct cuk *k, int dt, void *out, const void *x, const float *wpe,
+extern "C" void cuk_pos_fwd(struct cuk *k, int dt, void *out, const void *x, const void *wpe,
 			    int B, int T, int C)
 {
 	size_t n = (size_t)B * T * C;
-	DISPATCH(dt, pos_fwd_kernel<A><<<grid_for(n), TPB, 0, S_(k)>>>((A *)out, (const A *)x, wpe, T, C, n));
+	DISPATCH(dt, pos_fwd_kernel<A, P><<<grid_for(n), TPB, 0, S_(k)>>>((A *)out, (const A *)x, (const P *)wpe,
+									   T, C, n));
 	CUDA_LAUNCHED();
 }
 
-extern "C" void cuk_pos_bwd(struct cuk *k, int dt, void *dx, float *dwpe, const void *dout,
+extern "C" void cuk_pos_bwd(struct cuk *k, int dt, void *dx, void *dwpe, const void *dout,
 			    int B, int T, int C)
 {
-	DISPATCH(dt, pos_bwd_kernel<A><<<grid_for((size_t)T * C), TPB, 0, S_(k)>>>(
-		(A *)dx, dwpe, (const A *)dout, B, T, C));
+	DISPATCH(dt, pos_bwd_kernel<A, G><<<grid_for((size_t)T * C), TPB, 0, S_(k)>>>(
+		(A *)dx, (G *)dwpe, (const A *)dout, B, T, C));
 	CUDA_LAUNCHED();
 }
 
 /* ---- LayerNorm ---------------------------------------------------------------- */
 
-template <typename T_>
-__global__ void ln_fwd_kernel(T_ *out, float *stats, const T_ *x, const float *w, const float *b,
+template <typename T_, typename P_>
+__global__ void ln_fwd_kernel(T_ *out, float *stats, const T_ *x, const P_ *w, const P_ *b,
 			      int N, int C)
 {
 	int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32), lane = threadIdx.x % 32;
@@ -441,7 +456,7 @@ __global__ void ln_fwd_kernel(T_ *out, float *stats, const T_ *x, const float *w
 	var = warp_sum(var) / C;
 	rstd = 1.0f / sqrtf(var + 1e-5f);
 	for (int i = lane; i < C; i += 32)
-		stf(out, (size_t)row * C + i, (ldf(xr, i) - mean) * rstd * w[i] + b[i]);
+		stf(out, (size_t)row * C + i, (ldf(xr, i) - mean) * rstd * ldf(w, i) + ldf(b, i));
 	if (lane == 0) {
 		stats[2 * row] = mean;
 		stats[2 * row + 1] = rstd;
@@ -449,9 +464,9 @@ __global__ void ln_fwd_kernel(T_ *out, float *stats, const T_ *x, const float *w
 }
 
 /* dx for one row per warp */
-template <typename T_>
+template <typename T_, typename P_>
 __global__ void ln_bwd_dx_kernel(T_ *dx, const T_ *dout, const T_ *x, const float *stats,
-				 const float *w, int N, int C)
+				 const P_ *w, int N, int C)
 {
 	int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32), lane = threadIdx.x % 32;
 	float mean, rstd, dmean = 0, dnmean = 0;
@@ -463,14 +478,14 @@ __global__ void ln_bwd_dx_kernel(T_ *dx, const T_ *dout, const T_ *x, const floa
 	mean = stats[2 * row];
 	rstd = stats[2 * row + 1];
 	for (int i = lane; i < C; i += 32) {
-		float norm = (ldf(x, r + i) - mean) * rstd, dn = w[i] * ldf(dout, r + i);
+		float norm = (ldf(x, r + i) - mean) * rstd, dn = ldf(w, i) * ldf(dout, r + i);
 		dmean += dn;
 		dnmean += dn * norm;
 	}
 	dmean = warp_sum(dmean) / C;
 	dnmean = warp_sum(dnmean) / C;
 	for (int i = lane; i < C; i += 32) {
-		float norm = (ldf(x, r + i) - mean) * rstd, dn = w[i] * ldf(dout, r + i);
+		float norm = (ldf(x, r + i) - mean) * rstd, dn = ldf(w, i) * ldf(dout, r + i);
 		stf(dx, r + i, ldf(dx, r + i) + (dn - dmean - norm * dnmean) * rstd);
 	}
 }
@@ -478,8 +493,8 @@ __global__ void ln_bwd_dx_kernel(T_ *dx, const T_ *dout, const T_ *x, const floa
 enum { COL_CHUNK = 128 };  /* rows per block of the column sums */
 
 /* dw[c] += sum_n norm[n,c] * dout[n,c], db[c] += sum_n dout[n,c] over a chunk */
-template <typename T_>
-__global__ void ln_bwd_dw_kernel(float *dw, float *db, const T_ *dout, const T_ *x, const float *stats,
+template <typename T_, typename G_>
+__global__ void ln_bwd_dw_kernel(G_ *dw, G_ *db, const T_ *dout, const T_ *x, const float *stats,
 				 int N, int C)
 {
 	int c = blockIdx.x * blockDim.x + threadIdx.x, n0 = blockIdx.y * COL_CHUNK;
@@ -494,36 +509,38 @@ __global__ void ln_bwd_dw_kernel(float *dw, float *db, const T_ *dout, const T_ 
 		sw += (ldf(x, j) - stats[2 * n]) * stats[2 * n + 1] * g;
 		sb += g;
 	}
-	atomicAdd(dw + c, sw);
-	atomicAdd(db + c, sb);
+	atomic_add(dw + c, sw);
+	atomic_add(db + c, sb);
 }
 
 extern "C" void cuk_layernorm_fwd(struct cuk *k, int dt, void *out, float *stats, const void *x,
-				  const float *w, const float *b, int N, int C)
+				  const void *w, const void *b, int N, int C)
 {
 	unsigned blocks = (unsigned)(((size_t)N * 32 + TPB - 1) / TPB);
-	DISPATCH(dt, ln_fwd_kernel<A><<<blocks, TPB, 0, S_(k)>>>((A *)out, stats, (const A *)x, w, b, N, C));
+	DISPATCH(dt, ln_fwd_kernel<A, P><<<blocks, TPB, 0, S_(k)>>>((A *)out, stats, (const A *)x, (const P *)w,
+								       (const P *)b, N, C));
 	CUDA_LAUNCHED();
 }
 
-extern "C" void cuk_layernorm_bwd(struct cuk *k, int dt, void *dx, float *dw, float *db, const void *dout,
-				  const void *x, const float *stats, const float *w, int N, int C)
+extern "C" void cuk_layernorm_bwd(struct cuk *k, int dt, void *dx, void *dw, void *db, const void *dout,
+				  const void *x, const float *stats, const void *w, int N, int C)
 {
 	unsigned blocks = (unsigned)(((size_t)N * 32 + TPB - 1) / TPB);
 	dim3 g2((unsigned)((C + TPB - 1) / TPB), (unsigned)((N + COL_CHUNK - 1) / COL_CHUNK));
 
-	DISPATCH(dt, ln_bwd_dx_kernel<A><<<blocks, TPB, 0, S_(k)>>>((A *)dx, (const A *)dout, (const A *)x,
-								     stats, w, N, C));
+	DISPATCH(dt, ln_bwd_dx_kernel<A, P><<<blocks, TPB, 0, S_(k)>>>((A *)dx, (const A *)dout, (const A *)x,
+									stats, (const P *)w, N, C));
 	CUDA_LAUNCHED();
-	DISPATCH(dt, ln_bwd_dw_kernel<A><<<g2, TPB, 0, S_(k)>>>(dw, db, (const A *)dout, (const A *)x, stats, N, C));
+	DISPATCH(dt, ln_bwd_dw_kernel<A, G><<<g2, TPB, 0, S_(k)>>>((G *)dw, (G *)db, (const A *)dout, (const A *)x,
+								    stats, N, C));
 	CUDA_LAUNCHED();
 }
 
 /* ---- matrix products ------------------------------------------------------------ */
 
 /* dbias[o] += sum over a chunk of rows of dout[n, o] */
-template <typename T_>
-__global__ void colsum_kernel(float *dbias, const T_ *dout, int N, int OC)
+template <typename T_, typename G_>
+__global__ void colsum_kernel(G_ *dbias, const T_ *dout, int N, int OC)
 {
 	int o = blockIdx.x * blockDim.x + threadIdx.x, n0 = blockIdx.y * COL_CHUNK;
 	int n1 = n0 + COL_CHUNK < N ? n0 + COL_CHUNK : N;
@@ -533,7 +550,7 @@ __global__ void colsum_kernel(float *dbias, const T_ *dout, int N, int OC)
 		return;
 	for (int n = n0; n < n1; n++)
 		s += ldf(dout, (size_t)n * OC + o);
-	atomicAdd(dbias + o, s);
+	atomic_add(dbias + o, s);
 }
 
 /* Row-major (N, OC) = (N, C) . (OC, C)^T is column-major (OC, N) = W^T X with
@@ -541,26 +558,29 @@ __global__ void colsum_kernel(float *dbias, const T_ *dout, int N, int OC)
 extern "C" void cuk_matmul_fwd(struct cuk *k, int dt, void *out, const void *x, const void *w,
 			       const void *bias, int N, int C, int OC)
 {
-	struct gemm g = {1, 0, OC, N, C, w, C, 0, x, C, 0, out, OC, 0, 1, dt, dt, 1.0f, 0.0f, bias};
+	int st = storage(dt);
+	struct gemm g = {1, 0, OC, N, C, w, C, 0, x, C, 0, out, OC, 0, 1, st, st, 1.0f, 0.0f, bias};
 	run_gemm(k, &g);
 }
 
-extern "C" void cuk_matmul_bwd(struct cuk *k, int dt, void *dx, float *dw, float *dbias, const void *dout,
+extern "C" void cuk_matmul_bwd(struct cuk *k, int dt, void *dx, void *dw, void *dbias, const void *dout,
 			       const void *x, const void *w, int N, int C, int OC)
 {
+	int st = storage(dt), gt = dt == CUK_BF16W ? CUK_BF16 : CUK_F32;
+
 	/* dx (C, N)cm += W (C, OC)cm . dout (OC, N)cm */
 	if (dx) {
-		struct gemm g = {0, 0, C, N, OC, w, C, 0, dout, OC, 0, dx, C, 0, 1, dt, dt, 1.0f, 1.0f, NULL};
+		struct gemm g = {0, 0, C, N, OC, w, C, 0, dout, OC, 0, dx, C, 0, 1, st, st, 1.0f, 1.0f, NULL};
 		run_gemm(k, &g);
 	}
-	/* dw (C, OC)cm += X (C, N)cm . dout^T (N, OC) — fp32 accumulation target */
+	/* dw (C, OC)cm += X (C, N)cm . dout^T (N, OC), into the gradients' type */
 	{
-		struct gemm g = {0, 1, C, OC, N, x, C, 0, dout, OC, 0, dw, C, 0, 1, dt, CUK_F32, 1.0f, 1.0f, NULL};
+		struct gemm g = {0, 1, C, OC, N, x, C, 0, dout, OC, 0, dw, C, 0, 1, st, gt, 1.0f, 1.0f, NULL};
 		run_gemm(k, &g);
 	}
 	if (dbias) {
 		dim3 g2((unsigned)((OC + TPB - 1) / TPB), (unsigned)((N + COL_CHUNK - 1) / COL_CHUNK));
-		DISPATCH(dt, colsum_kernel<A><<<g2, TPB, 0, S_(k)>>>(dbias, (const A *)dout, N, OC));
+		DISPATCH(dt, colsum_kernel<A, G><<<g2, TPB, 0, S_(k)>>>((G *)dbias, (const A *)dout, N, OC));
 		CUDA_LAUNCHED();
 	}
 }
@@ -1203,47 +1223,59 @@ extern "C" void cuk_xent_bwd(struct cuk *k, int dt, void *dlogits, const void *l
 
 /* ---- fp32 vectors and optimizers ------------------------------------------------------------ */
 
-__global__ void axpy_kernel(float *y, const float *x, float a, size_t n)
+template <typename T_>
+__global__ void axpy_kernel(T_ *y, const T_ *x, float a, size_t n)
 {
 	GRID_STRIDE(i, n)
-		y[i] += a * x[i];
+		stf(y, i, ldf(y, i) + a * ldf(x, i));
 }
 
-__global__ void scale_kernel(float *y, float a, size_t n)
+template <typename T_>
+__global__ void scale_kernel(T_ *y, float a, size_t n)
 {
 	GRID_STRIDE(i, n)
-		y[i] *= a;
+		stf(y, i, ldf(y, i) * a);
 }
 
-__global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
-			     float b2, float eps, float wd, float bc1, float bc2)
+/* the master p (fp32) updated from gradients g (G_); work = bf16(p) if given */
+template <typename G_>
+__global__ void adamw_kernel(bf16 *work, float *p, const G_ *g, float *m, float *v, size_t n, float lr,
+			     float b1, float b2, float eps, float wd, float bc1, float bc2)
 {
 	GRID_STRIDE(i, n) {
-		float pi = p[i] * (1.0f - lr * wd), gi = g[i];
+		float pi = p[i] * (1.0f - lr * wd), gi = ldf(g, i);
 		float mi = b1 * m[i] + (1.0f - b1) * gi, vi = b2 * v[i] + (1.0f - b2) * gi * gi;
 		m[i] = mi;
 		v[i] = vi;
 		p[i] = pi - lr / bc1 * mi / (sqrtf(vi) / bc2 + eps);
+		if (work)
+			work[i] = __float2bfloat16(p[i]);
 	}
 }
 
-__global__ void sgd_kernel(float *p, const float *g, float *mom, size_t n, float lr, float mu)
+template <typename G_>
+__global__ void sgd_kernel(bf16 *work, float *p, const G_ *g, float *mom, size_t n, float lr, float mu)
 {
 	GRID_STRIDE(i, n) {
-		float d = g[i];
+		float d = ldf(g, i);
 		if (mom) {
-			mom[i] = mu * mom[i] + g[i];
+			mom[i] = mu * mom[i] + d;
 			d = mom[i];
 		}
 		p[i] -= lr * d;
+		if (work)
+			work[i] = __float2bfloat16(p[i]);
 	}
 }
 
-__global__ void sumsq_kernel(double *partial, const float *x, size_t n)
+template <typename T_>
+__global__ void sumsq_kernel(double *partial, const T_ *x, size_t n)
 {
 	double s = 0;
-	GRID_STRIDE(i, n)
-		s += (double)x[i] * x[i];
+	GRID_STRIDE(i, n) {
+		double v = ldf(x, i);
+		s += v * v;
+	}
 	s = block_sum_d(s);
 	if (threadIdx.x == 0)
 		partial[blockIdx.x] = s;
@@ -1256,44 +1288,78 @@ __global__ void cast_kernel(D_ *dst, const S2 *src, size_t n)
 		stf(dst, i, ldf(src, i));
 }
 
+/* dispatch on a storage type: T is float or bf16 */
+#define DISPATCH_T(dt, ...) do { \
+	if ((dt) == CUK_F32) { typedef float T; __VA_ARGS__; } \
+	else { typedef bf16 T; __VA_ARGS__; } } while (0)
+
+extern "C" void cuk_axpy_dt(struct cuk *k, int dt, void *y, const void *x, float a, size_t n)
+{
+	DISPATCH_T(dt, axpy_kernel<T><<<grid_for(n), TPB, 0, S_(k)>>>((T *)y, (const T *)x, a, n));
+	CUDA_LAUNCHED();
+}
+
+extern "C" void cuk_scale_dt(struct cuk *k, int dt, void *y, float a, size_t n)
+{
+	DISPATCH_T(dt, scale_kernel<T><<<grid_for(n), TPB, 0, S_(k)>>>((T *)y, a, n));
+	CUDA_LAUNCHED();
+}
+
 extern "C" void cuk_axpy(struct cuk *k, float *y, const float *x, float a, size_t n)
 {
-	axpy_kernel<<<grid_for(n), TPB, 0, S_(k)>>>(y, x, a, n);
-	CUDA_LAUNCHED();
+	cuk_axpy_dt(k, CUK_F32, y, x, a, n);
 }
 
 extern "C" void cuk_scale(struct cuk *k, float *y, float a, size_t n)
 {
-	scale_kernel<<<grid_for(n), TPB, 0, S_(k)>>>(y, a, n);
+	cuk_scale_dt(k, CUK_F32, y, a, n);
+}
+
+extern "C" void cuk_adamw_mp(struct cuk *k, int gdt, void *work, float *p, const void *g, float *m, float *v,
+			     size_t n, float lr, float b1, float b2, float eps, float wd, int t)
+{
+	/* bias corrections on the host, exactly as the reference computes them */
+	float bc1 = 1.0f - powf(b1, (float)t), bc2 = sqrtf(1.0f - powf(b2, (float)t));
+	DISPATCH_T(gdt, adamw_kernel<T><<<grid_for(n), TPB, 0, S_(k)>>>((bf16 *)work, p, (const T *)g, m, v, n, lr,
+									 b1, b2, eps, wd, bc1, bc2));
+	CUDA_LAUNCHED();
+}
+
+extern "C" void cuk_sgd_mp(struct cuk *k, int gdt, void *work, float *p, const void *g, float *mom, size_t n,
+			   float lr, float mu)
+{
+	DISPATCH_T(gdt, sgd_kernel<T><<<grid_for(n), TPB, 0, S_(k)>>>((bf16 *)work, p, (const T *)g, mom, n, lr, mu));
 	CUDA_LAUNCHED();
 }
 
 extern "C" void cuk_adamw(struct cuk *k, float *p, const float *g, float *m, float *v, size_t n, float lr,
 			  float b1, float b2, float eps, float wd, int t)
 {
-	/* bias corrections on the host, exactly as the reference computes them */
-	float bc1 = 1.0f - powf(b1, (float)t), bc2 = sqrtf(1.0f - powf(b2, (float)t));
-	adamw_kernel<<<grid_for(n), TPB, 0, S_(k)>>>(p, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
-	CUDA_LAUNCHED();
+	cuk_adamw_mp(k, CUK_F32, NULL, p, g, m, v, n, lr, b1, b2, eps, wd, t);
 }
 
 extern "C" void cuk_sgd(struct cuk *k, float *p, const float *g, float *mom, size_t n, float lr, float mu)
 {
-	sgd_kernel<<<grid_for(n), TPB, 0, S_(k)>>>(p, g, mom, n, lr, mu);
+	cuk_sgd_mp(k, CUK_F32, NULL, p, g, mom, n, lr, mu);
+}
+
+extern "C" double cuk_sumsq_dt(struct cuk *k, int dt, const void *x, size_t n)
+{
+	DISPATCH_T(dt, sumsq_kernel<T><<<CUK_PARTIALS, TPB, 0, S_(k)>>>(k->partial, (const T *)x, n));
 	CUDA_LAUNCHED();
+	return fetch_partials(k, CUK_PARTIALS);
 }
 
 extern "C" double cuk_sumsq(struct cuk *k, const float *x, size_t n)
 {
-	sumsq_kernel<<<CUK_PARTIALS, TPB, 0, S_(k)>>>(k->partial, x, n);
-	CUDA_LAUNCHED();
-	return fetch_partials(k, CUK_PARTIALS);
+	return cuk_sumsq_dt(k, CUK_F32, x, n);
 }
 
 extern "C" void cuk_cast(struct cuk *k, int dst_dt, void *dst, int src_dt, const void *src, size_t n)
 {
 	unsigned g = grid_for(n);
 
+	dst_dt = storage(dst_dt), src_dt = storage(src_dt);
 	if (dst_dt == CUK_BF16 && src_dt == CUK_F32)
 		cast_kernel<bf16, float><<<g, TPB, 0, S_(k)>>>((bf16 *)dst, (const float *)src, n);
 	else if (dst_dt == CUK_F32 && src_dt == CUK_BF16)

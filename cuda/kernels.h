@@ -8,16 +8,23 @@
  * as nn.Linear stores them, LayerNorm statistics (N, 2) fp32 = (mean, rstd),
  * and every backward kernel ACCUMULATES (+=) into its gradient outputs.
  *
- * Precision. `dt` names the type of the activations and their gradients
- * (CUK_F32 or CUK_BF16); computation and reductions are fp32 throughout.
- * Mixed precision (bf16) follows torch.autocast with fp32 master weights:
- *   - embedding tables, LayerNorm weights and biases are read in fp32 (the
- *     master copy) and their gradients accumulate in fp32;
- *   - a matrix product reads a bf16 copy of its weight and bias (cuk_cast),
- *     writes bf16, and accumulates its weight/bias gradients in fp32;
- *   - LayerNorm statistics, the loss and the optimizer are fp32.
- * Pointers named p_*, w (norm), wte, wpe, dw, db, dwte, dwpe, dbias are
- * always float; x/out/dx/dout-like activations are `dt`.
+ * Precision. `dt` is one of three modes; computation and reductions are
+ * fp32 in all of them, LayerNorm statistics and the loss are always fp32:
+ *
+ *   mode         activations   parameters the   parameter   matrices and
+ *                and their     kernels read     gradients   biases of
+ *                gradients     (norms, wte,wpe) (dw, db..)  products
+ *   CUK_F32      fp32          fp32             fp32        fp32
+ *   CUK_BF16     bf16          fp32             fp32        bf16 copy
+ *   CUK_BF16W    bf16          bf16             bf16        bf16
+ *
+ * CUK_BF16 is torch.autocast over fp32 weights: products read a bf16 copy of
+ * their weight and bias (cuk_cast) and gradients accumulate into fp32.
+ * CUK_BF16W is the shardcast memory contract's mixed precision (sim/memory.h
+ * S2, ZeRO's 2 + 2 + K bytes): bf16 working parameters and gradients, an fp32
+ * master copy that only the optimizer touches (cuk_adamw_mp writes the
+ * working copy back). Pointers typed float are fp32 in every mode; `void *`
+ * parameters and gradients follow the table.
  *
  * Matrix products and attention's batched products go through cuBLASLt
  * (compute type fp32; fp32 inputs use plain fp32 unless tf32 is set).
@@ -37,7 +44,7 @@ extern "C" {
 
 #include "err.h"  /* C declarations */
 
-enum cuk_dtype { CUK_F32 = 0, CUK_BF16 = 1 };
+enum cuk_dtype { CUK_F32 = 0, CUK_BF16 = 1, CUK_BF16W = 2 };
 
 enum { CUK_PARTIALS = 1024 };      /* blocks of the deterministic reductions */
 
@@ -67,29 +74,29 @@ void cuk_free(struct cuk *k);
 size_t cuk_workspace_bytes(void);
 
 /* ---- embeddings ---------------------------------------------------------- */
-void cuk_embed_fwd(struct cuk *k, int dt, void *out, const int32_t *ids, const float *wte,
+void cuk_embed_fwd(struct cuk *k, int dt, void *out, const int32_t *ids, const void *wte,
 		   int B, int T, int C);                          /* out (B,T,C) */
-void cuk_embed_bwd(struct cuk *k, int dt, float *dwte, const void *dout, const int32_t *ids,
+void cuk_embed_bwd(struct cuk *k, int dt, void *dwte, const void *dout, const int32_t *ids,
 		   int B, int T, int C);                          /* dwte (V,C) += */
-void cuk_pos_fwd(struct cuk *k, int dt, void *out, const void *x, const float *wpe,
+void cuk_pos_fwd(struct cuk *k, int dt, void *out, const void *x, const void *wpe,
 		 int B, int T, int C);
 /* dx may be NULL (its gradient is dout itself: nothing to add) */
-void cuk_pos_bwd(struct cuk *k, int dt, void *dx, float *dwpe, const void *dout,
+void cuk_pos_bwd(struct cuk *k, int dt, void *dx, void *dwpe, const void *dout,
 		 int B, int T, int C);
 
 /* ---- LayerNorm (eps 1e-5), stats (N, 2) fp32 ------------------------------ */
 void cuk_layernorm_fwd(struct cuk *k, int dt, void *out, float *stats, const void *x,
-		       const float *w, const float *b, int N, int C);
-void cuk_layernorm_bwd(struct cuk *k, int dt, void *dx, float *dw, float *db, const void *dout,
-		       const void *x, const float *stats, const float *w, int N, int C);
+		       const void *w, const void *b, int N, int C);
+void cuk_layernorm_bwd(struct cuk *k, int dt, void *dx, void *dw, void *db, const void *dout,
+		       const void *x, const float *stats, const void *w, int N, int C);
 
 /* ---- matrix products: out (N, OC) = x (N, C) . w (OC, C)^T + bias ---------- */
-/* w and bias are dt (the bf16 compute copy under mixed precision); bias may be
- * NULL. Backward: dx (N, C) += dout . w (dx may be NULL); dw (OC, C) and dbias
- * (OC) are fp32 and accumulate (dbias may be NULL). */
+/* w and bias are of the activations' type (bias may be NULL). Backward:
+ * dx (N, C) += dout . w (dx may be NULL); dw (OC, C) and dbias (OC) are of the
+ * gradients' type and accumulate (dbias may be NULL). */
 void cuk_matmul_fwd(struct cuk *k, int dt, void *out, const void *x, const void *w,
 		    const void *bias, int N, int C, int OC);
-void cuk_matmul_bwd(struct cuk *k, int dt, void *dx, float *dw, float *dbias, const void *dout,
+void cuk_matmul_bwd(struct cuk *k, int dt, void *dx, void *dw, void *dbias, const void *dout,
 		    const void *x, const void *w, int N, int C, int OC);
 
 /* ---- attention, unfused (the shardcast graph keeps the softmax output) ----- */
@@ -144,15 +151,24 @@ void cuk_xent_fwd(struct cuk *k, int dt, void *logp, double *loss_sum, const voi
 void cuk_xent_bwd(struct cuk *k, int dt, void *dlogits, const void *logp, const int32_t *ids,
 		  int B, int T, int V, float scale);
 
-/* ---- fp32 vectors, optimizers ---------------------------------------------- */
-void cuk_axpy(struct cuk *k, float *y, const float *x, float a, size_t n);   /* y += a x */
+/* ---- vectors, optimizers ---------------------------------------------------- */
+/* `sdt` below is a storage type: CUK_F32 or CUK_BF16 */
+void cuk_axpy_dt(struct cuk *k, int sdt, void *y, const void *x, float a, size_t n);  /* y += a x */
+void cuk_scale_dt(struct cuk *k, int sdt, void *y, float a, size_t n);
+void cuk_axpy(struct cuk *k, float *y, const float *x, float a, size_t n);
 void cuk_scale(struct cuk *k, float *y, float a, size_t n);
-/* torch.optim.AdamW on fp32 master weights; t counts from 1 */
+/* torch.optim.AdamW on fp32 master weights p from gradients g of type gdt;
+ * work (bf16, n) = the updated p rounded, when not NULL; t counts from 1 */
+void cuk_adamw_mp(struct cuk *k, int gdt, void *work, float *p, const void *g, float *m, float *v,
+		  size_t n, float lr, float b1, float b2, float eps, float wd, int t);
 void cuk_adamw(struct cuk *k, float *p, const float *g, float *m, float *v, size_t n, float lr,
 	       float b1, float b2, float eps, float wd, int t);
-/* torch.optim.SGD (mom NULL: no momentum) */
+/* torch.optim.SGD (mom NULL: no momentum), same arrangement */
+void cuk_sgd_mp(struct cuk *k, int gdt, void *work, float *p, const void *g, float *mom, size_t n,
+		float lr, float mu);
 void cuk_sgd(struct cuk *k, float *p, const float *g, float *mom, size_t n, float lr, float mu);
 /* sum of x[i]^2 in double, fixed order (gradient norm = sqrt); waits */
+double cuk_sumsq_dt(struct cuk *k, int sdt, const void *x, size_t n);
 double cuk_sumsq(struct cuk *k, const float *x, size_t n);
 /* dst (n, type dst_dt) = src (n, type src_dt): fp32 <-> bf16 (round to nearest even) */
 void cuk_cast(struct cuk *k, int dst_dt, void *dst, int src_dt, const void *src, size_t n);
@@ -161,10 +177,10 @@ void cuk_cast(struct cuk *k, int dst_dt, void *dst, int src_dt, const void *src,
  * backend is closed: tests and tools call these kernels on its stream. */
 struct cuk *backend_cuda_kernels(void);
 
-/* Bytes of one element of dt. */
+/* Bytes of one activation element under dt. */
 static inline size_t cuk_dsize(int dt)
 {
-	return dt == CUK_BF16 ? 2 : 4;
+	return dt == CUK_F32 ? 4 : 2;
 }
 
 #ifdef __cplusplus

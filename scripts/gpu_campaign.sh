@@ -94,6 +94,7 @@ bench() {
 	: >"$out/bench.txt"
 	for m in gpt2 gpt2-medium; do
 		sc=$("$bin/gpu_bench" "$m" "$batch" 1024 bf16 20 2>&1 | tee -a "$out/bench.txt" | grep '^RESULT')
+		"$bin/gpu_bench" "$m" "$batch" 1024 bf16w 20 2>&1 | tee -a "$out/bench.txt" >/dev/null
 		"$bin/gpu_bench" "$m" "$batch" 1024 bf16 20 --flash 2>&1 | tee -a "$out/bench.txt" >/dev/null
 		pt=$(python3 bench/pytorch_gpt2.py --model "$m" --batch "$batch" --seq 1024 --steps 20 2>&1 |
 			tee -a "$out/bench.txt" | grep '^RESULT')
