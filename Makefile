@@ -41,17 +41,18 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
                 sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c \
                 sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
-                sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c
+                sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
+                sim/calib.c
 SIMULATE_SRCS := sim/simulate_main.c
 RESULTS_SRCS := sim/results_main.c
 BENCH_STEP_SRCS := bench/bench_step.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
              tests/test_store.c tests/test_coll.c tests/test_step.c \
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
-             tests/test_runtime.c tests/test_reference.c tests/test_emulate.c
+             tests/test_runtime.c tests/test_reference.c tests/test_grid.c tests/test_cuda.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
-               runtime/ckpt.c runtime/emulate.c
+               runtime/ckpt.c runtime/search.c
 ifneq ($(NVCC),)
 RT_LIB_SRCS += runtime/backend_cuda.c
 CUDA_SRCS := cuda/kernels.cu
@@ -70,7 +71,7 @@ RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o) $(
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
 .PHONY: all test check bench run deps clean readme-keys gpu-test
-all: $(BIN)/simulate $(BIN)/results
+all: $(BIN)/simulate $(BIN)/results $(BIN)/validate
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -108,11 +109,6 @@ $(BIN)/validate: $(BUILD)/runtime/validate_main.o $(RT_LIB) $(LIB)
 $(BIN)/rt_mpi_test: $(BUILD)/tests/rt_mpi_main.o $(RT_LIB) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
-
-$(BIN)/emu_mpi_test: $(BUILD)/tests/emu_mpi_main.o $(RT_LIB) $(LIB)
-	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
-$(BUILD)/tests/emu_mpi_main.o: CPPFLAGS += $(MPI_CFLAGS)
 
 # training throughput with the CUDA kernels (bench/gpu_bench.c)
 $(BIN)/gpu_bench: $(BUILD)/bench/gpu_bench.o $(RT_LIB) $(LIB)
@@ -162,11 +158,11 @@ deps:
 run: deps all
 	$(BIN)/simulate scenarios/default.ini
 
-test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/emu_mpi_test $(if $(NVCC),$(BIN)/gpu_tests $(BIN)/gpu_bench)
+test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(if $(NVCC),$(BIN)/gpu_tests $(BIN)/gpu_bench)
 	$(BIN)/unit_tests --jobs 2
 	tests/golden.sh $(BIN)
 	tests/mpi.sh $(BIN)
-	tests/emu_mpi.sh $(BIN)
+	tests/validate.sh $(BIN)
 	@if [ -n "$(NVCC)" ]; then $(BIN)/gpu_tests; else echo "gpu_tests: not built (✗ nvcc not found)"; fi
 
 # the CUDA kernels against the cpu reference on this machine's GPU
@@ -196,5 +192,5 @@ clean:
 -include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d \
          $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d \
          $(RT_LIB_OBJS:.o=.d) $(BUILD)/runtime/validate_main.d $(BUILD)/tests/rt_mpi_main.d \
-         $(BUILD)/tests/gpu_tests.d $(BUILD)/tests/emu_mpi_main.d $(BUILD)/bench/gpu_bench.d \
+         $(BUILD)/tests/gpu_tests.d $(BUILD)/bench/gpu_bench.d \
          $(CUDA_SRCS:%.cu=$(BUILD)/%.d)

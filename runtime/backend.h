@@ -25,6 +25,8 @@
 struct rt_comm {
 	int rank, size;
 	void *impl;                /* backend's handle (MPI_Comm on cpu) */
+	int emulated;              /* rank 0 of `size` alone: collectives are local
+				      copies of the same sizes (--emulate-world) */
 };
 
 /* A collective in flight. */
@@ -124,6 +126,12 @@ void backend_close(struct backend *be);
 /* A world of one on the cpu backend (tests that run a single rank inside an
  * MPI job use it as the reference). */
 int backend_cpu_self(struct rt_comm *self);
+
+/* An emulated world of `size` ranks of which this process is rank 0: every
+ * collective keeps its buffers' sizes and touches only local memory, so one
+ * process measures the memory of a rank of an N-rank job (the numbers it
+ * computes are not the N-rank job's). */
+void backend_emulated_world(struct rt_comm *c, int size);
 
 extern struct backend backend_cpu;
 

@@ -423,6 +423,9 @@ static void sgd(float *p, const float *g, float *mom, size_t n, float lr, float 
 
 /* ---- collectives over MPI ---------------------------------------------- */
 
+/* a world of one, or an emulated world: collectives stay in this process */
+#define LOCAL(c) ((c)->size == 1 || (c)->emulated)
+
 static MPI_Comm comm_of(struct rt_comm *c)
 {
 	return *(MPI_Comm *)c->impl;
@@ -444,7 +447,7 @@ enum { CHUNK = 1 << 28 };  /* elements per MPI call (counts are int) */
 
 static int mpi_allreduce(struct rt_comm *c, float *buf, size_t n, struct err *e)
 {
-	if (c->size == 1)
+	if (LOCAL(c))
 		return 0;
 	for (size_t i = 0; i < n; i += CHUNK) {
 		int k = (int)(n - i < CHUNK ? n - i : CHUNK);
@@ -458,7 +461,7 @@ static int mpi_allreduce_start(struct rt_comm *c, float *buf, size_t n, struct r
 {
 	MPI_Request *q;
 
-	if (c->size == 1 || n > CHUNK)
+	if (LOCAL(c) || n > CHUNK)
 		return mpi_allreduce(c, buf, n, e);
 	q = malloc(sizeof *q);
 	if (!q)
@@ -489,7 +492,7 @@ static int mpi_wait(struct rt_req *r, struct err *e)
 static int mpi_reduce_scatter(struct rt_comm *c, float *send, float *recv, size_t count,
 			      struct err *e)
 {
-	if (c->size == 1) {
+	if (LOCAL(c)) {
 		memmove(recv, send, count * sizeof *send);
 		return 0;
 	}
@@ -508,8 +511,11 @@ static int mpi_reduce_scatter(struct rt_comm *c, float *send, float *recv, size_
 
 static int mpi_allgather(struct rt_comm *c, float *send, float *recv, size_t count, struct err *e)
 {
-	if (c->size == 1) {
-		memmove(recv, send, count * sizeof *send);
+	if (LOCAL(c)) {
+		memmove(recv + (size_t)c->rank * count, send, count * sizeof *send);
+		for (int r = 0; r < c->size; r++)  /* the other ranks' shards: zeros */
+			if (r != c->rank)
+				memset(recv + (size_t)r * count, 0, count * sizeof *recv);
 		return 0;
 	}
 	if (count > CHUNK)
@@ -546,7 +552,7 @@ static int mpi_allgather_flat(struct rt_comm *c, float *buf, size_t n, size_t sh
 {
 	int *cnt, *dsp, rc;
 
-	if (c->size == 1)
+	if (LOCAL(c))
 		return 0;
 	if (flat_layout(c, n, sh, &cnt, &dsp, e))
 		return e->code;
@@ -560,7 +566,7 @@ static int mpi_reduce_scatter_flat(struct rt_comm *c, float *buf, size_t n, size
 {
 	int *cnt, *dsp, rc;
 
-	if (c->size == 1)
+	if (LOCAL(c))
 		return 0;
 	if (flat_layout(c, n, sh, &cnt, &dsp, e))
 		return e->code;
@@ -572,7 +578,7 @@ static int mpi_reduce_scatter_flat(struct rt_comm *c, float *buf, size_t n, size
 
 static int mpi_broadcast(struct rt_comm *c, float *buf, size_t n, int root, struct err *e)
 {
-	if (c->size == 1)
+	if (LOCAL(c))
 		return 0;
 	for (size_t i = 0; i < n; i += CHUNK) {
 		int k = (int)(n - i < CHUNK ? n - i : CHUNK);
@@ -583,7 +589,7 @@ static int mpi_broadcast(struct rt_comm *c, float *buf, size_t n, int root, stru
 
 static int mpi_barrier(struct rt_comm *c, struct err *e)
 {
-	if (c->size == 1)
+	if (LOCAL(c))
 		return 0;
 	MPI_CHECK(MPI_Barrier(comm_of(c)), "barrier");
 	return 0;
@@ -591,7 +597,7 @@ static int mpi_barrier(struct rt_comm *c, struct err *e)
 
 static int mpi_allreduce_host(struct rt_comm *c, double *v, int n, int op_max, struct err *e)
 {
-	if (c->size == 1)
+	if (LOCAL(c))
 		return 0;
 	MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op_max ? MPI_MAX : MPI_SUM, comm_of(c)),
 		  "all-reduce (host)");
@@ -615,8 +621,8 @@ static int mpi_comm_split(struct rt_comm *c, int color, int key, struct rt_comm 
 {
 	MPI_Comm nc;
 
-	if (c->size == 1) {
-		*out = (struct rt_comm){0, 1, NULL};
+	if (LOCAL(c)) {  /* emulated worlds make their groups themselves (strategy.c) */
+		*out = (struct rt_comm){0, 1, NULL, 0};
 		return 0;
 	}
 	MPI_CHECK(MPI_Comm_split(comm_of(c), color, key, &nc), "comm split");
@@ -677,9 +683,14 @@ static int mpi_up(struct err *e)
 	return 0;
 }
 
+void backend_emulated_world(struct rt_comm *c, int size)
+{
+	*c = (struct rt_comm){0, size, NULL, size > 1};
+}
+
 int backend_cpu_self(struct rt_comm *self)
 {
-	*self = (struct rt_comm){0, 1, NULL};
+	*self = (struct rt_comm){0, 1, NULL, 0};
 	return 0;
 }
 
@@ -694,7 +705,7 @@ int backend_open(const char *name, struct backend **be, struct rt_comm *world, s
 	backend_cpu.dev = arena_host_dev;
 	*be = &backend_cpu;
 	if (!launched()) {  /* a single process needs no MPI */
-		*world = (struct rt_comm){0, 1, NULL};
+		*world = (struct rt_comm){0, 1, NULL, 0};
 		return 0;
 	}
 	rc = mpi_up(e);

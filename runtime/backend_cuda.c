@@ -20,6 +20,10 @@
  * Reuse is safe in stream order: blocks are freed and reused by host calls
  * that enqueue on the compute stream, and every collective is joined into it.
  *
+ * Emulated worlds (--emulate-world, rt_comm.emulated) keep every collective
+ * on the device with the cpu backend's local semantics: nothing moves but a
+ * gather's own shard; the other ranks' shards read as zeros.
+ *
  * The fixed overhead (CUDA context, cuBLASLt workspace, NCCL buffers, the
  * reduction scratch) is what device_used() reports beyond the arenas' live
  * bytes; validate measures it after a warm-up step.
@@ -305,6 +309,10 @@ static struct ccomm *cc(struct rt_comm *c)
 	return (struct ccomm *)c->impl;
 }
 
+/* a world of one, or an emulated world (--emulate-world, backend.h):
+ * collectives stay on this device, with the cpu backend's local semantics */
+#define LOCAL(c) ((c)->size == 1 || (c)->emulated)
+
 /* the communication stream waits for the compute stream's work so far */
 static int comm_after_compute(struct err *e)
 {
@@ -325,7 +333,7 @@ static int c_allreduce(struct rt_comm *c, float *buf, size_t n, struct err *e)
 {
 	int rc;
 
-	if (c->size == 1 || !n)
+	if (LOCAL(c) || !n)
 		return 0;
 	if ((rc = comm_after_compute(e)))
 		return rc;
@@ -339,7 +347,7 @@ static int c_allreduce_start(struct rt_comm *c, float *buf, size_t n, struct rt_
 	int rc;
 
 	r->active = 0;
-	if (c->size == 1 || !n)
+	if (LOCAL(c) || !n)
 		return 0;
 	if ((rc = comm_after_compute(e)))
 		return rc;
@@ -368,7 +376,7 @@ static int c_reduce_scatter(struct rt_comm *c, float *send, float *recv, size_t 
 {
 	int rc;
 
-	if (c->size == 1) {
+	if (LOCAL(c)) {
 		if (recv != send)
 			c_copy(recv, send, count * sizeof *send, COPY_D2D);
 		return 0;
@@ -384,9 +392,14 @@ static int c_allgather(struct rt_comm *c, float *send, float *recv, size_t count
 {
 	int rc;
 
-	if (c->size == 1) {
-		if (recv != send)
-			c_copy(recv, send, count * sizeof *send, COPY_D2D);
+	if (LOCAL(c)) {  /* this rank's shard in place, the others' zeros */
+		for (int r = 0; r < c->size; r++) {
+			float *dst = recv + (size_t)r * count;
+			if (r != c->rank)
+				c_zero(dst, count * sizeof *dst);
+			else if (dst != send)
+				c_copy(dst, send, count * sizeof *send, COPY_D2D);
+		}
 		return 0;
 	}
 	if ((rc = comm_after_compute(e)))
@@ -409,7 +422,7 @@ static int c_allgather_flat(struct rt_comm *c, float *buf, size_t n, size_t sh, 
 	size_t lo, len;
 	int r, rc;
 
-	if (c->size == 1 || !n)
+	if (LOCAL(c) || !n)
 		return 0;
 	if ((rc = comm_after_compute(e)))
 		return rc;
@@ -431,7 +444,7 @@ static int c_reduce_scatter_flat(struct rt_comm *c, float *buf, size_t n, size_t
 	size_t lo, len, mlo, mlen = part(n, sh, c->rank, &mlo);
 	int r, rc;
 
-	if (c->size == 1 || !n)
+	if (LOCAL(c) || !n)
 		return 0;
 	if ((rc = comm_after_compute(e)))
 		return rc;
@@ -454,7 +467,7 @@ static int c_broadcast(struct rt_comm *c, float *buf, size_t n, int root, struct
 {
 	int rc;
 
-	if (c->size == 1 || !n)
+	if (LOCAL(c) || !n)
 		return 0;
 	if ((rc = comm_after_compute(e)))
 		return rc;
@@ -476,14 +489,14 @@ static int mpi_fail(int rc, const char *what, struct err *e)
 static int c_barrier(struct rt_comm *c, struct err *e)
 {
 	c_sync();
-	if (c->size > 1)
+	if (!LOCAL(c))
 		MPI_TRY(MPI_Barrier(cc(c)->mc), "barrier");
 	return 0;
 }
 
 static int c_allreduce_host(struct rt_comm *c, double *v, int n, int op_max, struct err *e)
 {
-	if (c->size > 1)
+	if (!LOCAL(c))
 		MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op_max ? MPI_MAX : MPI_SUM, cc(c)->mc),
 			"all-reduce (host)");
 	return 0;
@@ -493,8 +506,8 @@ static int c_comm_split(struct rt_comm *c, int color, int key, struct rt_comm *o
 {
 	struct ccomm *n;
 
-	if (c->size == 1) {
-		*out = (struct rt_comm){0, 1, NULL};
+	if (LOCAL(c)) {  /* emulated worlds make their groups themselves (strategy.c) */
+		*out = (struct rt_comm){0, 1, NULL, 0};
 		return 0;
 	}
 	n = calloc(1, sizeof *n);
@@ -607,7 +620,7 @@ static int open_world(struct rt_comm *world, struct err *e)
 	ncclUniqueId id;
 
 	if (!launched()) {
-		*world = (struct rt_comm){0, 1, NULL};
+		*world = (struct rt_comm){0, 1, NULL, 0};
 		return 0;
 	}
 	w = calloc(1, sizeof *w);

@@ -317,7 +317,7 @@ static int h_bwd_post(void *ctx, int op, struct err *e)
 			if (!rc)
 				rc = s->be->reduce_scatter(&s->shard, un->ug, un->ug + (size_t)s->shard.rank * un->sh,
 							   un->sh, e);
-			if (!rc && s->have_groups && s->repl.size > 1)
+			if (!rc && s->repl.size > 1)
 				rc = s->be->allreduce(&s->repl, un->ug + (size_t)s->shard.rank * un->sh, un->sh, e);
 			if (!rc)
 				s->be->axpy(s->grads + un->soff, un->ug + (size_t)s->shard.rank * un->sh, 1.0f, un->sh);
@@ -537,12 +537,17 @@ int strat_init(struct strat *s, const struct strat_opts *o, const struct model *
 				     world->size, o->group);
 			goto fail;
 		}
-		rc = be->comm_split(world, world->rank / o->group, world->rank, &s->shard, e);
-		if (!rc)
-			rc = be->comm_split(world, world->rank % o->group, world->rank, &s->repl, e);
-		if (rc)
-			goto fail;
-		s->have_groups = 1;
+		if (world->emulated) {
+			backend_emulated_world(&s->shard, o->group);
+			backend_emulated_world(&s->repl, world->size / o->group);
+		} else {
+			rc = be->comm_split(world, world->rank / o->group, world->rank, &s->shard, e);
+			if (!rc)
+				rc = be->comm_split(world, world->rank % o->group, world->rank, &s->repl, e);
+			if (rc)
+				goto fail;
+			s->have_groups = 1;
+		}
 	}
 	s->N = s->mech == M_ZERO12 ? world->size : s->mech == M_UNITS && s->gathers ? s->shard.size : 1;
 	if (s->mech == M_UNITS && (rc = make_units(s, e)))

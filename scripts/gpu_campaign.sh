@@ -11,8 +11,10 @@
 #             with PyTorch eager (bench/pytorch_gpt2.py); prints the ratio
 #   validate  bin/validate --backend cuda over models x strategies x
 #             --emulate-world 1,2,4,8 x fp32/bf16 x checkpointing, as far as
-#             CAMPAIGN_BUDGET seconds (default 480) allow; rows already in the
-#             CSV are skipped, so running it again continues the campaign
+#             CAMPAIGN_BUDGET seconds (default 480) allow, the most different
+#             cases first; rows measured already are skipped, so running it
+#             again continues the campaign (CAMPAIGN_MODELS, CAMPAIGN_PAIRS and
+#             VALIDATE_ARGS narrow or change it)
 #
 # Output (at most 6 files) goes to $OUT when set (the device tool brings it
 # back), else results/reference/<device>/:
@@ -131,14 +133,18 @@ validate() {
 	[ -s "$csv" ] || echo "model,precision,checkpointing,strategy,emulated_world,status,pred_max_micro_batch,meas_max_micro_batch,pred_peak_bytes,meas_peak_bytes,fixed_overhead_bytes,pred_step_s,meas_step_s,tokens_per_s,message" >"$csv"
 	t0=$(date +%s)
 	key=$(gpu_key)
+	# the most different cases first, so a short budget still spans the space
+	for pass in 1 2; do
 	for prec in fp32 bf16; do
-	for model in ${CAMPAIGN_MODELS:-gpt2 gpt2-medium gpt2-large gpt2-xl}; do
 	for ckpt in none full; do
-	for strat in single ddp zero1 zero2 zero3 fsdp; do
-	for n in 1 2 4 8; do
-		[ "$strat" = single ] && [ "$n" != 1 ] && continue
-		[ "$strat" != single ] && [ "$n" = 1 ] && continue
-		grep -q "^$model,$prec,$ckpt,$strat,$n," "$csv" && continue
+	for sn in ${CAMPAIGN_PAIRS:-single:1 zero3:8 ddp:2 fsdp:4 zero1:4 zero2:8 zero3:2 fsdp:8 ddp:8 zero2:2 zero1:8 fsdp:2 ddp:4 zero3:4 zero1:2 zero2:4}; do
+	for model in ${CAMPAIGN_MODELS:-gpt2 gpt2-medium gpt2-large gpt2-xl}; do
+		strat=${sn%:*} n=${sn#*:}
+		# pass 1: gpt2 and gpt2-xl without checkpointing; pass 2: the rest
+		if [ $pass = 1 ]; then
+			{ [ "$ckpt" = none ] && { [ "$model" = gpt2 ] || [ "$model" = gpt2-xl ]; }; } || continue
+		fi
+		grep -q "^$model,$prec,$ckpt,$strat,$n,ok," "$csv" && continue  # errors are retried
 		if [ $(( $(date +%s) - t0 )) -ge "$budget" ]; then
 			say "validate: budget of ${budget}s spent; run the phase again to continue"
 			return
@@ -146,7 +152,9 @@ validate() {
 		ini=$(mktemp --suffix=.ini)
 		printf '[model]\nname = %s\nseq_len = 1024\ndropout = 0\n[cluster]\ngpu = %s\nnodes = 1\ngpus_per_node = %s\nintra_node = nvlink4\n[training]\nstrategy = %s\nprecision = %s\nmicro_batch = auto\nactivation_checkpointing = %s\nframework = shardcast\n' \
 			"$model" "$key" "$n" "$strat" "$prec" "$ckpt" >"$ini"
-		json=$(timeout 300 "$bin/validate" "$ini" --backend cuda --emulate-world "$n" --json --db "$out/validate.db" 2>"$ini.err")
+		# shellcheck disable=SC2086
+		json=$(timeout 300 "$bin/validate" "$ini" --backend cuda --emulate-world "$n" --json --db "$out/validate.db" \
+			${VALIDATE_ARGS:---steps 3 --warmup 1} 2>"$ini.err")
 		row=$(python3 - "$json" "$ini.err" <<'PY'
 import json, sys
 try:

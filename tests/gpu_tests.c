@@ -32,7 +32,6 @@
 
 #include "backend.h"
 #include "cstep.h"
-#include "emulate.h"
 #include "kernels.h"
 #include "model.h"
 #include "strategy.h"
@@ -684,8 +683,8 @@ static void t_mixed(struct backend *cpu, struct rt_comm *world)
 
 static void t_training(struct backend *cuda, struct rt_comm *cworld)
 {
-	struct backend *cpu, emu_cpu, emu_cuda;
-	struct rt_comm world, ew1, ew2;
+	struct backend *cpu;
+	struct rt_comm world;
 	struct err e = {0};
 	double a[5], b[5];
 	size_t pa, pb;
@@ -713,11 +712,14 @@ static void t_training(struct backend *cuda, struct rt_comm *cworld)
 		       r ? " + full recompute" : "", pb, pa);
 	}
 	t_mixed(cpu, &world);
-	/* rank 0 of 4 emulated: same losses and peaks on both backends */
+	/* rank 0 of 4 emulated (--emulate-world 4): same losses and peaks on both backends */
 	for (size_t k = 1; k < sizeof specs / sizeof specs[0]; k++) {
-		int ok = !emu_open(cpu, 4, 4, &emu_cpu, &ew1, &e) && !emu_open(cuda, 4, 4, &emu_cuda, &ew2, &e) &&
-			 !train(&emu_cpu, &ew1, "gpt-tiny", specs[k], 2, 64, 0, 0, 3, a, &pa, &e) &&
-			 !train(&emu_cuda, &ew2, "gpt-tiny", specs[k], 2, 64, 0, 0, 3, b, &pb, &e);
+		struct rt_comm ew1, ew2;
+		int ok;
+		backend_emulated_world(&ew1, 4);
+		backend_emulated_world(&ew2, 4);
+		ok = !train(cpu, &ew1, "gpt-tiny", specs[k], 2, 64, 0, 0, 3, a, &pa, &e) &&
+		     !train(cuda, &ew2, "gpt-tiny", specs[k], 2, 64, 0, 0, 3, b, &pb, &e);
 		if (!ok) {
 			expect(0, "emulated %s: %s", specs[k], e.msg);
 			continue;
@@ -725,8 +727,6 @@ static void t_training(struct backend *cuda, struct rt_comm *cworld)
 		expect(fabs(a[2] - b[2]) <= 1e-4 * fabs(a[2]) && pa == pb,
 		       "--emulate-world 4 %s: loss cpu %.6f cuda %.6f, peak cpu %zu cuda %zu", specs[k], a[2], b[2],
 		       pa, pb);
-		emu_close(&ew1);
-		emu_close(&ew2);
 	}
 	/* the fixed overhead the runtime measures: what the device holds beyond
 	 * the arenas after a gpt2 step (context, cuBLASLt workspace, scratch) */

@@ -208,6 +208,34 @@ static void resume(void)
 	}
 }
 
+/* A rank of a real job allocates exactly what rank 0 of an emulated world of
+ * the same size does (the memory grid of tests/test_grid.c relies on it). */
+static void emulated_peaks(void)
+{
+	static const char *specs[] = {"ddp", "zero1", "zero2", "zero3", "fsdp:shard_grad_op",
+				      "fsdp:hybrid_shard", "fsdp:no_shard"};
+	for (int k = 0; k < 7; k++) {
+		struct strat_opts o = opts(specs[k], 3, world.size >= 4 ? 2 : 1);
+		struct rt_comm em;
+		struct strat s;
+		struct err e = {0};
+		double real = -1, emu = -2;
+		int ok;
+		o.recompute = k % 2 ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+		backend_emulated_world(&em, world.size);
+		ok = strat_init(&s, &o, &model, T, 0.1, be, &world, &e) == 0 && strat_step(&s, &e) == 0 &&
+			strat_step(&s, &e) == 0;
+		real = (double)strat_peak(&s, NULL);
+		strat_free(&s);
+		ok = ok && be->allreduce_host(&world, &real, 1, 1, &e) == 0;
+		ok = ok && strat_init(&s, &o, &model, T, 0.1, be, &em, &e) == 0 && strat_step(&s, &e) == 0 &&
+			strat_step(&s, &e) == 0;
+		emu = (double)strat_peak(&s, NULL);
+		strat_free(&s);
+		check(ok && real == emu, "%s: peak of a real rank %.0f = emulated rank %.0f bytes", specs[k], real, emu);
+	}
+}
+
 static void oom_agreement(void)
 {
 	/* only rank 0 gets a small capacity: it fails in forward, the others must
@@ -268,8 +296,10 @@ int main(void)
 	initial_shards_gather_exactly(np);
 	strategies(ref, ref_sgd, refp, np);
 	resume();
-	if (world.size > 1)
+	if (world.size > 1) {
+		emulated_peaks();
 		oom_agreement();
+	}
 	if (world.rank == 0)
 		printf("mpi (%d ranks): %d passed, %d failed\n", world.size, pass, fail);
 	free(refp);
