@@ -72,7 +72,7 @@ static void trim(void)
 		if (G.blk[i].used)
 			G.blk[j++] = G.blk[i];
 		else
-			cudaFree(G.blk[i].p);
+			CUDA_CHECK(cudaFree(G.blk[i].p));
 	}
 	G.nblk = j;
 }
