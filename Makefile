@@ -14,7 +14,7 @@ OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 WARN     := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
             -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wundef -Wvla
-CPPFLAGS += -Isim -Iruntime -I$(BUILD)/gen -MMD -MP
+CPPFLAGS += -Isim -Iruntime -Icuda -I$(BUILD)/gen -MMD -MP
 LDLIBS   := -lcjson -lyaml -lsqlite3 -lgsl -lgslcblas -linih -lm
 # MPI (Open MPI from Debian): flags from its compiler wrapper, used by runtime/ only
 MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
@@ -49,10 +49,10 @@ BENCH_STEP_SRCS := bench/bench_step.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
              tests/test_store.c tests/test_coll.c tests/test_step.c \
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
-             tests/test_runtime.c tests/test_reference.c tests/test_grid.c tests/test_cuda.c
+             tests/test_runtime.c tests/test_reference.c tests/test_grid.c tests/test_cuda.c tests/test_gemm.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
-               runtime/ckpt.c runtime/search.c
+               runtime/ckpt.c runtime/search.c cuda/gemm.c
 ifneq ($(NVCC),)
 RT_LIB_SRCS += runtime/backend_cuda.c
 CUDA_SRCS := cuda/kernels.cu

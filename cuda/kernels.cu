@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "gemm.h"
 
 typedef __nv_bfloat16 bf16;
 
@@ -553,31 +554,42 @@ __global__ void colsum_kernel(G_ *dbias, const T_ *dout, int N, int OC)
 	atomic_add(dbias + o, s);
 }
 
-/* Row-major (N, OC) = (N, C) . (OC, C)^T is column-major (OC, N) = W^T X with
- * W stored column-major as (C, OC) and X as (C, N). */
+/* Runs an op's products (gemm.h) over its operands: A and B in the
+ * activations' storage type, D too, or the gradients' type when grad_out. */
+static void run_descs(struct cuk *k, int dt, const struct gemm_desc *d, int n, void *const *ops,
+		      const void *bias)
+{
+	int st = storage(dt), gt = dt == CUK_BF16W ? CUK_BF16 : CUK_F32;
+	size_t se = cuk_dsize(st);
+
+	for (int i = 0; i < n; i++) {
+		const struct gemm_desc *x = &d[i];
+		int ot = x->grad_out ? gt : st;
+		struct gemm g = {x->ta, x->tb, x->m, x->n, x->k,
+				 (const char *)ops[x->a] + x->ao * se, x->lda, x->sa,
+				 (const char *)ops[x->b] + x->bo * se, x->ldb, x->sb,
+				 (char *)ops[x->d] + x->doff * cuk_dsize(ot), x->ldd, x->sd,
+				 x->batch, st, ot, x->alpha, x->beta, i == 0 ? bias : NULL};
+		run_gemm(k, &g);
+	}
+}
+
 extern "C" void cuk_matmul_fwd(struct cuk *k, int dt, void *out, const void *x, const void *w,
 			       const void *bias, int N, int C, int OC)
 {
-	int st = storage(dt);
-	struct gemm g = {1, 0, OC, N, C, w, C, 0, x, C, 0, out, OC, 0, 1, st, st, 1.0f, 0.0f, bias};
-	run_gemm(k, &g);
+	struct gemm_desc d[GEMM_MAX];
+	void *ops[] = {out, (void *)x, (void *)w};
+
+	run_descs(k, dt, d, gemm_matmul_fwd(d, N, C, OC), ops, bias);
 }
 
 extern "C" void cuk_matmul_bwd(struct cuk *k, int dt, void *dx, void *dw, void *dbias, const void *dout,
 			       const void *x, const void *w, int N, int C, int OC)
 {
-	int st = storage(dt), gt = dt == CUK_BF16W ? CUK_BF16 : CUK_F32;
+	struct gemm_desc d[GEMM_MAX];
+	void *ops[] = {dx, dw, (void *)dout, (void *)x, (void *)w};
 
-	/* dx (C, N)cm += W (C, OC)cm . dout (OC, N)cm */
-	if (dx) {
-		struct gemm g = {0, 0, C, N, OC, w, C, 0, dout, OC, 0, dx, C, 0, 1, st, st, 1.0f, 1.0f, NULL};
-		run_gemm(k, &g);
-	}
-	/* dw (C, OC)cm += X (C, N)cm . dout^T (N, OC), into the gradients' type */
-	{
-		struct gemm g = {0, 1, C, OC, N, x, C, 0, dout, OC, 0, dw, C, 0, 1, st, gt, 1.0f, 1.0f, NULL};
-		run_gemm(k, &g);
-	}
+	run_descs(k, dt, d, gemm_matmul_bwd(d, N, C, OC, dx != NULL), ops, NULL);
 	if (dbias) {
 		dim3 g2((unsigned)((OC + TPB - 1) / TPB), (unsigned)((N + COL_CHUNK - 1) / COL_CHUNK));
 		DISPATCH(dt, colsum_kernel<A, G><<<g2, TPB, 0, S_(k)>>>((G *)dbias, (const A *)dout, N, OC));
@@ -587,9 +599,7 @@ extern "C" void cuk_matmul_bwd(struct cuk *k, int dt, void *dx, void *dw, void *
 
 /* ---- attention, unfused ------------------------------------------------------------ */
 
-/* Per sample b, strided-batched over heads h (stride hs in qkv and ctx, T*T in
- * the score matrices). Row-major (T, T) scores S[t][u] are column-major
- * (T_u, T_t); q, k, v of a head are column-major (hs, T) with ld 3C. */
+/* Per sample b, strided-batched over the heads (gemm.h has the layouts). */
 
 template <typename T_>
 __global__ void causal_mask_kernel(T_ *s, int T, size_t n)
@@ -601,89 +611,47 @@ __global__ void causal_mask_kernel(T_ *s, int T, size_t n)
 	}
 }
 
-static const char *off(int dt, const void *p, size_t elems)
-{
-	return (const char *)p + elems * cuk_dsize(dt);
-}
-
 extern "C" void cuk_attn_score_fwd(struct cuk *k, int dt, void *scores, const void *qkv, int B, int T,
 				   int C, int NH)
 {
-	int hs = C / NH;
-	size_t tt = (size_t)T * T;
+	struct gemm_desc d[GEMM_MAX];
+	void *ops[] = {scores, (void *)qkv};
+	size_t n = (size_t)B * NH * T * T;
 
-	for (int b = 0; b < B; b++) {
-		const char *base = off(dt, qkv, (size_t)b * T * 3 * C);
-		/* S^T (T_u, T_t) = K (T_u, hs) . Q^T: A = K stored (hs, T) transposed */
-		struct gemm g = {1, 0, T, T, hs, off(dt, base, C), 3LL * C, hs, base, 3LL * C, hs,
-				 (void *)off(dt, scores, (size_t)b * NH * tt), T, (long long)tt, NH, dt, dt,
-				 1.0f / sqrtf((float)hs), 0.0f, NULL};
-		run_gemm(k, &g);
-	}
-	DISPATCH(dt, causal_mask_kernel<A><<<grid_for((size_t)B * NH * tt), TPB, 0, S_(k)>>>(
-		(A *)scores, T, (size_t)B * NH * tt));
+	for (int b = 0; b < B; b++)
+		run_descs(k, dt, d, gemm_attn_score_fwd(d, b, T, C, NH), ops, NULL);
+	DISPATCH(dt, causal_mask_kernel<A><<<grid_for(n), TPB, 0, S_(k)>>>((A *)scores, T, n));
 	CUDA_LAUNCHED();
 }
 
 extern "C" void cuk_attn_score_bwd(struct cuk *k, int dt, void *dqkv, const void *dscores, const void *qkv,
 				   int B, int T, int C, int NH)
 {
-	int hs = C / NH;
-	size_t tt = (size_t)T * T;
-	float sc = 1.0f / sqrtf((float)hs);
+	struct gemm_desc d[GEMM_MAX];
+	void *ops[] = {dqkv, (void *)dscores, (void *)qkv};
 
-	for (int b = 0; b < B; b++) {
-		const char *base = off(dt, qkv, (size_t)b * T * 3 * C);
-		char *dbase = (char *)off(dt, dqkv, (size_t)b * T * 3 * C);
-		const char *ds = off(dt, dscores, (size_t)b * NH * tt);
-		/* dQ (hs, T_t) += K (hs, T_u) . dS^T-as-stored (T_u, T_t) */
-		struct gemm gq = {0, 0, hs, T, T, off(dt, base, C), 3LL * C, hs, ds, T, (long long)tt,
-				  dbase, 3LL * C, hs, NH, dt, dt, sc, 1.0f, NULL};
-		/* dK (hs, T_u) += Q (hs, T_t) . (stored (T_u, T_t))^T */
-		struct gemm gk = {0, 1, hs, T, T, base, 3LL * C, hs, ds, T, (long long)tt,
-				  dbase + (size_t)C * cuk_dsize(dt), 3LL * C, hs, NH, dt, dt, sc, 1.0f, NULL};
-		run_gemm(k, &gq);
-		run_gemm(k, &gk);
-	}
+	for (int b = 0; b < B; b++)
+		run_descs(k, dt, d, gemm_attn_score_bwd(d, b, T, C, NH), ops, NULL);
 }
 
 extern "C" void cuk_attn_ctx_fwd(struct cuk *k, int dt, void *ctx, const void *att, const void *qkv,
 				 int B, int T, int C, int NH)
 {
-	int hs = C / NH;
-	size_t tt = (size_t)T * T;
+	struct gemm_desc d[GEMM_MAX];
+	void *ops[] = {ctx, (void *)att, (void *)qkv};
 
-	for (int b = 0; b < B; b++) {
-		const char *base = off(dt, qkv, (size_t)b * T * 3 * C);
-		/* ctx (hs, T_t) = V (hs, T_u) . att-as-stored (T_u, T_t) */
-		struct gemm g = {0, 0, hs, T, T, off(dt, base, 2 * (size_t)C), 3LL * C, hs,
-				 off(dt, att, (size_t)b * NH * tt), T, (long long)tt,
-				 (void *)off(dt, ctx, (size_t)b * T * C), C, hs, NH, dt, dt, 1.0f, 0.0f, NULL};
-		run_gemm(k, &g);
-	}
+	for (int b = 0; b < B; b++)
+		run_descs(k, dt, d, gemm_attn_ctx_fwd(d, b, T, C, NH), ops, NULL);
 }
 
 extern "C" void cuk_attn_ctx_bwd(struct cuk *k, int dt, void *datt, void *dqkv, const void *dctx,
 				 const void *att, const void *qkv, int B, int T, int C, int NH)
 {
-	int hs = C / NH;
-	size_t tt = (size_t)T * T;
+	struct gemm_desc d[GEMM_MAX];
+	void *ops[] = {datt, dqkv, (void *)dctx, (void *)att, (void *)qkv};
 
-	for (int b = 0; b < B; b++) {
-		const char *v = off(dt, qkv, (size_t)b * T * 3 * C + 2 * (size_t)C);
-		const char *dc = off(dt, dctx, (size_t)b * T * C);
-		const char *a = off(dt, att, (size_t)b * NH * tt);
-		/* datt-as-stored (T_u, T_t) += V^T (T_u, hs) . dctx (hs, T_t) */
-		struct gemm ga = {1, 0, T, T, hs, v, 3LL * C, hs, dc, C, hs,
-				  (void *)off(dt, datt, (size_t)b * NH * tt), T, (long long)tt, NH, dt, dt,
-				  1.0f, 1.0f, NULL};
-		/* dV (hs, T_u) += dctx (hs, T_t) . (att-as-stored (T_u, T_t))^T */
-		struct gemm gv = {0, 1, hs, T, T, dc, C, hs, a, T, (long long)tt,
-				  (void *)off(dt, dqkv, (size_t)b * T * 3 * C + 2 * (size_t)C), 3LL * C, hs, NH,
-				  dt, dt, 1.0f, 1.0f, NULL};
-		run_gemm(k, &ga);
-		run_gemm(k, &gv);
-	}
+	for (int b = 0; b < B; b++)
+		run_descs(k, dt, d, gemm_attn_ctx_bwd(d, b, T, C, NH), ops, NULL);
 }
 
 /* one warp per row, online max and sum */
