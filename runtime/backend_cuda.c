@@ -26,7 +26,7 @@
  *
  * The fixed overhead (CUDA context, cuBLASLt workspace, NCCL buffers, the
  * reduction scratch) is what device_used() reports beyond the arenas' live
- * bytes; validate measures it after a warm-up step.
+ * bytes; validate reads it after the timed steps, when every arena is empty.
  *
  * struct backend's functions take no context, so the state of the one device
  * of this process lives in one static struct.
