@@ -190,14 +190,22 @@ static int forward_op(struct cstep *c, int i, struct err *e)
 			cuk_add_fwd(k, dt, y, x, V(c, o->in[1]), (size_t)N * C);
 		break;
 	case OP_NORM:
-		cuk_layernorm_fwd(k, dt, y, V(c, o->out + 1), x, P(c, w), P(c, b), N, C);
+		if (b >= 0)
+			cuk_layernorm_fwd(k, dt, y, V(c, o->out + 1), x, P(c, w), P(c, b), N, C);
+		else
+			cuk_rmsnorm_fwd(k, dt, y, V(c, o->out + 1), x, P(c, w), N, C);
+		break;
+	case OP_MUL:
+		cuk_mul_fwd(k, dt, y, x, V(c, o->in[1]), elems(c, o->out));
 		break;
 	case OP_MATMUL:
 		cuk_matmul_fwd(k, dt, y, x, PC(c, w), PC(c, b), N, (int)o->k, (int)o->n);
+		if (r->rope_op[i])
+			cuk_rope(k, dt, y, B, T, r->NH, r->NKV, r->hs, r->theta, 1);
 		break;
 	case OP_ATTN_SCORE:
 		if (!c->flash)
-			cuk_attn_score_fwd(k, dt, y, x, B, T, C, r->NH);
+			cuk_attn_score_fwd(k, dt, y, x, B, T, r->NH, r->NKV, r->hs);
 		break;
 	case OP_SOFTMAX:
 		if (!c->flash)
@@ -206,11 +214,14 @@ static int forward_op(struct cstep *c, int i, struct err *e)
 	case OP_ATTN_CTX:
 		if (c->flash)
 			return cuk_flash_fwd(k, dt, y, c->lse + (size_t)o->layer * B * r->NH * T, V(c, o->in[1]), B, T,
-					     C, r->NH, e);
-		cuk_attn_ctx_fwd(k, dt, y, x, V(c, o->in[1]), B, T, C, r->NH);
+					     r->NH, r->NKV, r->hs, e);
+		cuk_attn_ctx_fwd(k, dt, y, x, V(c, o->in[1]), B, T, r->NH, r->NKV, r->hs);
 		break;
 	case OP_ACT:
-		cuk_gelu_fwd(k, dt, y, x, elems(c, o->out));
+		if (r->m.activation == ACT_SWIGLU)
+			cuk_silu_fwd(k, dt, y, x, elems(c, o->out));
+		else
+			cuk_gelu_fwd(k, dt, y, x, elems(c, o->out));
 		break;
 	case OP_DROPOUT:
 		cuk_dropout_fwd(k, dt, y, V(c, o->out + 1), x, elems(c, o->out), r->dropout,
@@ -244,14 +255,22 @@ static int backward_op(struct cstep *c, int i, struct err *e)
 			cuk_add_bwd(k, dt, dx, c->dval[o->in[1]], dy, (size_t)N * C);
 		break;
 	case OP_NORM:
-		cuk_layernorm_bwd(k, dt, dx, G(c, w), G(c, b), dy, V(c, o->in[0]), V(c, o->out + 1), P(c, w), N, C);
+		if (b >= 0)
+			cuk_layernorm_bwd(k, dt, dx, G(c, w), G(c, b), dy, V(c, o->in[0]), V(c, o->out + 1), P(c, w), N, C);
+		else
+			cuk_rmsnorm_bwd(k, dt, dx, G(c, w), dy, V(c, o->in[0]), V(c, o->out + 1), P(c, w), N, C);
+		break;
+	case OP_MUL:
+		cuk_mul_bwd(k, dt, dx, c->dval[o->in[1]], dy, V(c, o->in[0]), V(c, o->in[1]), elems(c, o->out));
 		break;
 	case OP_MATMUL:
+		if (r->rope_op[i])  /* back through the rotation, on the gradient */
+			cuk_rope(k, dt, dy, B, T, r->NH, r->NKV, r->hs, r->theta, -1);
 		cuk_matmul_bwd(k, dt, dx, G(c, w), G(c, b), dy, V(c, o->in[0]), PC(c, w), N, (int)o->k, (int)o->n);
 		break;
 	case OP_ATTN_SCORE:
 		if (!c->flash)
-			cuk_attn_score_bwd(k, dt, dx, dy, V(c, o->in[0]), B, T, C, r->NH);
+			cuk_attn_score_bwd(k, dt, dx, dy, V(c, o->in[0]), B, T, r->NH, r->NKV, r->hs);
 		break;
 	case OP_SOFTMAX:
 		if (!c->flash)
@@ -260,11 +279,15 @@ static int backward_op(struct cstep *c, int i, struct err *e)
 	case OP_ATTN_CTX:
 		if (c->flash)
 			return cuk_flash_bwd(k, dt, c->dval[o->in[1]], dy, V(c, o->in[1]), V(c, o->out),
-					     c->lse + (size_t)o->layer * B * r->NH * T, B, T, C, r->NH, e);
-		cuk_attn_ctx_bwd(k, dt, dx, c->dval[o->in[1]], dy, V(c, o->in[0]), V(c, o->in[1]), B, T, C, r->NH);
+					     c->lse + (size_t)o->layer * B * r->NH * T, B, T, r->NH, r->NKV, r->hs, e);
+		cuk_attn_ctx_bwd(k, dt, dx, c->dval[o->in[1]], dy, V(c, o->in[0]), V(c, o->in[1]), B, T, r->NH,
+				 r->NKV, r->hs);
 		break;
 	case OP_ACT:
-		cuk_gelu_bwd(k, dt, dx, dy, V(c, o->in[0]), elems(c, o->out));
+		if (r->m.activation == ACT_SWIGLU)
+			cuk_silu_bwd(k, dt, dx, dy, V(c, o->in[0]), elems(c, o->out));
+		else
+			cuk_gelu_bwd(k, dt, dx, dy, V(c, o->in[0]), elems(c, o->out));
 		break;
 	case OP_DROPOUT:
 		cuk_dropout_bwd(k, dt, dx, dy, V(c, o->out + 1), elems(c, o->out), r->dropout);

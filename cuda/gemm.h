@@ -8,8 +8,8 @@
  *
  * Row-major (R, C) with leading dimension L is column-major (C, R) with the
  * same L: the products below are written on those column-major views
- * (backend.h's shapes: x (N, C), w (OC, C), qkv (B, T, 3C) = [q | k | v],
- * scores/att (B, NH, T, T), ctx (B, T, C)).
+ * (backend.h's shapes: x (N, C), w (OC, C), qkv (B, T, (NH + 2 NKV) hs),
+ * scores/att (B, NH, T, T), ctx (B, T, NH hs)).
  */
 #ifndef SHARDCAST_CUDA_GEMM_H
 #define SHARDCAST_CUDA_GEMM_H
@@ -39,15 +39,19 @@ struct gemm_desc {
 int gemm_matmul_fwd(struct gemm_desc *g, int N, int C, int OC);
 /* dx += dout . w (when want_dx), dw += dout^T . x; operands {0 dx, 1 dw, 2 dout, 3 x, 4 w} */
 int gemm_matmul_bwd(struct gemm_desc *g, int N, int C, int OC, int want_dx);
-/* sample b. scores = q k^T / sqrt(hs) (the causal mask is a separate pass);
- * operands {0 scores, 1 qkv} */
-int gemm_attn_score_fwd(struct gemm_desc *g, int b, int T, int C, int NH);
+/* Attention, per sample b and per query head of each group i in [0, NH/NKV):
+ * one product batched over the NKV key/value heads j, for query head
+ * h = j (NH/NKV) + i (grouped-query attention: head h reads k/v head h / (NH/NKV);
+ * NKV = NH is multi-head attention, i = 0 only). qkv rows are
+ * [q (NH x hs) | k (NKV x hs) | v (NKV x hs)]; ctx rows are NH x hs. */
+/* scores = q k^T / sqrt(hs) (the causal mask is a separate pass); operands {0 scores, 1 qkv} */
+int gemm_attn_score_fwd(struct gemm_desc *g, int b, int i, int T, int NH, int NKV, int hs);
 /* dq += dS k / sqrt(hs), dk += dS^T q / sqrt(hs); operands {0 dqkv, 1 dscores, 2 qkv} */
-int gemm_attn_score_bwd(struct gemm_desc *g, int b, int T, int C, int NH);
+int gemm_attn_score_bwd(struct gemm_desc *g, int b, int i, int T, int NH, int NKV, int hs);
 /* ctx = att v; operands {0 ctx, 1 att, 2 qkv} */
-int gemm_attn_ctx_fwd(struct gemm_desc *g, int b, int T, int C, int NH);
+int gemm_attn_ctx_fwd(struct gemm_desc *g, int b, int i, int T, int NH, int NKV, int hs);
 /* datt += dctx v^T, dv += att^T dctx; operands {0 datt, 1 dqkv, 2 dctx, 3 att, 4 qkv} */
-int gemm_attn_ctx_bwd(struct gemm_desc *g, int b, int T, int C, int NH);
+int gemm_attn_ctx_bwd(struct gemm_desc *g, int b, int i, int T, int NH, int NKV, int hs);
 
 /* The host reference of a descriptor, fp32, for tests: ops[i] are the op's
  * operands as float arrays. */

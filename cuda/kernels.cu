@@ -612,46 +612,50 @@ __global__ void causal_mask_kernel(T_ *s, int T, size_t n)
 }
 
 extern "C" void cuk_attn_score_fwd(struct cuk *k, int dt, void *scores, const void *qkv, int B, int T,
-				   int C, int NH)
+				   int NH, int NKV, int hs)
 {
 	struct gemm_desc d[GEMM_MAX];
 	void *ops[] = {scores, (void *)qkv};
 	size_t n = (size_t)B * NH * T * T;
 
 	for (int b = 0; b < B; b++)
-		run_descs(k, dt, d, gemm_attn_score_fwd(d, b, T, C, NH), ops, NULL);
+		for (int i = 0; i < NH / NKV; i++)
+			run_descs(k, dt, d, gemm_attn_score_fwd(d, b, i, T, NH, NKV, hs), ops, NULL);
 	DISPATCH(dt, causal_mask_kernel<A><<<grid_for(n), TPB, 0, S_(k)>>>((A *)scores, T, n));
 	CUDA_LAUNCHED();
 }
 
 extern "C" void cuk_attn_score_bwd(struct cuk *k, int dt, void *dqkv, const void *dscores, const void *qkv,
-				   int B, int T, int C, int NH)
+				   int B, int T, int NH, int NKV, int hs)
 {
 	struct gemm_desc d[GEMM_MAX];
 	void *ops[] = {dqkv, (void *)dscores, (void *)qkv};
 
 	for (int b = 0; b < B; b++)
-		run_descs(k, dt, d, gemm_attn_score_bwd(d, b, T, C, NH), ops, NULL);
+		for (int i = 0; i < NH / NKV; i++)
+			run_descs(k, dt, d, gemm_attn_score_bwd(d, b, i, T, NH, NKV, hs), ops, NULL);
 }
 
 extern "C" void cuk_attn_ctx_fwd(struct cuk *k, int dt, void *ctx, const void *att, const void *qkv,
-				 int B, int T, int C, int NH)
+				 int B, int T, int NH, int NKV, int hs)
 {
 	struct gemm_desc d[GEMM_MAX];
 	void *ops[] = {ctx, (void *)att, (void *)qkv};
 
 	for (int b = 0; b < B; b++)
-		run_descs(k, dt, d, gemm_attn_ctx_fwd(d, b, T, C, NH), ops, NULL);
+		for (int i = 0; i < NH / NKV; i++)
+			run_descs(k, dt, d, gemm_attn_ctx_fwd(d, b, i, T, NH, NKV, hs), ops, NULL);
 }
 
 extern "C" void cuk_attn_ctx_bwd(struct cuk *k, int dt, void *datt, void *dqkv, const void *dctx,
-				 const void *att, const void *qkv, int B, int T, int C, int NH)
+				 const void *att, const void *qkv, int B, int T, int NH, int NKV, int hs)
 {
 	struct gemm_desc d[GEMM_MAX];
 	void *ops[] = {datt, dqkv, (void *)dctx, (void *)att, (void *)qkv};
 
 	for (int b = 0; b < B; b++)
-		run_descs(k, dt, d, gemm_attn_ctx_bwd(d, b, T, C, NH), ops, NULL);
+		for (int i = 0; i < NH / NKV; i++)
+			run_descs(k, dt, d, gemm_attn_ctx_bwd(d, b, i, T, NH, NKV, hs), ops, NULL);
 }
 
 /* one warp per row, online max and sum */
@@ -733,53 +737,55 @@ enum { FA_ROWS = 64 };  /* queries (forward, dq) or keys (dk, dv) per block */
 template <int HS> struct fa_tile { enum { N = HS <= 64 ? 64 : 32 }; };  /* rows per shared tile */
 
 template <typename T_, int HS>
-__global__ void flash_fwd_kernel(T_ *ctx, float *lse, const T_ *qkv, int T, int C, int NH)
+__global__ void flash_fwd_kernel(T_ *ctx, float *lse, const T_ *qkv, int T, int NH, int NKV)
 {
 	constexpr int S = HS / 32, BC = fa_tile<HS>::N;
 	__shared__ float Ks[BC][HS], Vs[BC][HS];
-	int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+	int bh = blockIdx.y, b = bh / NH, h = bh % NH, j = h / (NH / NKV);
 	int grp = threadIdx.x / S, g = threadIdx.x % S, t = blockIdx.x * FA_ROWS + grp;
 	int tmax = min((int)(blockIdx.x + 1) * FA_ROWS, T) - 1;
+	size_t row = (size_t)(NH + 2 * NKV) * HS, C = (size_t)NH * HS;
 	bool valid = t < T;
-	const T_ *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+	const T_ *qb = qkv + (size_t)b * T * row + (size_t)h * HS;
+	const T_ *kb = qkv + (size_t)b * T * row + (size_t)(NH + j) * HS, *vb = kb + (size_t)NKV * HS;
 	unsigned mask = group_mask<S>();
 	float sc = 1.0f / sqrtf((float)HS), q[32], acc[32], m = -INFINITY, l = 0;
 
 #pragma unroll
 	for (int d = 0; d < 32; d++) {
-		q[d] = valid ? ldf(base + (size_t)t * 3 * C, d * S + g) : 0.0f;
+		q[d] = valid ? ldf(qb + (size_t)t * row, d * S + g) : 0.0f;
 		acc[d] = 0;
 	}
 	for (int u0 = 0; u0 <= tmax; u0 += BC) {
 		int jn = min(BC, T - u0);
 		__syncthreads();
 		for (int i = threadIdx.x; i < BC * HS; i += blockDim.x) {
-			int j = i / HS, c = i % HS, u = u0 + j;
-			Ks[j][c] = u < T ? ldf(base + (size_t)u * 3 * C + C, c) : 0.0f;
-			Vs[j][c] = u < T ? ldf(base + (size_t)u * 3 * C + 2 * C, c) : 0.0f;
+			int r = i / HS, c = i % HS, u = u0 + r;
+			Ks[r][c] = u < T ? ldf(kb + (size_t)u * row, c) : 0.0f;
+			Vs[r][c] = u < T ? ldf(vb + (size_t)u * row, c) : 0.0f;
 		}
 		__syncthreads();
-		for (int j = 0; j < jn; j++) {
+		for (int r = 0; r < jn; r++) {
 			float s = 0;
 #pragma unroll
 			for (int d = 0; d < 32; d++)
-				s += q[d] * Ks[j][d * S + g];
+				s += q[d] * Ks[r][d * S + g];
 			s = group_sum<S>(s, mask) * sc;
-			if (valid && u0 + j <= t) {
+			if (valid && u0 + r <= t) {
 				float p;
 				if (s > m) {
-					float r = expf(m - s);
-					l *= r;
+					float f = expf(m - s);
+					l *= f;
 #pragma unroll
 					for (int d = 0; d < 32; d++)
-						acc[d] *= r;
+						acc[d] *= f;
 					m = s;
 				}
 				p = expf(s - m);
 				l += p;
 #pragma unroll
 				for (int d = 0; d < 32; d++)
-					acc[d] += p * Vs[j][d * S + g];
+					acc[d] += p * Vs[r][d * S + g];
 			}
 		}
 	}
@@ -795,22 +801,24 @@ __global__ void flash_fwd_kernel(T_ *ctx, float *lse, const T_ *qkv, int T, int 
 /* dq for one query per group: dq += sc * sum_u p (dp - D) k_u */
 template <typename T_, int HS>
 __global__ void flash_bwd_dq_kernel(T_ *dqkv, const T_ *dctx, const T_ *qkv, const T_ *ctx,
-				    const float *lse, int T, int C, int NH)
+				    const float *lse, int T, int NH, int NKV)
 {
 	constexpr int S = HS / 32, BC = fa_tile<HS>::N;
 	__shared__ float Ks[BC][HS], Vs[BC][HS];
-	int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+	int bh = blockIdx.y, b = bh / NH, h = bh % NH, j = h / (NH / NKV);
 	int grp = threadIdx.x / S, g = threadIdx.x % S, t = blockIdx.x * FA_ROWS + grp;
 	int tmax = min((int)(blockIdx.x + 1) * FA_ROWS, T) - 1;
+	size_t row = (size_t)(NH + 2 * NKV) * HS, C = (size_t)NH * HS;
 	bool valid = t < T;
-	const T_ *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+	const T_ *qb = qkv + (size_t)b * T * row + (size_t)h * HS;
+	const T_ *kb = qkv + (size_t)b * T * row + (size_t)(NH + j) * HS, *vb = kb + (size_t)NKV * HS;
 	size_t crow = ((size_t)b * T + (valid ? t : 0)) * C + (size_t)h * HS;
 	unsigned mask = group_mask<S>();
 	float sc = 1.0f / sqrtf((float)HS), q[32], dO[32], dq[32], D = 0, L;
 
 #pragma unroll
 	for (int d = 0; d < 32; d++) {
-		q[d] = valid ? ldf(base + (size_t)t * 3 * C, d * S + g) : 0.0f;
+		q[d] = valid ? ldf(qb + (size_t)t * row, d * S + g) : 0.0f;
 		dO[d] = valid ? ldf(dctx + crow, d * S + g) : 0.0f;
 		D += valid ? dO[d] * ldf(ctx + crow, d * S + g) : 0.0f;
 		dq[d] = 0;
@@ -821,97 +829,102 @@ __global__ void flash_bwd_dq_kernel(T_ *dqkv, const T_ *dctx, const T_ *qkv, con
 		int jn = min(BC, T - u0);
 		__syncthreads();
 		for (int i = threadIdx.x; i < BC * HS; i += blockDim.x) {
-			int j = i / HS, c = i % HS, u = u0 + j;
-			Ks[j][c] = u < T ? ldf(base + (size_t)u * 3 * C + C, c) : 0.0f;
-			Vs[j][c] = u < T ? ldf(base + (size_t)u * 3 * C + 2 * C, c) : 0.0f;
+			int r = i / HS, c = i % HS, u = u0 + r;
+			Ks[r][c] = u < T ? ldf(kb + (size_t)u * row, c) : 0.0f;
+			Vs[r][c] = u < T ? ldf(vb + (size_t)u * row, c) : 0.0f;
 		}
 		__syncthreads();
-		for (int j = 0; j < jn; j++) {
+		for (int r = 0; r < jn; r++) {
 			float s = 0, dp = 0;
 #pragma unroll
 			for (int d = 0; d < 32; d++) {
-				s += q[d] * Ks[j][d * S + g];
-				dp += dO[d] * Vs[j][d * S + g];
+				s += q[d] * Ks[r][d * S + g];
+				dp += dO[d] * Vs[r][d * S + g];
 			}
 			s = group_sum<S>(s, mask) * sc;
 			dp = group_sum<S>(dp, mask);
-			if (valid && u0 + j <= t) {
+			if (valid && u0 + r <= t) {
 				float ds = expf(s - L) * (dp - D) * sc;
 #pragma unroll
 				for (int d = 0; d < 32; d++)
-					dq[d] += ds * Ks[j][d * S + g];
+					dq[d] += ds * Ks[r][d * S + g];
 			}
 		}
 	}
 	if (!valid)
 		return;
 	{
-		T_ *o = dqkv + ((size_t)b * T + t) * 3 * C + (size_t)h * HS;
+		T_ *o = dqkv + ((size_t)b * T + t) * row + (size_t)h * HS;
 #pragma unroll
 		for (int d = 0; d < 32; d++)
 			stf(o, d * S + g, ldf(o, d * S + g) + dq[d]);
 	}
 }
 
-/* dk, dv for one key per group over the queries t >= u */
+/* dk, dv for one key per group over the queries t >= u of every query head
+ * that reads this key/value head (grouped-query attention) */
 template <typename T_, int HS>
 __global__ void flash_bwd_dkv_kernel(T_ *dqkv, const T_ *dctx, const T_ *qkv, const T_ *ctx,
-				     const float *lse, int T, int C, int NH)
+				     const float *lse, int T, int NH, int NKV)
 {
 	constexpr int S = HS / 32, TQ = fa_tile<HS>::N, NG = FA_ROWS;
 	__shared__ float Qs[TQ][HS], dOs[TQ][HS], Ls[TQ], Ds[TQ];
-	int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+	int bj = blockIdx.y, b = bj / NKV, j = bj % NKV, gq = NH / NKV;
 	int grp = threadIdx.x / S, g = threadIdx.x % S, u = blockIdx.x * FA_ROWS + grp;
+	size_t row = (size_t)(NH + 2 * NKV) * HS, C = (size_t)NH * HS;
 	bool valid = u < T;
-	const T_ *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+	const T_ *kb = qkv + (size_t)b * T * row + (size_t)(NH + j) * HS, *vb = kb + (size_t)NKV * HS;
 	unsigned mask = group_mask<S>();
 	float sc = 1.0f / sqrtf((float)HS), kk[32], vv[32], dk[32], dv[32];
 
 #pragma unroll
 	for (int d = 0; d < 32; d++) {
-		kk[d] = valid ? ldf(base + (size_t)u * 3 * C + C, d * S + g) : 0.0f;
-		vv[d] = valid ? ldf(base + (size_t)u * 3 * C + 2 * C, d * S + g) : 0.0f;
+		kk[d] = valid ? ldf(kb + (size_t)u * row, d * S + g) : 0.0f;
+		vv[d] = valid ? ldf(vb + (size_t)u * row, d * S + g) : 0.0f;
 		dk[d] = dv[d] = 0;
 	}
-	for (int t0 = blockIdx.x * FA_ROWS; t0 < T; t0 += TQ) {
-		int rn = min(TQ, T - t0);
-		__syncthreads();
-		for (int i = threadIdx.x; i < TQ * HS; i += blockDim.x) {
-			int r = i / HS, c = i % HS, t = t0 + r;
-			size_t crow = ((size_t)b * T + t) * C + (size_t)h * HS;
-			Qs[r][c] = t < T ? ldf(base + (size_t)t * 3 * C, c) : 0.0f;
-			dOs[r][c] = t < T ? ldf(dctx + crow, c) : 0.0f;
-		}
-		/* D_t = dO_t . O_t, one group per query row of the tile */
-		for (int r = grp; r < TQ; r += NG) {
-			int t = t0 + r;
-			size_t crow = ((size_t)b * T + (t < T ? t : 0)) * C + (size_t)h * HS;
-			float D = 0;
-#pragma unroll
-			for (int d = 0; d < 32; d++)
-				D += t < T ? ldf(dctx + crow, d * S + g) * ldf(ctx + crow, d * S + g) : 0.0f;
-			D = group_sum<S>(D, mask);
-			if (g == 0) {
-				Ds[r] = D;
-				Ls[r] = t < T ? lse[(size_t)bh * T + t] : 0.0f;
+	for (int h = j * gq; h < (j + 1) * gq; h++) {
+		const T_ *qb = qkv + (size_t)b * T * row + (size_t)h * HS;
+		for (int t0 = blockIdx.x * FA_ROWS; t0 < T; t0 += TQ) {
+			int rn = min(TQ, T - t0);
+			__syncthreads();
+			for (int i = threadIdx.x; i < TQ * HS; i += blockDim.x) {
+				int r = i / HS, c = i % HS, t = t0 + r;
+				size_t crow = ((size_t)b * T + t) * C + (size_t)h * HS;
+				Qs[r][c] = t < T ? ldf(qb + (size_t)t * row, c) : 0.0f;
+				dOs[r][c] = t < T ? ldf(dctx + crow, c) : 0.0f;
 			}
-		}
-		__syncthreads();
-		for (int r = 0; r < rn; r++) {
-			float s = 0, dp = 0;
+			/* D_t = dO_t . O_t, one group per query row of the tile */
+			for (int r = grp; r < TQ; r += NG) {
+				int t = t0 + r;
+				size_t crow = ((size_t)b * T + (t < T ? t : 0)) * C + (size_t)h * HS;
+				float D = 0;
 #pragma unroll
-			for (int d = 0; d < 32; d++) {
-				s += Qs[r][d * S + g] * kk[d];
-				dp += dOs[r][d * S + g] * vv[d];
+				for (int d = 0; d < 32; d++)
+					D += t < T ? ldf(dctx + crow, d * S + g) * ldf(ctx + crow, d * S + g) : 0.0f;
+				D = group_sum<S>(D, mask);
+				if (g == 0) {
+					Ds[r] = D;
+					Ls[r] = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f;
+				}
 			}
-			s = group_sum<S>(s, mask) * sc;
-			dp = group_sum<S>(dp, mask);
-			if (valid && t0 + r >= u) {
-				float p = expf(s - Ls[r]), ds = p * (dp - Ds[r]) * sc;
+			__syncthreads();
+			for (int r = 0; r < rn; r++) {
+				float s = 0, dp = 0;
 #pragma unroll
 				for (int d = 0; d < 32; d++) {
-					dv[d] += p * dOs[r][d * S + g];
-					dk[d] += ds * Qs[r][d * S + g];
+					s += Qs[r][d * S + g] * kk[d];
+					dp += dOs[r][d * S + g] * vv[d];
+				}
+				s = group_sum<S>(s, mask) * sc;
+				dp = group_sum<S>(dp, mask);
+				if (valid && t0 + r >= u) {
+					float p = expf(s - Ls[r]), ds = p * (dp - Ds[r]) * sc;
+#pragma unroll
+					for (int d = 0; d < 32; d++) {
+						dv[d] += p * dOs[r][d * S + g];
+						dk[d] += ds * Qs[r][d * S + g];
+					}
 				}
 			}
 		}
@@ -919,23 +932,21 @@ __global__ void flash_bwd_dkv_kernel(T_ *dqkv, const T_ *dctx, const T_ *qkv, co
 	if (!valid)
 		return;
 	{
-		T_ *o = dqkv + ((size_t)b * T + u) * 3 * C + (size_t)h * HS;
+		T_ *ok = dqkv + ((size_t)b * T + u) * row + (size_t)(NH + j) * HS, *ov = ok + (size_t)NKV * HS;
 #pragma unroll
 		for (int d = 0; d < 32; d++) {
-			stf(o + C, d * S + g, ldf(o + C, d * S + g) + dk[d]);
-			stf(o + 2 * C, d * S + g, ldf(o + 2 * C, d * S + g) + dv[d]);
+			stf(ok, d * S + g, ldf(ok, d * S + g) + dk[d]);
+			stf(ov, d * S + g, ldf(ov, d * S + g) + dv[d]);
 		}
 	}
 }
 
-static int flash_hs_ok(int C, int NH, struct err *e)
+static int flash_hs_ok(int NH, int NKV, int hs, struct err *e)
 {
-	int hs = NH > 0 ? C / NH : 0;
-
-	if (hs * NH != C || (hs != 32 && hs != 64 && hs != 128))
+	if ((hs != 32 && hs != 64 && hs != 128) || NKV < 1 || NH % NKV)
 		return err_set(e, ERR_INPUT, NULL, 0,
-			       "fused attention: head size %d is not one of 32, 64, 128 (width %d, %d heads); "
-			       "use the unfused kernels", hs, C, NH);
+			       "fused attention: head size %d (%d heads over %d key/value heads) is not one of "
+			       "32, 64, 128; use the unfused kernels", hs, NH, NKV);
 	return 0;
 }
 
@@ -947,33 +958,208 @@ static int flash_hs_ok(int C, int NH, struct err *e)
 	} } while (0)
 
 extern "C" int cuk_flash_fwd(struct cuk *k, int dt, void *ctx, float *lse, const void *qkv, int B, int T,
-			     int C, int NH, struct err *e)
+			     int NH, int NKV, int hs, struct err *e)
 {
-	int rc = flash_hs_ok(C, NH, e), hs = C / NH;
+	int rc = flash_hs_ok(NH, NKV, hs, e);
 	dim3 grid((unsigned)((T + FA_ROWS - 1) / FA_ROWS), (unsigned)(B * NH));
 
 	if (rc)
 		return rc;
-	DISPATCH(dt, FLASH_SWITCH(hs, flash_fwd_kernel, (A *)ctx, lse, (const A *)qkv, T, C, NH));
+	DISPATCH(dt, FLASH_SWITCH(hs, flash_fwd_kernel, (A *)ctx, lse, (const A *)qkv, T, NH, NKV));
 	CUDA_LAUNCHED();
 	return 0;
 }
 
 extern "C" int cuk_flash_bwd(struct cuk *k, int dt, void *dqkv, const void *dctx, const void *qkv,
-			     const void *ctx, const float *lse, int B, int T, int C, int NH, struct err *e)
+			     const void *ctx, const float *lse, int B, int T, int NH, int NKV, int hs, struct err *e)
 {
-	int rc = flash_hs_ok(C, NH, e), hs = C / NH;
+	int rc = flash_hs_ok(NH, NKV, hs, e);
 	dim3 grid((unsigned)((T + FA_ROWS - 1) / FA_ROWS), (unsigned)(B * NH));
 
 	if (rc)
 		return rc;
 	DISPATCH(dt, FLASH_SWITCH(hs, flash_bwd_dq_kernel, (A *)dqkv, (const A *)dctx, (const A *)qkv,
-				  (const A *)ctx, lse, T, C, NH));
+				  (const A *)ctx, lse, T, NH, NKV));
 	CUDA_LAUNCHED();
+	grid.y = (unsigned)(B * NKV);
 	DISPATCH(dt, FLASH_SWITCH(hs, flash_bwd_dkv_kernel, (A *)dqkv, (const A *)dctx, (const A *)qkv,
-				  (const A *)ctx, lse, T, C, NH));
+				  (const A *)ctx, lse, T, NH, NKV));
 	CUDA_LAUNCHED();
 	return 0;
+}
+
+/* ---- Llama: rotary positions, RMSNorm, SwiGLU's parts ---------------------------------- */
+
+/* one thread per rotated pair (b, t, head of q or k, i < hs/2) */
+template <typename T_>
+__global__ void rope_kernel(T_ *qkv, int T, int NH, int NKV, int hs, float theta, int dir, size_t n)
+{
+	size_t row = (size_t)(NH + 2 * NKV) * hs;
+	int half = hs / 2;
+
+	GRID_STRIDE(idx, n) {
+		int i = (int)(idx % half);
+		size_t rest = idx / half;
+		int hh = (int)(rest % (size_t)(NH + NKV));
+		size_t bt = rest / (size_t)(NH + NKV);
+		int t = (int)(bt % T);
+		T_ *x = qkv + bt * row + (size_t)hh * hs;
+		/* as the reference: the angle in double, its cosine and sine rounded to float */
+		double ang = (double)t * pow((double)theta, -2.0 * i / hs);
+		float c = (float)cos(ang), sn = (float)(dir * sin(ang));
+		float x0 = ldf(x, i), x1 = ldf(x, i + half);
+		stf(x, i, x0 * c - x1 * sn);
+		stf(x, i + half, x1 * c + x0 * sn);
+	}
+}
+
+template <typename T_, typename P_>
+__global__ void rms_fwd_kernel(T_ *out, float *rstd, const T_ *x, const P_ *w, int N, int C)
+{
+	int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32), lane = threadIdx.x % 32;
+	float ss = 0, r;
+	size_t o;
+
+	if (row >= N)
+		return;
+	o = (size_t)row * C;
+	for (int i = lane; i < C; i += 32) {
+		float v = ldf(x, o + i);
+		ss += v * v;
+	}
+	ss = warp_sum(ss);
+	r = 1.0f / sqrtf(ss / C + 1e-5f);
+	for (int i = lane; i < C; i += 32)
+		stf(out, o + i, ldf(x, o + i) * r * ldf(w, i));
+	if (lane == 0)
+		rstd[row] = r;
+}
+
+template <typename T_, typename P_>
+__global__ void rms_bwd_dx_kernel(T_ *dx, const T_ *dout, const T_ *x, const float *rstd, const P_ *w,
+				  int N, int C)
+{
+	int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32), lane = threadIdx.x % 32;
+	float r, dot = 0;
+	size_t o;
+
+	if (row >= N)
+		return;
+	o = (size_t)row * C;
+	r = rstd[row];
+	for (int i = lane; i < C; i += 32)
+		dot += ldf(dout, o + i) * ldf(w, i) * ldf(x, o + i);
+	dot = warp_sum(dot);
+	for (int i = lane; i < C; i += 32)
+		stf(dx, o + i, ldf(dx, o + i) + r * (ldf(dout, o + i) * ldf(w, i) - ldf(x, o + i) * r * r * dot / C));
+}
+
+/* dw[c] += sum over a chunk of rows of dout[n,c] x[n,c] rstd[n] */
+template <typename T_, typename G_>
+__global__ void rms_bwd_dw_kernel(G_ *dw, const T_ *dout, const T_ *x, const float *rstd, int N, int C)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x, n0 = blockIdx.y * COL_CHUNK;
+	int n1 = n0 + COL_CHUNK < N ? n0 + COL_CHUNK : N;
+	float s = 0;
+
+	if (c >= C)
+		return;
+	for (int n = n0; n < n1; n++) {
+		size_t j = (size_t)n * C + c;
+		s += ldf(dout, j) * ldf(x, j) * rstd[n];
+	}
+	atomic_add(dw + c, s);
+}
+
+template <typename T_>
+__global__ void silu_fwd_kernel(T_ *out, const T_ *x, size_t n)
+{
+	GRID_STRIDE(i, n) {
+		float v = ldf(x, i);
+		stf(out, i, v / (1.0f + expf(-v)));
+	}
+}
+
+template <typename T_>
+__global__ void silu_bwd_kernel(T_ *dx, const T_ *dout, const T_ *x, size_t n)
+{
+	GRID_STRIDE(i, n) {
+		float v = ldf(x, i), sg = 1.0f / (1.0f + expf(-v));
+		stf(dx, i, ldf(dx, i) + ldf(dout, i) * sg * (1.0f + v * (1.0f - sg)));
+	}
+}
+
+template <typename T_>
+__global__ void mul_fwd_kernel(T_ *out, const T_ *a, const T_ *b, size_t n)
+{
+	GRID_STRIDE(i, n)
+		stf(out, i, ldf(a, i) * ldf(b, i));
+}
+
+template <typename T_>
+__global__ void mul_bwd_kernel(T_ *da, T_ *db, const T_ *dout, const T_ *a, const T_ *b, size_t n)
+{
+	GRID_STRIDE(i, n) {
+		float g = ldf(dout, i), av = ldf(a, i), bv = ldf(b, i);
+		stf(da, i, ldf(da, i) + g * bv);
+		stf(db, i, ldf(db, i) + g * av);
+	}
+}
+
+extern "C" void cuk_rope(struct cuk *k, int dt, void *qkv, int B, int T, int NH, int NKV, int hs, float theta,
+			 int dir)
+{
+	size_t n = (size_t)B * T * (NH + NKV) * (hs / 2);
+	DISPATCH(dt, rope_kernel<A><<<grid_for(n), TPB, 0, S_(k)>>>((A *)qkv, T, NH, NKV, hs, theta, dir, n));
+	CUDA_LAUNCHED();
+}
+
+extern "C" void cuk_rmsnorm_fwd(struct cuk *k, int dt, void *out, float *rstd, const void *x, const void *w,
+				int N, int C)
+{
+	unsigned blocks = (unsigned)(((size_t)N * 32 + TPB - 1) / TPB);
+	DISPATCH(dt, rms_fwd_kernel<A, P><<<blocks, TPB, 0, S_(k)>>>((A *)out, rstd, (const A *)x, (const P *)w, N, C));
+	CUDA_LAUNCHED();
+}
+
+extern "C" void cuk_rmsnorm_bwd(struct cuk *k, int dt, void *dx, void *dw, const void *dout, const void *x,
+				const float *rstd, const void *w, int N, int C)
+{
+	unsigned blocks = (unsigned)(((size_t)N * 32 + TPB - 1) / TPB);
+	dim3 g2((unsigned)((C + TPB - 1) / TPB), (unsigned)((N + COL_CHUNK - 1) / COL_CHUNK));
+
+	DISPATCH(dt, rms_bwd_dx_kernel<A, P><<<blocks, TPB, 0, S_(k)>>>((A *)dx, (const A *)dout, (const A *)x,
+									  rstd, (const P *)w, N, C));
+	CUDA_LAUNCHED();
+	DISPATCH(dt, rms_bwd_dw_kernel<A, G><<<g2, TPB, 0, S_(k)>>>((G *)dw, (const A *)dout, (const A *)x, rstd,
+								     N, C));
+	CUDA_LAUNCHED();
+}
+
+extern "C" void cuk_silu_fwd(struct cuk *k, int dt, void *out, const void *x, size_t n)
+{
+	DISPATCH(dt, silu_fwd_kernel<A><<<grid_for(n), TPB, 0, S_(k)>>>((A *)out, (const A *)x, n));
+	CUDA_LAUNCHED();
+}
+
+extern "C" void cuk_silu_bwd(struct cuk *k, int dt, void *dx, const void *dout, const void *x, size_t n)
+{
+	DISPATCH(dt, silu_bwd_kernel<A><<<grid_for(n), TPB, 0, S_(k)>>>((A *)dx, (const A *)dout, (const A *)x, n));
+	CUDA_LAUNCHED();
+}
+
+extern "C" void cuk_mul_fwd(struct cuk *k, int dt, void *out, const void *a, const void *b, size_t n)
+{
+	DISPATCH(dt, mul_fwd_kernel<A><<<grid_for(n), TPB, 0, S_(k)>>>((A *)out, (const A *)a, (const A *)b, n));
+	CUDA_LAUNCHED();
+}
+
+extern "C" void cuk_mul_bwd(struct cuk *k, int dt, void *da, void *db, const void *dout, const void *a,
+			    const void *b, size_t n)
+{
+	DISPATCH(dt, mul_bwd_kernel<A><<<grid_for(n), TPB, 0, S_(k)>>>((A *)da, (A *)db, (const A *)dout,
+									 (const A *)a, (const A *)b, n));
+	CUDA_LAUNCHED();
 }
 
 /* ---- elementwise ------------------------------------------------------------------------ */

@@ -4,7 +4,7 @@
  * Every kernel has the semantics of the cpu backend's reference of the same
  * name (runtime/backend_cpu.c), which tests/gpu_tests.c checks it against:
  * row-major buffers, token ids (B, 2, T) int32 (inputs then targets), fused
- * qkv (B, T, 3C) = [q | k | v] with head h at columns h*hs.., matrices (OC, C)
+ * qkv rows [q | k | v] (grouped-query: NKV key/value heads), matrices (OC, C)
  * as nn.Linear stores them, LayerNorm statistics (N, 2) fp32 = (mean, rstd),
  * and every backward kernel ACCUMULATES (+=) into its gradient outputs.
  *
@@ -100,37 +100,58 @@ void cuk_matmul_bwd(struct cuk *k, int dt, void *dx, void *dw, void *dbias, cons
 		    const void *x, const void *w, int N, int C, int OC);
 
 /* ---- attention, unfused (the shardcast graph keeps the softmax output) ----- */
+/* qkv rows (B, T, (NH + 2 NKV) hs) = [q (NH x hs) | k (NKV x hs) | v (NKV x hs)];
+ * query head h reads key/value head h / (NH / NKV) (grouped-query attention;
+ * NKV = NH: multi-head). ctx (B, T, NH hs). */
 /* scores (B, NH, T, T) = q k^T / sqrt(hs), -inf above the diagonal.
  * The products run over full T x T blocks, so where the reference skips the
  * entries above the diagonal these kernels need them to be 0 there: dscores
  * of attn_score_bwd and att of attn_ctx_fwd/bwd — which softmax_fwd (exp(-inf)
  * = 0), dropout and softmax_bwd (y = 0 gives 0) guarantee in a step. */
 void cuk_attn_score_fwd(struct cuk *k, int dt, void *scores, const void *qkv,
-			int B, int T, int C, int NH);
+			int B, int T, int NH, int NKV, int hs);
 void cuk_attn_score_bwd(struct cuk *k, int dt, void *dqkv, const void *dscores, const void *qkv,
-			int B, int T, int C, int NH);
+			int B, int T, int NH, int NKV, int hs);
 void cuk_softmax_fwd(struct cuk *k, int dt, void *out, const void *in, int rows, int T);
 void cuk_softmax_bwd(struct cuk *k, int dt, void *din, const void *dout, const void *out,
 		     int rows, int T);
-/* ctx (B, T, C) = att (B, NH, T, T) . v. Backward: datt's causal triangle
- * (u <= t) gets exactly the reference's values; entries above the diagonal,
- * which the reference leaves alone, receive dctx . v too (one full product is
- * cheaper than a masked one). They meet att = 0 there, so softmax_bwd gives
- * identical input gradients. */
+/* ctx = att (B, NH, T, T) . v. Backward: datt's causal triangle (u <= t) gets
+ * exactly the reference's values; entries above the diagonal, which the
+ * reference leaves alone, receive dctx . v too (one full product is cheaper
+ * than a masked one). They meet att = 0 there, so softmax_bwd gives identical
+ * input gradients. */
 void cuk_attn_ctx_fwd(struct cuk *k, int dt, void *ctx, const void *att, const void *qkv,
-		      int B, int T, int C, int NH);
+		      int B, int T, int NH, int NKV, int hs);
 void cuk_attn_ctx_bwd(struct cuk *k, int dt, void *datt, void *dqkv, const void *dctx,
-		      const void *att, const void *qkv, int B, int T, int C, int NH);
+		      const void *att, const void *qkv, int B, int T, int NH, int NKV, int hs);
 
 /* ---- attention, fused (flash-style: online softmax, no T x T buffer) ------- */
-/* ctx (B, T, C) and lse (B, NH, T) fp32 = the log-sum-exp of each query's
+/* ctx (B, T, NH hs) and lse (B, NH, T) fp32 = the log-sum-exp of each query's
  * scaled scores, all the backward needs besides qkv and ctx. Memory: O(B T C).
- * Head sizes 32, 64, 80, 96, 128; returns 0, or ERR_INPUT for another size. */
+ * Head sizes 32, 64, 128; returns 0, or ERR_INPUT for another size. */
 int cuk_flash_fwd(struct cuk *k, int dt, void *ctx, float *lse, const void *qkv,
-		  int B, int T, int C, int NH, struct err *e);
-/* dqkv (B, T, 3C) += the gradient of ctx = causal_attention(qkv). */
+		  int B, int T, int NH, int NKV, int hs, struct err *e);
+/* dqkv += the gradient of ctx = causal_attention(qkv). */
 int cuk_flash_bwd(struct cuk *k, int dt, void *dqkv, const void *dctx, const void *qkv,
-		  const void *ctx, const float *lse, int B, int T, int C, int NH, struct err *e);
+		  const void *ctx, const float *lse, int B, int T, int NH, int NKV, int hs, struct err *e);
+
+/* ---- Llama's ops ----------------------------------------------------------------- */
+/* rotary positions (Su et al. 2021; rotate_half pairs i, i + hs/2, frequency
+ * theta^(-2i/hs)) in place on the q and k heads of qkv; dir -1 rotates back
+ * (the backward of a rotation, applied to the gradient) */
+void cuk_rope(struct cuk *k, int dt, void *qkv, int B, int T, int NH, int NKV, int hs, float theta,
+	      int dir);
+/* RMSNorm: out = x / rms(x) * w, eps 1e-5; rstd (N) fp32 saved */
+void cuk_rmsnorm_fwd(struct cuk *k, int dt, void *out, float *rstd, const void *x, const void *w,
+		     int N, int C);
+void cuk_rmsnorm_bwd(struct cuk *k, int dt, void *dx, void *dw, const void *dout, const void *x,
+		     const float *rstd, const void *w, int N, int C);
+/* SwiGLU = silu(gate) * up: the activation and the product */
+void cuk_silu_fwd(struct cuk *k, int dt, void *out, const void *x, size_t n);
+void cuk_silu_bwd(struct cuk *k, int dt, void *dx, const void *dout, const void *x, size_t n);
+void cuk_mul_fwd(struct cuk *k, int dt, void *out, const void *a, const void *b, size_t n);
+void cuk_mul_bwd(struct cuk *k, int dt, void *da, void *db, const void *dout, const void *a,
+		 const void *b, size_t n);
 
 /* ---- elementwise ----------------------------------------------------------- */
 void cuk_gelu_fwd(struct cuk *k, int dt, void *out, const void *x, size_t n);

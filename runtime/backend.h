@@ -61,14 +61,29 @@ struct backend {
 			   int N, int C, int OC);
 	void (*matmul_bwd)(float *dx, float *dw, float *dbias, const float *dout, const float *x,
 			   const float *w, int N, int C, int OC);
-	void (*attn_score_fwd)(float *scores, const float *qkv, int B, int T, int C, int NH);
+	/* qkv rows are [q (NH x hs) | k (NKV x hs) | v (NKV x hs)]; query head h
+	 * reads key/value head h / (NH / NKV) (grouped-query attention) */
+	void (*attn_score_fwd)(float *scores, const float *qkv, int B, int T, int NH, int NKV, int hs);
 	void (*attn_score_bwd)(float *dqkv, const float *dscores, const float *qkv, int B, int T,
-			       int C, int NH);
+			       int NH, int NKV, int hs);
 	void (*softmax_fwd)(float *out, const float *in, int rows, int T);
 	void (*softmax_bwd)(float *din, const float *dout, const float *out, int rows, int T);
-	void (*attn_ctx_fwd)(float *ctx, const float *att, const float *qkv, int B, int T, int C, int NH);
+	void (*attn_ctx_fwd)(float *ctx, const float *att, const float *qkv, int B, int T, int NH,
+			     int NKV, int hs);
 	void (*attn_ctx_bwd)(float *datt, float *dqkv, const float *dctx, const float *att,
-			     const float *qkv, int B, int T, int C, int NH);
+			     const float *qkv, int B, int T, int NH, int NKV, int hs);
+	/* rotary positions (Su et al. 2021, Llama's rotate_half pairing i, i + hs/2,
+	 * frequency theta^(-2i/hs)) applied in place to the q and k of qkv rows;
+	 * backward rotates the gradients back (dir -1) */
+	void (*rope)(float *qkv, int B, int T, int NH, int NKV, int hs, float theta, int dir);
+	/* RMSNorm (Zhang & Sennrich 2019): y = x / rms(x) * w, eps 1e-5, fp32 rstd saved */
+	void (*rmsnorm_fwd)(float *out, float *rstd, const float *x, const float *w, int N, int C);
+	void (*rmsnorm_bwd)(float *dx, float *dw, const float *dout, const float *x, const float *rstd,
+			    const float *w, int N, int C);
+	void (*silu_fwd)(float *out, const float *x, size_t n);
+	void (*silu_bwd)(float *dx, const float *dout, const float *x, size_t n);
+	void (*mul_fwd)(float *out, const float *a, const float *b, size_t n);
+	void (*mul_bwd)(float *da, float *db, const float *dout, const float *a, const float *b, size_t n);
 	void (*gelu_fwd)(float *out, const float *x, size_t n);
 	void (*gelu_bwd)(float *dx, const float *dout, const float *x, size_t n);
 	void (*add_fwd)(float *out, const float *a, const float *b, size_t n);

@@ -184,41 +184,40 @@ static void matmul_bwd(float *dx, float *dw, float *dbias, const float *dout, co
 }
 
 /* scores (B, NH, T, T) = q k^T / sqrt(hs), -inf above the diagonal (causal) */
-static void attn_score_fwd(float *scores, const float *qkv, int B, int T, int C, int NH)
+static void attn_score_fwd(float *scores, const float *qkv, int B, int T, int NH, int NKV, int hs)
 {
-	int hs = C / NH;
+	size_t row = (size_t)(NH + 2 * NKV) * hs;
 	float sc = 1.0f / sqrtf((float)hs);
 
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < NH; h++)
 			for (int t = 0; t < T; t++) {
-				const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+				const float *q = qkv + ((size_t)b * T + t) * row + (size_t)h * hs;
+				const float *k0 = qkv + (size_t)b * T * row + (size_t)(NH + h / (NH / NKV)) * hs;
 				float *s = scores + (((size_t)b * NH + h) * T + t) * T;
 				for (int u = 0; u < T; u++)
-					s[u] = u > t ? -INFINITY :
-						dot(q, qkv + ((size_t)b * T + u) * 3 * C + C + h * hs, hs) * sc;
+					s[u] = u > t ? -INFINITY : dot(q, k0 + (size_t)u * row, hs) * sc;
 			}
 }
 
 static void attn_score_bwd(float *dqkv, const float *dscores, const float *qkv, int B, int T,
-			   int C, int NH)
+			   int NH, int NKV, int hs)
 {
-	int hs = C / NH;
+	size_t row = (size_t)(NH + 2 * NKV) * hs;
 	float sc = 1.0f / sqrtf((float)hs);
 
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < NH; h++)
 			for (int t = 0; t < T; t++) {
-				const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-				float *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
+				size_t qo = ((size_t)b * T + t) * row + (size_t)h * hs;
+				size_t ko = (size_t)b * T * row + (size_t)(NH + h / (NH / NKV)) * hs;
 				const float *ds = dscores + (((size_t)b * NH + h) * T + t) * T;
 				for (int u = 0; u <= t; u++) {
-					const float *k = qkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
-					float *dk = dqkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
-					float g = ds[u] * sc;
+					const float *k = qkv + ko + (size_t)u * row;
+					float *dk = dqkv + ko + (size_t)u * row, g = ds[u] * sc;
 					for (int i = 0; i < hs; i++) {
-						dq[i] += g * k[i];
-						dk[i] += g * q[i];
+						dqkv[qo + i] += g * k[i];
+						dk[i] += g * qkv[qo + i];
 					}
 				}
 			}
@@ -252,19 +251,21 @@ static void softmax_bwd(float *din, const float *dout, const float *out, int row
 	}
 }
 
-/* ctx (B, T, C) = att (B, NH, T, T) . v */
-static void attn_ctx_fwd(float *ctx, const float *att, const float *qkv, int B, int T, int C, int NH)
+/* ctx (B, T, NH x hs) = att (B, NH, T, T) . v */
+static void attn_ctx_fwd(float *ctx, const float *att, const float *qkv, int B, int T, int NH,
+			 int NKV, int hs)
 {
-	int hs = C / NH;
+	size_t row = (size_t)(NH + 2 * NKV) * hs, C = (size_t)NH * hs;
 
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < NH; h++)
 			for (int t = 0; t < T; t++) {
-				float *o = ctx + ((size_t)b * T + t) * C + h * hs;
+				float *o = ctx + ((size_t)b * T + t) * C + (size_t)h * hs;
 				const float *a = att + (((size_t)b * NH + h) * T + t) * T;
+				const float *v0 = qkv + (size_t)b * T * row + (size_t)(NH + NKV + h / (NH / NKV)) * hs;
 				memset(o, 0, (size_t)hs * sizeof *o);
 				for (int u = 0; u <= t; u++) {
-					const float *v = qkv + ((size_t)b * T + u) * 3 * C + 2 * C + h * hs;
+					const float *v = v0 + (size_t)u * row;
 					for (int i = 0; i < hs; i++)
 						o[i] += a[u] * v[i];
 				}
@@ -272,24 +273,101 @@ static void attn_ctx_fwd(float *ctx, const float *att, const float *qkv, int B, 
 }
 
 static void attn_ctx_bwd(float *datt, float *dqkv, const float *dctx, const float *att,
-			 const float *qkv, int B, int T, int C, int NH)
+			 const float *qkv, int B, int T, int NH, int NKV, int hs)
 {
-	int hs = C / NH;
+	size_t row = (size_t)(NH + 2 * NKV) * hs, C = (size_t)NH * hs;
 
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < NH; h++)
 			for (int t = 0; t < T; t++) {
-				const float *g = dctx + ((size_t)b * T + t) * C + h * hs;
+				const float *g = dctx + ((size_t)b * T + t) * C + (size_t)h * hs;
 				const float *a = att + (((size_t)b * NH + h) * T + t) * T;
+				size_t vo = (size_t)b * T * row + (size_t)(NH + NKV + h / (NH / NKV)) * hs;
 				float *da = datt + (((size_t)b * NH + h) * T + t) * T;
 				for (int u = 0; u <= t; u++) {
-					const float *v = qkv + ((size_t)b * T + u) * 3 * C + 2 * C + h * hs;
-					float *dv = dqkv + ((size_t)b * T + u) * 3 * C + 2 * C + h * hs;
+					const float *v = qkv + vo + (size_t)u * row;
+					float *dv = dqkv + vo + (size_t)u * row;
 					da[u] += dot(g, v, hs);
 					for (int i = 0; i < hs; i++)
 						dv[i] += a[u] * g[i];
 				}
 			}
+}
+
+static void rope(float *qkv, int B, int T, int NH, int NKV, int hs, float theta, int dir)
+{
+	size_t row = (size_t)(NH + 2 * NKV) * hs;
+	int half = hs / 2;
+
+	for (int b = 0; b < B; b++)
+		for (int t = 0; t < T; t++)
+			for (int h = 0; h < NH + NKV; h++) {  /* the q heads, then the k heads */
+				float *x = qkv + ((size_t)b * T + t) * row + (size_t)h * hs;
+				for (int i = 0; i < half; i++) {
+					double ang = (double)t * pow((double)theta, -2.0 * i / hs);
+					float c = (float)cos(ang), sn = (float)(dir * sin(ang));
+					float x0 = x[i], x1 = x[i + half];
+					x[i] = x0 * c - x1 * sn;
+					x[i + half] = x1 * c + x0 * sn;
+				}
+			}
+}
+
+static void rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int N, int C)
+{
+	for (int n = 0; n < N; n++) {
+		const float *xr = x + (size_t)n * C;
+		float ss = 0, r;
+		for (int i = 0; i < C; i++)
+			ss += xr[i] * xr[i];
+		r = 1.0f / sqrtf(ss / C + 1e-5f);
+		for (int i = 0; i < C; i++)
+			out[(size_t)n * C + i] = xr[i] * r * w[i];
+		rstd[n] = r;
+	}
+}
+
+static void rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x, const float *rstd,
+			const float *w, int N, int C)
+{
+	for (int n = 0; n < N; n++) {
+		const float *g = dout + (size_t)n * C, *xr = x + (size_t)n * C;
+		float r = rstd[n], dot_ = 0;
+		for (int i = 0; i < C; i++)
+			dot_ += g[i] * w[i] * xr[i];
+		for (int i = 0; i < C; i++) {
+			dw[i] += g[i] * xr[i] * r;
+			dx[(size_t)n * C + i] += r * (g[i] * w[i] - xr[i] * r * r * dot_ / C);
+		}
+	}
+}
+
+static void silu_fwd(float *out, const float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+static void silu_bwd(float *dx, const float *dout, const float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float sg = 1.0f / (1.0f + expf(-x[i]));
+		dx[i] += dout[i] * sg * (1.0f + x[i] * (1.0f - sg));
+	}
+}
+
+static void mul_fwd(float *out, const float *a, const float *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = a[i] * b[i];
+}
+
+static void mul_bwd(float *da, float *db, const float *dout, const float *a, const float *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		da[i] += dout[i] * b[i];
+		db[i] += dout[i] * a[i];
+	}
 }
 
 #define GELU_K 0.7978845608028654f  /* sqrt(2/pi) */
@@ -652,6 +730,8 @@ struct backend backend_cpu = {
 	.attn_score_fwd = attn_score_fwd, .attn_score_bwd = attn_score_bwd,
 	.softmax_fwd = softmax_fwd, .softmax_bwd = softmax_bwd,
 	.attn_ctx_fwd = attn_ctx_fwd, .attn_ctx_bwd = attn_ctx_bwd,
+	.rope = rope, .rmsnorm_fwd = rmsnorm_fwd, .rmsnorm_bwd = rmsnorm_bwd,
+	.silu_fwd = silu_fwd, .silu_bwd = silu_bwd, .mul_fwd = mul_fwd, .mul_bwd = mul_bwd,
 	.gelu_fwd = gelu_fwd, .gelu_bwd = gelu_bwd, .add_fwd = add_fwd, .add_bwd = add_bwd,
 	.dropout_fwd = dropout_fwd, .dropout_bwd = dropout_bwd,
 	.xent_fwd = xent_fwd, .xent_bwd = xent_bwd, .axpy = axpy, .scale = scale,

@@ -208,14 +208,15 @@ static void matmul_bwd(float *dx, float *dw, float *dbias, const float *dout, co
 	cuk_matmul_bwd(&G.k, CUK_F32, dx, dw, dbias, dout, x, w, N, C, OC);
 }
 
-static void attn_score_fwd(float *scores, const float *qkv, int B, int T, int C, int NH)
+static void attn_score_fwd(float *scores, const float *qkv, int B, int T, int NH, int NKV, int hs)
 {
-	cuk_attn_score_fwd(&G.k, CUK_F32, scores, qkv, B, T, C, NH);
+	cuk_attn_score_fwd(&G.k, CUK_F32, scores, qkv, B, T, NH, NKV, hs);
 }
 
-static void attn_score_bwd(float *dqkv, const float *dscores, const float *qkv, int B, int T, int C, int NH)
+static void attn_score_bwd(float *dqkv, const float *dscores, const float *qkv, int B, int T, int NH, int NKV,
+			   int hs)
 {
-	cuk_attn_score_bwd(&G.k, CUK_F32, dqkv, dscores, qkv, B, T, C, NH);
+	cuk_attn_score_bwd(&G.k, CUK_F32, dqkv, dscores, qkv, B, T, NH, NKV, hs);
 }
 
 static void softmax_fwd(float *out, const float *in, int rows, int T)
@@ -228,15 +229,51 @@ static void softmax_bwd(float *din, const float *dout, const float *out, int row
 	cuk_softmax_bwd(&G.k, CUK_F32, din, dout, out, rows, T);
 }
 
-static void attn_ctx_fwd(float *ctx, const float *att, const float *qkv, int B, int T, int C, int NH)
+static void attn_ctx_fwd(float *ctx, const float *att, const float *qkv, int B, int T, int NH, int NKV, int hs)
 {
-	cuk_attn_ctx_fwd(&G.k, CUK_F32, ctx, att, qkv, B, T, C, NH);
+	cuk_attn_ctx_fwd(&G.k, CUK_F32, ctx, att, qkv, B, T, NH, NKV, hs);
 }
 
 static void attn_ctx_bwd(float *datt, float *dqkv, const float *dctx, const float *att, const float *qkv,
-			 int B, int T, int C, int NH)
+			 int B, int T, int NH, int NKV, int hs)
 {
-	cuk_attn_ctx_bwd(&G.k, CUK_F32, datt, dqkv, dctx, att, qkv, B, T, C, NH);
+	cuk_attn_ctx_bwd(&G.k, CUK_F32, datt, dqkv, dctx, att, qkv, B, T, NH, NKV, hs);
+}
+
+static void rope(float *qkv, int B, int T, int NH, int NKV, int hs, float theta, int dir)
+{
+	cuk_rope(&G.k, CUK_F32, qkv, B, T, NH, NKV, hs, theta, dir);
+}
+
+static void rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int N, int C)
+{
+	cuk_rmsnorm_fwd(&G.k, CUK_F32, out, rstd, x, w, N, C);
+}
+
+static void rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x, const float *rstd,
+			const float *w, int N, int C)
+{
+	cuk_rmsnorm_bwd(&G.k, CUK_F32, dx, dw, dout, x, rstd, w, N, C);
+}
+
+static void silu_fwd(float *out, const float *x, size_t n)
+{
+	cuk_silu_fwd(&G.k, CUK_F32, out, x, n);
+}
+
+static void silu_bwd(float *dx, const float *dout, const float *x, size_t n)
+{
+	cuk_silu_bwd(&G.k, CUK_F32, dx, dout, x, n);
+}
+
+static void mul_fwd(float *out, const float *a, const float *b, size_t n)
+{
+	cuk_mul_fwd(&G.k, CUK_F32, out, a, b, n);
+}
+
+static void mul_bwd(float *da, float *db, const float *dout, const float *a, const float *b, size_t n)
+{
+	cuk_mul_bwd(&G.k, CUK_F32, da, db, dout, a, b, n);
 }
 
 static void gelu_fwd(float *out, const float *x, size_t n)
@@ -547,6 +584,8 @@ static struct backend backend_cuda = {
 	.attn_score_fwd = attn_score_fwd, .attn_score_bwd = attn_score_bwd,
 	.softmax_fwd = softmax_fwd, .softmax_bwd = softmax_bwd,
 	.attn_ctx_fwd = attn_ctx_fwd, .attn_ctx_bwd = attn_ctx_bwd,
+	.rope = rope, .rmsnorm_fwd = rmsnorm_fwd, .rmsnorm_bwd = rmsnorm_bwd,
+	.silu_fwd = silu_fwd, .silu_bwd = silu_bwd, .mul_fwd = mul_fwd, .mul_bwd = mul_bwd,
 	.gelu_fwd = gelu_fwd, .gelu_bwd = gelu_bwd, .add_fwd = add_fwd, .add_bwd = add_bwd,
 	.dropout_fwd = dropout_fwd, .dropout_bwd = dropout_bwd,
 	.xent_fwd = xent_fwd, .xent_bwd = xent_bwd, .axpy = axpy, .scale = scale,

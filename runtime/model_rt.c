@@ -15,14 +15,13 @@ enum { MAXPROD = 4 };
 
 static int check_model(const struct model *m, struct err *e)
 {
-	if (m->family != FAM_DECODER || m->positions != POS_LEARNED || m->norm != NORM_LAYERNORM ||
-	    m->activation != ACT_GELU || m->kv_heads != m->heads || m->heads * m->head_dim != m->hidden ||
-	    !m->qkv_bias || !m->out_bias || !m->mlp_bias || m->lm_head_bias || !m->final_norm ||
-	    m->type_vocab || m->embed_norm || m->pooler)
+	if (m->family != FAM_DECODER || m->positions == POS_RELATIVE || m->activation == ACT_RELU ||
+	    m->activation == ACT_GATED_GELU || m->heads % m->kv_heads || m->heads * m->head_dim != m->hidden ||
+	    m->head_dim % 2 || m->lm_head_bias || !m->final_norm || m->type_vocab || m->embed_norm || m->pooler)
 		return err_set(e, ERR_INPUT, NULL, 0,
-			       "model %s: the runtime implements GPT-2 style decoders (learned positions, "
-			       "LayerNorm, GELU, multi-head attention with heads x head_dim = hidden, all "
-			       "biases); Llama-style blocks are not implemented yet", m->name);
+			       "model %s: the runtime implements GPT-2 and Llama style decoders (learned or "
+			       "rotary positions, LayerNorm or RMSNorm, GELU or SwiGLU, multi-head or "
+			       "grouped-query attention with heads x head_dim = hidden)", m->name);
 	return 0;
 }
 
@@ -57,7 +56,8 @@ static int layout(struct rtm *r, struct err *e)
 	r->unit_goff = calloc((size_t)r->nunits, sizeof *r->unit_goff);
 	r->op_w = malloc((size_t)g->nops * sizeof *r->op_w);
 	r->op_b = malloc((size_t)g->nops * sizeof *r->op_b);
-	if (!r->unit_n || !r->unit_goff || !r->op_w || !r->op_b)
+	r->rope_op = calloc((size_t)g->nops, 1);
+	if (!r->unit_n || !r->unit_goff || !r->op_w || !r->op_b || !r->rope_op)
 		goto nomem;
 	for (i = 0; i < g->nops; i++) {
 		struct gop *o = &g->ops[i];
@@ -73,7 +73,8 @@ static int layout(struct rtm *r, struct err *e)
 			break;
 		case OP_NORM:
 			r->op_w[i] = add_param(r, i, "weight", C, PK_NORM_W);
-			r->op_b[i] = add_param(r, i, "bias", C, PK_NORM_B);
+			if (o->params > (double)C)  /* LayerNorm; RMSNorm has no bias */
+				r->op_b[i] = add_param(r, i, "bias", C, PK_NORM_B);
 			break;
 		case OP_MATMUL:
 			if (o->params == 0) {  /* tied LM head: the token embedding */
@@ -84,13 +85,20 @@ static int layout(struct rtm *r, struct err *e)
 			if (o->params > o->k * o->n)
 				r->op_b[i] = add_param(r, i, "bias", (size_t)o->n, PK_BIAS);
 			break;
+		case OP_MUL:
+			if (o->params > 0 || o->nin != 2)
+				goto unsupported;
+			break;
 		case OP_ATTN_SCORE: case OP_SOFTMAX: case OP_ATTN_CTX: case OP_ACT: case OP_DROPOUT:
 		case OP_LOSS:
 			break;
 		default:
+		unsupported:
 			return err_set(e, ERR_INPUT, NULL, 0, "model %s: op %s (%s) is not implemented by the runtime",
 				       r->m.name, o->name, graph_kind_name(o->kind));
 		}
+		if (o->kind == OP_MATMUL && r->m.positions == POS_ROTARY && strstr(o->name, ".qkv"))
+			r->rope_op[i] = 1;
 		if ((r->op_w[i] < -1 || r->op_b[i] < -1) || (o->kind == OP_MATMUL && r->op_w[i] < 0))
 			goto nomem;
 	}
@@ -99,6 +107,9 @@ static int layout(struct rtm *r, struct err *e)
 	r->nparams = r->unit_goff[r->nunits - 1] + r->unit_n[r->nunits - 1];
 	for (i = 0; i < r->np; i++)
 		r->p[i].goff = r->unit_goff[r->p[i].unit] + r->p[i].off;
+	for (i = 0; i < g->nops; i++)  /* the logits: what the loss reads */
+		if (g->ops[i].kind == OP_LOSS)
+			r->logits = g->ops[i].in[0];
 	if ((double)r->nparams != g->params_rank)
 		return err_set(e, ERR_SYSTEM, NULL, 0, "runtime layout has %zu parameters, the graph %.0f",
 			       r->nparams, g->params_rank);
@@ -191,6 +202,9 @@ int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int re
 	r->T = T;
 	r->C = (int)m->hidden;
 	r->NH = (int)m->heads;
+	r->NKV = (int)m->kv_heads;
+	r->hs = (int)m->head_dim;
+	r->theta = 10000.0f;
 	r->V = (int)m->vocab;
 	r->F = (int)m->ffn;
 	r->recompute = recompute;
@@ -230,6 +244,7 @@ void rtm_free(struct rtm *r)
 	free(r->p);
 	free(r->op_w);
 	free(r->op_b);
+	free(r->rope_op);
 	free(r->val);
 	free(r->gblk);
 	free(r->bptr);
@@ -395,24 +410,35 @@ static void forward_kernel(struct rtm *r, int i)
 			be->add_fwd(y, x, F(r, o->in[1]), (size_t)N * C);
 		break;
 	case OP_NORM:
-		be->layernorm_fwd(y, F(r, o->out + 1), x, W(r, r->op_w[i]), W(r, r->op_b[i]), N, C);
+		if (r->op_b[i] >= 0)
+			be->layernorm_fwd(y, F(r, o->out + 1), x, W(r, r->op_w[i]), W(r, r->op_b[i]), N, C);
+		else
+			be->rmsnorm_fwd(y, F(r, o->out + 1), x, W(r, r->op_w[i]), N, C);
+		break;
+	case OP_MUL:
+		be->mul_fwd(y, x, F(r, o->in[1]), (size_t)B * (size_t)r->g.t[o->out].elems);
 		break;
 	case OP_MATMUL:
 		be->matmul_fwd(y, x, W(r, r->op_w[i]), W(r, r->op_b[i]), N, (int)o->k, (int)o->n);
-		if (r->capture_logits && o->params == 0)
+		if (r->rope_op[i])  /* rotary positions on q and k, in place */
+			be->rope(y, B, T, r->NH, r->NKV, r->hs, r->theta, 1);
+		if (r->capture_logits && o->out == r->logits)
 			be->copy(r->capture_logits, y, (size_t)N * r->V * sizeof *y, COPY_D2H);
 		break;
 	case OP_ATTN_SCORE:
-		be->attn_score_fwd(y, x, B, T, C, r->NH);
+		be->attn_score_fwd(y, x, B, T, r->NH, r->NKV, r->hs);
 		break;
 	case OP_SOFTMAX:
 		be->softmax_fwd(y, x, B * r->NH * T, T);
 		break;
 	case OP_ATTN_CTX:
-		be->attn_ctx_fwd(y, x, F(r, o->in[1]), B, T, C, r->NH);
+		be->attn_ctx_fwd(y, x, F(r, o->in[1]), B, T, r->NH, r->NKV, r->hs);
 		break;
 	case OP_ACT:
-		be->gelu_fwd(y, x, (size_t)B * (size_t)r->g.t[o->out].elems);
+		if (r->m.activation == ACT_SWIGLU)
+			be->silu_fwd(y, x, (size_t)B * (size_t)r->g.t[o->out].elems);
+		else
+			be->gelu_fwd(y, x, (size_t)B * (size_t)r->g.t[o->out].elems);
 		break;
 	case OP_DROPOUT:
 		be->dropout_fwd(y, r->val[o->out + 1], x, (size_t)B * (size_t)r->g.t[o->out].elems,
@@ -515,24 +541,38 @@ static void backward_kernel(struct rtm *r, int i)
 					be->axpy(G(r, o->in[k]), dy, 1.0f, (size_t)N * C);
 		break;
 	case OP_NORM:
-		be->layernorm_bwd(dx, dW(r, r->op_w[i]), dW(r, r->op_b[i]), dy, F(r, o->in[0]),
-				  F(r, saved_tensor(o, 1)), W(r, r->op_w[i]), N, C);
+		if (r->op_b[i] >= 0)
+			be->layernorm_bwd(dx, dW(r, r->op_w[i]), dW(r, r->op_b[i]), dy, F(r, o->in[0]),
+					  F(r, saved_tensor(o, 1)), W(r, r->op_w[i]), N, C);
+		else
+			be->rmsnorm_bwd(dx, dW(r, r->op_w[i]), dy, F(r, o->in[0]), F(r, saved_tensor(o, 1)),
+					W(r, r->op_w[i]), N, C);
+		break;
+	case OP_MUL:
+		be->mul_bwd(dx, G(r, o->in[1]), dy, F(r, o->in[0]), F(r, o->in[1]),
+			    (size_t)B * (size_t)r->g.t[o->out].elems);
 		break;
 	case OP_MATMUL:
+		if (r->rope_op[i])  /* back through the rotation: the gradient is no longer read */
+			be->rope(dy, B, T, r->NH, r->NKV, r->hs, r->theta, -1);
 		be->matmul_bwd(dx, dW(r, r->op_w[i]), dW(r, r->op_b[i]), dy, F(r, o->in[0]),
 			       W(r, r->op_w[i]), N, (int)o->k, (int)o->n);
 		break;
 	case OP_ATTN_SCORE:
-		be->attn_score_bwd(dx, dy, F(r, o->in[0]), B, T, C, r->NH);
+		be->attn_score_bwd(dx, dy, F(r, o->in[0]), B, T, r->NH, r->NKV, r->hs);
 		break;
 	case OP_SOFTMAX:
 		be->softmax_bwd(dx, dy, F(r, o->out), B * r->NH * T, T);
 		break;
 	case OP_ATTN_CTX:
-		be->attn_ctx_bwd(dx, G(r, o->in[1]), dy, F(r, o->in[0]), F(r, o->in[1]), B, T, C, r->NH);
+		be->attn_ctx_bwd(dx, G(r, o->in[1]), dy, F(r, o->in[0]), F(r, o->in[1]), B, T, r->NH, r->NKV,
+				 r->hs);
 		break;
 	case OP_ACT:
-		be->gelu_bwd(dx, dy, F(r, o->in[0]), (size_t)B * (size_t)r->g.t[o->out].elems);
+		if (r->m.activation == ACT_SWIGLU)
+			be->silu_bwd(dx, dy, F(r, o->in[0]), (size_t)B * (size_t)r->g.t[o->out].elems);
+		else
+			be->gelu_bwd(dx, dy, F(r, o->in[0]), (size_t)B * (size_t)r->g.t[o->out].elems);
 		break;
 	case OP_DROPOUT:
 		be->dropout_bwd(dx, dy, r->val[o->out + 1], (size_t)B * (size_t)r->g.t[o->out].elems,

@@ -79,6 +79,9 @@ struct rtm {
 	struct arena *ar;          /* the device the micro-step runs on */
 	struct rtm_hooks h;
 	int T, C, NH, V, F;        /* tokens, width, heads, vocabulary, MLP width */
+	int NKV, hs;               /* key/value heads, head size */
+	float theta;               /* rotary base (Llama 2: 10000) */
+	uint8_t *rope_op;          /* per op: the qkv product whose q, k get rotary positions */
 	int recompute;             /* enum recompute */
 	float dropout;             /* probability */
 
@@ -111,6 +114,7 @@ struct rtm {
 	float loss_scale;          /* d loss / d token loss: 1 / tokens of the optimizer step */
 	uint64_t seed, rng_step;   /* dropout stream of this micro-step */
 	float *capture_logits;     /* host (B, T, V): copy of the logits, or NULL */
+	int logits;                /* the logits tensor (the loss's input) */
 };
 
 /* Builds the graph (GRAPH_SHARDCAST, act_bytes 4) of model m at seq_len T and

@@ -317,9 +317,9 @@ static void t_matmul(int dt, int N, int C, int OC, int bias)
 }
 
 /* the unfused chain: scores, softmax, ctx and their backwards */
-static void t_attention(int dt, int B, int T, int C, int NH)
+static void t_attention(int dt, int B, int T, int NH, int NKV, int hs)
 {
-	size_t nq = (size_t)B * T * 3 * C, ns = (size_t)B * NH * T * T, nc = (size_t)B * T * C;
+	size_t nq = (size_t)B * T * (NH + 2 * NKV) * hs, ns = (size_t)B * NH * T * T, nc = (size_t)B * T * NH * hs;
 	int rows = B * NH * T;
 	float *qkv = hrand(nq, 1), *sc = malloc(ns * 4), *att = malloc(ns * 4), *ctx = malloc(nc * 4);
 	float *dctx = hrand(nc, 1), *datt = hrand(ns, 0.1f), *dsc = hrand(ns, 0.1f), *dqkv = hrand(nq, 1);
@@ -333,13 +333,13 @@ static void t_attention(int dt, int B, int T, int C, int NH)
 			dsc[i] = 0;
 	quant(qkv, nq, dt), quant(dctx, nc, dt), quant(dqkv, nq, dt), quant(dsc, ns, dt);
 	dq = up(qkv, nq, dt), ddctx = up(dctx, nc, dt), ddqkv = up(dqkv, nq, dt), ddsc = up(dsc, ns, dt);
-	backend_cpu.attn_score_fwd(sc, qkv, B, T, C, NH);
+	backend_cpu.attn_score_fwd(sc, qkv, B, T, NH, NKV, hs);
 	quant(sc, ns, dt);  /* the next kernels read what this one stored */
 	dsco = up(sc, ns, dt);
 	{
 		void *tmp = up(sc, ns, dt);
-		cuk_attn_score_fwd(K, dt, tmp, dq, B, T, C, NH);
-		snprintf(name, sizeof name, "attn_score_fwd T=%d hs=%d", T, C / NH);
+		cuk_attn_score_fwd(K, dt, tmp, dq, B, T, NH, NKV, hs);
+		snprintf(name, sizeof name, "attn_score_fwd T=%d %d/%dh hs=%d", T, NH, NKV, hs);
 		check(name, dt, down(tmp, ns, dt), sc, ns, tol);
 		cudaFree(tmp);
 	}
@@ -352,15 +352,15 @@ static void t_attention(int dt, int B, int T, int C, int NH)
 		check("softmax_fwd (causal)", dt, down(tmp, ns, dt), att, ns, dt ? 1e-2 : 1e-5);
 		cudaFree(tmp);
 	}
-	backend_cpu.attn_ctx_fwd(ctx, att, qkv, B, T, C, NH);
+	backend_cpu.attn_ctx_fwd(ctx, att, qkv, B, T, NH, NKV, hs);
 	dctxo = up(ctx, nc, dt);
-	cuk_attn_ctx_fwd(K, dt, dctxo, datto, dq, B, T, C, NH);
+	cuk_attn_ctx_fwd(K, dt, dctxo, datto, dq, B, T, NH, NKV, hs);
 	check("attn_ctx_fwd", dt, down(dctxo, nc, dt), ctx, nc, tol);
 
 	quant(datt, ns, dt);
 	ddatt = up(datt, ns, dt);
-	backend_cpu.attn_ctx_bwd(datt, dqkv, dctx, att, qkv, B, T, C, NH);
-	cuk_attn_ctx_bwd(K, dt, ddatt, ddqkv, ddctx, datto, dq, B, T, C, NH);
+	backend_cpu.attn_ctx_bwd(datt, dqkv, dctx, att, qkv, B, T, NH, NKV, hs);
+	cuk_attn_ctx_bwd(K, dt, ddatt, ddqkv, ddctx, datto, dq, B, T, NH, NKV, hs);
 	got = down(ddatt, ns, dt);
 	for (size_t i = 0; i < ns; i++)  /* above the diagonal: unspecified (kernels.h) */
 		if ((int)(i % T) > (int)((i / T) % T))
@@ -387,8 +387,8 @@ static void t_attention(int dt, int B, int T, int C, int NH)
 		cudaFree(ddsm);
 		free(dsm);
 	}
-	backend_cpu.attn_score_bwd(dqkv, dsc, qkv, B, T, C, NH);
-	cuk_attn_score_bwd(K, dt, ddqkv, ddsc, dq, B, T, C, NH);
+	backend_cpu.attn_score_bwd(dqkv, dsc, qkv, B, T, NH, NKV, hs);
+	cuk_attn_score_bwd(K, dt, ddqkv, ddsc, dq, B, T, NH, NKV, hs);
 	check("attn_score_bwd dq,dk (+=)", dt, down(ddqkv, nq, dt), dqkv, nq, tol);
 	cudaFree(dq), cudaFree(dsco), cudaFree(datto), cudaFree(dctxo), cudaFree(ddctx), cudaFree(ddatt);
 	cudaFree(ddsc), cudaFree(ddqkv);
@@ -396,9 +396,9 @@ static void t_attention(int dt, int B, int T, int C, int NH)
 }
 
 /* fused attention against the unfused reference chain */
-static void t_flash(int dt, int B, int T, int C, int NH)
+static void t_flash(int dt, int B, int T, int NH, int NKV, int hs)
 {
-	size_t nq = (size_t)B * T * 3 * C, ns = (size_t)B * NH * T * T, nc = (size_t)B * T * C;
+	size_t nq = (size_t)B * T * (NH + 2 * NKV) * hs, ns = (size_t)B * NH * T * T, nc = (size_t)B * T * NH * hs;
 	int rows = B * NH * T;
 	float *qkv = hrand(nq, 1), *sc = malloc(ns * 4), *att = malloc(ns * 4), *ctx = malloc(nc * 4);
 	float *lse = malloc((size_t)rows * 4), *dctx = hrand(nc, 1), *dqkv = hrand(nq, 1);
@@ -409,7 +409,7 @@ static void t_flash(int dt, int B, int T, int C, int NH)
 	struct err e = {0};
 
 	quant(qkv, nq, dt), quant(dctx, nc, dt), quant(dqkv, nq, dt);
-	backend_cpu.attn_score_fwd(sc, qkv, B, T, C, NH);
+	backend_cpu.attn_score_fwd(sc, qkv, B, T, NH, NKV, hs);
 	for (int r = 0; r < rows; r++) {  /* log-sum-exp of each row of scaled scores */
 		double m = -INFINITY, s = 0;
 		for (int u = 0; u < T; u++)
@@ -419,30 +419,91 @@ static void t_flash(int dt, int B, int T, int C, int NH)
 		lse[r] = (float)(m + log(s));
 	}
 	backend_cpu.softmax_fwd(att, sc, rows, T);
-	backend_cpu.attn_ctx_fwd(ctx, att, qkv, B, T, C, NH);
+	backend_cpu.attn_ctx_fwd(ctx, att, qkv, B, T, NH, NKV, hs);
 	dq = up(qkv, nq, dt), ddctx = up(dctx, nc, dt), ddqkv = up(dqkv, nq, dt);
 	dctxo = up(ctx, nc, dt), dlse = up(lse, (size_t)rows, CUK_F32);
-	if (cuk_flash_fwd(K, dt, dctxo, dlse, dq, B, T, C, NH, &e)) {
+	if (cuk_flash_fwd(K, dt, dctxo, dlse, dq, B, T, NH, NKV, hs, &e)) {
 		expect(0, "flash_fwd: %s", e.msg);
 		return;
 	}
-	snprintf(name, sizeof name, "flash_fwd T=%d hs=%d", T, C / NH);
+	snprintf(name, sizeof name, "flash_fwd T=%d %d/%dh hs=%d", T, NH, NKV, hs);
 	check(name, dt, down(dctxo, nc, dt), ctx, nc, dt ? 1e-2 : 1e-4);
 	check("flash_fwd lse", dt, down(dlse, (size_t)rows, CUK_F32), lse, (size_t)rows, 1e-5);
 	/* reference backward through the chain; the gpu reads the same ctx */
 	quant(ctx, nc, dt);
 	cudaFree(dctxo);
 	dctxo = up(ctx, nc, dt);
-	backend_cpu.attn_ctx_bwd(datt, dqkv, dctx, att, qkv, B, T, C, NH);
+	backend_cpu.attn_ctx_bwd(datt, dqkv, dctx, att, qkv, B, T, NH, NKV, hs);
 	backend_cpu.softmax_bwd(dsc, datt, att, rows, T);
-	backend_cpu.attn_score_bwd(dqkv, dsc, qkv, B, T, C, NH);
-	if (cuk_flash_bwd(K, dt, ddqkv, ddctx, dq, dctxo, dlse, B, T, C, NH, &e)) {
+	backend_cpu.attn_score_bwd(dqkv, dsc, qkv, B, T, NH, NKV, hs);
+	if (cuk_flash_bwd(K, dt, ddqkv, ddctx, dq, dctxo, dlse, B, T, NH, NKV, hs, &e)) {
 		expect(0, "flash_bwd: %s", e.msg);
 		return;
 	}
 	check("flash_bwd dqkv (+=)", dt, down(ddqkv, nq, dt), dqkv, nq, dt ? 2e-2 : 1e-4);
 	cudaFree(dq), cudaFree(dctxo), cudaFree(ddctx), cudaFree(ddqkv), cudaFree(dlse);
 	free(qkv), free(sc), free(att), free(ctx), free(lse), free(dctx), free(dqkv), free(datt), free(dsc);
+}
+
+/* Llama's ops: rotary positions (there and back), RMSNorm, SiLU, the product */
+static void t_llama(int dt, int B, int T, int NH, int NKV, int hs)
+{
+	size_t nq = (size_t)B * T * (NH + 2 * NKV) * hs, N = (size_t)B * T, C = (size_t)NH * hs, n = N * 3 * C;
+	float *qkv = hrand(nq, 1), *x = hrand(N * C, 2), *w = hrand(C, 1), *out = hrand(N * C, 1);
+	float *rstd = hrand(N, 1), *g = hrand(N * C, 1), *dx = hrand(N * C, 1), *dw = hrand(C, 1);
+	float *a = hrand(n, 3), *b = hrand(n, 1), *y = hrand(n, 1), *da = hrand(n, 1), *db = hrand(n, 1), *gy = hrand(n, 1);
+	void *dq, *dxx, *dout, *dg, *ddx, *dwp, *ddw, *dA, *dB, *dY, *dDA, *dDB, *dGY;
+	float *drstd;
+	int pt = ptype(dt);
+	double tol = dt ? 1e-2 : 1e-5;
+
+	quant(qkv, nq, dt), quant(x, N * C, dt), quant(g, N * C, dt), quant(dx, N * C, dt);
+	quant(w, C, pt), quant(dw, C, pt);
+	quant(a, n, dt), quant(b, n, dt), quant(da, n, dt), quant(db, n, dt), quant(gy, n, dt);
+	dq = up(qkv, nq, dt);
+	backend_cpu.rope(qkv, B, T, NH, NKV, hs, 10000.0f, 1);
+	cuk_rope(K, dt, dq, B, T, NH, NKV, hs, 10000.0f, 1);
+	check("rope", dt, down(dq, nq, dt), qkv, nq, dt ? 1e-2 : 1e-5);
+	quant(qkv, nq, dt);
+	cudaFree(dq);
+	dq = up(qkv, nq, dt);
+	backend_cpu.rope(qkv, B, T, NH, NKV, hs, 10000.0f, -1);
+	cuk_rope(K, dt, dq, B, T, NH, NKV, hs, 10000.0f, -1);
+	check("rope back (dir -1)", dt, down(dq, nq, dt), qkv, nq, dt ? 1e-2 : 1e-5);
+
+	dxx = up(x, N * C, dt), dout = up(out, N * C, dt), dg = up(g, N * C, dt), ddx = up(dx, N * C, dt);
+	dwp = up(w, C, pt), ddw = up(dw, C, pt), drstd = up(rstd, N, CUK_F32);
+	backend_cpu.rmsnorm_fwd(out, rstd, x, w, (int)N, (int)C);
+	cuk_rmsnorm_fwd(K, dt, dout, drstd, dxx, dwp, (int)N, (int)C);
+	check("rmsnorm_fwd", dt, down(dout, N * C, dt), out, N * C, dt ? 1e-2 : 1e-5);
+	check("rmsnorm_fwd rstd", dt, down(drstd, N, CUK_F32), rstd, N, 1e-5);
+	backend_cpu.rmsnorm_bwd(dx, dw, g, x, rstd, w, (int)N, (int)C);
+	cuk_rmsnorm_bwd(K, dt, ddx, ddw, dg, dxx, drstd, dwp, (int)N, (int)C);
+	check("rmsnorm_bwd dx (+=)", dt, down(ddx, N * C, dt), dx, N * C, dt ? 1e-2 : 1e-4);
+	check("rmsnorm_bwd dw (+=)", dt, down(ddw, C, pt), dw, C, pt ? 1e-2 : 1e-4);
+
+	dA = up(a, n, dt), dB = up(b, n, dt), dY = up(y, n, dt), dDA = up(da, n, dt), dDB = up(db, n, dt);
+	dGY = up(gy, n, dt);
+	backend_cpu.silu_fwd(y, a, n);
+	cuk_silu_fwd(K, dt, dY, dA, n);
+	check("silu_fwd", dt, down(dY, n, dt), y, n, tol);
+	backend_cpu.silu_bwd(da, gy, a, n);
+	cuk_silu_bwd(K, dt, dDA, dGY, dA, n);
+	check("silu_bwd (+=)", dt, down(dDA, n, dt), da, n, tol);
+	backend_cpu.mul_fwd(y, a, b, n);
+	cuk_mul_fwd(K, dt, dY, dA, dB, n);
+	check("mul_fwd", dt, down(dY, n, dt), y, n, dt ? 1e-2 : 1e-6);
+	quant(da, n, dt);  /* from what the gpu stored */
+	cudaFree(dDA);
+	dDA = up(da, n, dt);
+	backend_cpu.mul_bwd(da, db, gy, a, b, n);
+	cuk_mul_bwd(K, dt, dDA, dDB, dGY, dA, dB, n);
+	check("mul_bwd da (+=)", dt, down(dDA, n, dt), da, n, dt ? 1e-2 : 1e-6);
+	check("mul_bwd db (+=)", dt, down(dDB, n, dt), db, n, dt ? 1e-2 : 1e-6);
+	cudaFree(dq), cudaFree(dxx), cudaFree(dout), cudaFree(dg), cudaFree(ddx), cudaFree(dwp), cudaFree(ddw);
+	cudaFree(drstd), cudaFree(dA), cudaFree(dB), cudaFree(dY), cudaFree(dDA), cudaFree(dDB), cudaFree(dGY);
+	free(qkv), free(x), free(w), free(out), free(rstd), free(g), free(dx), free(dw);
+	free(a), free(b), free(y), free(da), free(db), free(gy);
 }
 
 static void t_elementwise(int dt)
@@ -664,6 +725,12 @@ static void t_mixed(struct backend *cpu, struct rt_comm *world)
 		expect(max_rel(ref, b16, 8) <= 2e-2, "gpt-tiny bf16w step (bf16 params and grads) vs cpu fp32, 8 "
 		       "steps: %.6f..%.6f vs %.6f..%.6f, max rel diff %.1e (tol 2e-2)", b16[0], b16[7], ref[0],
 		       ref[7], max_rel(ref, b16, 8));
+	if (train(cpu, world, "llama-tiny", "single", 4, 64, 0, 0, 8, ref, &peak, &e) ||
+	    csteps("llama-tiny", 4, 64, CUK_BF16, 0, 0, 8, b16, &e))
+		expect(0, "mixed precision on llama-tiny: %s", e.msg);
+	else
+		expect(max_rel(ref, b16, 8) <= 2e-2, "llama-tiny bf16 step vs cpu fp32, 8 steps: %.6f..%.6f vs "
+		       "%.6f..%.6f, max rel diff %.1e (tol 2e-2)", b16[0], b16[7], ref[0], ref[7], max_rel(ref, b16, 8));
 	/* GPT-2 124M at 32 tokens: the cpu reference takes a few seconds a step */
 	if (train(cpu, world, "gpt2", "single", 1, 32, 0, 0, 3, ref, &peak, &e) ||
 	    csteps("gpt2", 1, 32, CUK_BF16, 0, 0, 3, b16, &e)) {
@@ -695,21 +762,24 @@ static void t_training(struct backend *cuda, struct rt_comm *cworld)
 		return;
 	}
 	/* fp32 on both: kernels differ in summation order only; over 5 AdamW
-	 * steps on gpt-tiny the losses agree to 1e-4 relative */
-	for (int r = 0; r <= 1; r++) {
-		int ok = !train(cpu, &world, "gpt-tiny", "single", 4, 64, r, 0.1, 5, a, &pa, &e) &&
-			 !train(cuda, cworld, "gpt-tiny", "single", 4, 64, r, 0.1, 5, b, &pb, &e);
+	 * steps the losses agree to 1e-4 relative; the arenas see the same schedule */
+	for (int r = 0; r <= 2; r++) {
+		const char *model = r < 2 ? "gpt-tiny" : "llama-tiny";
+		double drop = r < 2 ? 0.1 : 0;
+		int ok = !train(cpu, &world, model, "single", 4, 64, r == 1, drop, 5, a, &pa, &e) &&
+			 !train(cuda, cworld, model, "single", 4, 64, r == 1, drop, 5, b, &pb, &e);
 		double worst = 0;
 		if (!ok) {
-			expect(0, "training on gpt-tiny: %s", e.msg);
+			expect(0, "training on %s: %s", model, e.msg);
 			continue;
 		}
 		for (int i = 0; i < 5; i++)
 			worst = fmax(worst, fabs(a[i] - b[i]) / fabs(a[i]));
-		expect(worst <= 1e-4, "gpt-tiny single%s, 5 steps: losses cpu %.6f..%.6f cuda %.6f..%.6f, "
-		       "max rel diff %.1e (tol 1e-4)", r ? " + full recompute" : "", a[0], a[4], b[0], b[4], worst);
-		expect(pa == pb, "gpt-tiny single%s: arena peak cuda %zu = cpu %zu bytes (same schedule)",
-		       r ? " + full recompute" : "", pb, pa);
+		expect(worst <= 1e-4, "%s single%s, 5 steps: losses cpu %.6f..%.6f cuda %.6f..%.6f, "
+		       "max rel diff %.1e (tol 1e-4)", model, r == 1 ? " + full recompute" : "", a[0], a[4], b[0], b[4],
+		       worst);
+		expect(pa == pb, "%s single%s: arena peak cuda %zu = cpu %zu bytes (same schedule)", model,
+		       r == 1 ? " + full recompute" : "", pb, pa);
 	}
 	t_mixed(cpu, &world);
 	/* rank 0 of 4 emulated (--emulate-world 4): same losses and peaks on both backends */
@@ -773,11 +843,14 @@ int main(void)
 		t_matmul(dt, 256, 768, 2304, 1);
 		t_matmul(dt, 256, 3072, 768, 1);
 		t_matmul(dt, 130, 768, 1000, 0);   /* odd sizes, no bias */
-		t_attention(dt, 2, 128, 768, 12);
-		t_attention(dt, 1, 100, 256, 2);   /* hs 128, T not a multiple of 32 */
-		t_flash(dt, 2, 128, 768, 12);
-		t_flash(dt, 1, 200, 256, 2);
-		t_flash(dt, 2, 70, 128, 4);        /* hs 32 */
+		t_attention(dt, 2, 128, 12, 12, 64);
+		t_attention(dt, 1, 100, 2, 2, 128);  /* hs 128, T not a multiple of 32 */
+		t_attention(dt, 2, 96, 8, 2, 64);    /* grouped-query: 4 query heads per k/v head */
+		t_flash(dt, 2, 128, 12, 12, 64);
+		t_flash(dt, 1, 200, 2, 2, 128);
+		t_flash(dt, 2, 70, 4, 4, 32);        /* hs 32 */
+		t_flash(dt, 1, 130, 8, 2, 64);       /* grouped-query */
+		t_llama(dt, 2, 48, 4, 2, 32);
 		t_elementwise(dt);
 		t_xent(dt, 2, 64, 50257);
 	}

@@ -236,6 +236,33 @@ static void emulated_peaks(void)
 	}
 }
 
+/* The Llama-style decoder under three strategies: the same loss sequence. */
+static void llama(void)
+{
+	static const char *specs[] = {"ddp", "zero2", "zero3", "fsdp:hybrid_shard"};
+	struct model keep = model;
+	struct err e = {0};
+	double ref[STEPS], loss[STEPS];
+
+	if (model_load("llama-tiny", &model, NULL, 0, &e)) {
+		check(0, "llama-tiny: %s", e.msg);
+		model = keep;
+		return;
+	}
+	{
+		struct strat_opts o = opts("single", B * world.size, 1);
+		if (run(&o, &self, ref, NULL, &e))
+			check(0, "llama-tiny reference: %s", e.msg);
+	}
+	for (int k = 0; k < 4; k++) {
+		struct strat_opts o = opts(specs[k], B, world.size >= 4 ? 2 : 1);
+		int rc = run(&o, &world, loss, NULL, &e);
+		check(!rc && maxrel(loss, ref, STEPS) < 1e-5, "llama-tiny %s x%d: 10 losses = single rank's, max rel diff %.2e",
+		      specs[k], world.size, rc ? 1.0 : maxrel(loss, ref, STEPS));
+	}
+	model = keep;
+}
+
 static void oom_agreement(void)
 {
 	/* only rank 0 gets a small capacity: it fails in forward, the others must
@@ -296,6 +323,7 @@ int main(void)
 	initial_shards_gather_exactly(np);
 	strategies(ref, ref_sgd, refp, np);
 	resume();
+	llama();
 	if (world.size > 1) {
 		emulated_peaks();
 		oom_agreement();

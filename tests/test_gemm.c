@@ -4,7 +4,8 @@
  * the cpu backend's reference of every op that uses them: the transposes,
  * leading dimensions, offsets and per-head batch strides are verified here,
  * without a GPU. Sizes are small, odd and all different (N 7, C 5, OC 3;
- * T 5, hs 4, 3 heads) so that a swapped dimension cannot pass.
+ * T 5, hs 4, 3 heads, or 6 query heads over 2 key/value heads) so that a
+ * swapped dimension cannot pass.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -85,54 +86,59 @@ Test(gemm, matmul_forward_and_backward_match_the_reference)
 	free(x), free(w), free(b), free(out), free(ref), free(dout), free(dx), free(dw), free(rdx), free(rdw);
 }
 
-enum { B = 2, T = 5, NH = 3, HS = 4, W = NH * HS };
+enum { B = 2, T = 5, HS = 4 };
 
-static void causal(float *s)  /* what causal_mask_kernel does after the product */
+static void causal(float *s, int NH)  /* what causal_mask_kernel does after the product */
 {
 	for (int i = 0; i < B * NH * T * T; i++)
 		if (i % T > (i / T) % T)
 			s[i] = -INFINITY;
 }
 
-static void zero_upper(float *s)  /* softmax_bwd's output: 0 above the diagonal */
+static void zero_upper(float *s, int NH)  /* softmax_bwd's output: 0 above the diagonal */
 {
 	for (int i = 0; i < B * NH * T * T; i++)
 		if (i % T > (i / T) % T)
 			s[i] = 0;
 }
 
-Test(gemm, attention_products_match_the_reference)
+/* every head of every sample: b, then the query head within each group */
+static void each(int (*f)(struct gemm_desc *, int, int, int, int, int, int), int NH, int NKV, float *const *ops)
 {
 	struct gemm_desc d[GEMM_MAX];
-	size_t nq = B * T * 3 * W, ns = B * NH * T * T, nc = B * T * W;
+
+	for (int b = 0; b < B; b++)
+		for (int i = 0; i < NH / NKV; i++)
+			run(d, f(d, b, i, T, NH, NKV, HS), ops);
+}
+
+static void attention(int NH, int NKV)
+{
+	size_t row = (size_t)(NH + 2 * NKV) * HS, W = (size_t)NH * HS;
+	size_t nq = B * T * row, ns = (size_t)B * NH * T * T, nc = B * T * W;
 	float *qkv = rnd(nq), *sc = rnd(ns), *ref = malloc(ns * 4), *att = malloc(ns * 4);
 	float *ctx = rnd(nc), *rctx = malloc(nc * 4), *ds = rnd(ns), *dqkv = rnd(nq), *rdqkv;
 	float *dctx = rnd(nc), *datt = rnd(ns), *rdatt;
-	int b;
 
-	backend_cpu.attn_score_fwd(ref, qkv, B, T, W, NH);
-	for (b = 0; b < B; b++)
-		run(d, gemm_attn_score_fwd(d, b, T, W, NH), (float *const[]){sc, qkv});
-	causal(sc);
+	backend_cpu.attn_score_fwd(ref, qkv, B, T, NH, NKV, HS);
+	each(gemm_attn_score_fwd, NH, NKV, (float *const[]){sc, qkv});
+	causal(sc, NH);
 	same("scores", sc, ref, ns);
 
 	backend_cpu.softmax_fwd(att, ref, B * NH * T, T);
-	backend_cpu.attn_ctx_fwd(rctx, att, qkv, B, T, W, NH);
-	for (b = 0; b < B; b++)
-		run(d, gemm_attn_ctx_fwd(d, b, T, W, NH), (float *const[]){ctx, att, qkv});
+	backend_cpu.attn_ctx_fwd(rctx, att, qkv, B, T, NH, NKV, HS);
+	each(gemm_attn_ctx_fwd, NH, NKV, (float *const[]){ctx, att, qkv});
 	same("ctx", ctx, rctx, nc);
 
-	zero_upper(ds);
+	zero_upper(ds, NH);
 	rdqkv = dup(dqkv, nq);
-	backend_cpu.attn_score_bwd(rdqkv, ds, qkv, B, T, W, NH);
-	for (b = 0; b < B; b++)
-		run(d, gemm_attn_score_bwd(d, b, T, W, NH), (float *const[]){dqkv, ds, qkv});
+	backend_cpu.attn_score_bwd(rdqkv, ds, qkv, B, T, NH, NKV, HS);
+	each(gemm_attn_score_bwd, NH, NKV, (float *const[]){dqkv, ds, qkv});
 	same("dq, dk (+=)", dqkv, rdqkv, nq);
 
 	rdatt = dup(datt, ns);
-	backend_cpu.attn_ctx_bwd(rdatt, rdqkv, dctx, att, qkv, B, T, W, NH);
-	for (b = 0; b < B; b++)
-		run(d, gemm_attn_ctx_bwd(d, b, T, W, NH), (float *const[]){datt, dqkv, dctx, att, qkv});
+	backend_cpu.attn_ctx_bwd(rdatt, rdqkv, dctx, att, qkv, B, T, NH, NKV, HS);
+	each(gemm_attn_ctx_bwd, NH, NKV, (float *const[]){datt, dqkv, dctx, att, qkv});
 	same("dv (+=)", dqkv, rdqkv, nq);
 	for (size_t i = 0; i < ns; i++)  /* above the diagonal: unspecified (kernels.h) */
 		if (i % T > (i / T) % T)
@@ -140,4 +146,14 @@ Test(gemm, attention_products_match_the_reference)
 	same("datt (+=, causal part)", datt, rdatt, ns);
 	free(qkv), free(sc), free(ref), free(att), free(ctx), free(rctx), free(ds), free(dqkv), free(rdqkv);
 	free(dctx), free(datt), free(rdatt);
+}
+
+Test(gemm, multi_head_attention_products_match_the_reference)
+{
+	attention(3, 3);
+}
+
+Test(gemm, grouped_query_attention_products_match_the_reference)
+{
+	attention(6, 2);  /* 3 query heads per key/value head */
 }

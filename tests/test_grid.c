@@ -2,7 +2,8 @@
  * test_grid.c — the simulator predicts the runtime's memory exactly.
  *
  * For a grid of scenarios (strategy x world size x micro-batch x sequence x
- * model x activation checkpointing x dropout x accumulation) on the CPU
+ * model (gpt-tiny, gpt-mini, llama-tiny) x activation checkpointing x dropout
+ * x accumulation) on the CPU
  * backend with framework = shardcast:
  *  - the peak bytes per rank that predict_run() gives (sim/memory.c walking
  *    the graph under sim/memory.h's contract) equal the arena's measured peak
@@ -22,9 +23,11 @@
 #include "predict.h"
 #include "search.h"
 
+static const char *const models[] = {"gpt-tiny", "gpt-mini", "llama-tiny"};
+
 struct gcase {
 	const char *strategy;      /* strategy, with ":sharding" for fsdp */
-	int world, B, seq, mini, recompute, accum;
+	int world, B, seq, mini, recompute, accum;   /* mini: index into models[] */
 	double dropout;
 	const char *extra;         /* one more --set, or NULL */
 };
@@ -45,7 +48,7 @@ static int load(struct scenario *s, const struct gcase *c, int64_t B, double gpu
 	snprintf(set[n++], 128, "cluster.nodes=%d", hybrid && c->world > 1 ? 2 : 1);
 	snprintf(set[n++], 128, "cluster.gpus_per_node=%d", hybrid && c->world > 1 ? c->world / 2 : c->world);
 	snprintf(set[n++], 128, "model.seq_len=%d", c->seq);
-	snprintf(set[n++], 128, "model.name=%s", c->mini ? "gpt-mini" : "gpt-tiny");
+	snprintf(set[n++], 128, "model.name=%s", models[c->mini]);
 	snprintf(set[n++], 128, "training.activation_checkpointing=%s",
 		 c->recompute == 2 ? "selective" : c->recompute ? "full" : "none");
 	snprintf(set[n++], 128, "training.grad_accum=%d", c->accum);
@@ -95,7 +98,7 @@ static void run_case(const struct gcase *c)
 	pred = p.mem.peak;
 	cr_expect_eq((int64_t)t.peak, (int64_t)p.mem.peak,
 		     "%s world %d B %d seq %d %s recompute %d accum %d dropout %g: measured %.0f, predicted %.0f (diff %+.0f)",
-		     c->strategy, c->world, c->B, c->seq, c->mini ? "gpt-mini" : "gpt-tiny", c->recompute, c->accum,
+		     c->strategy, c->world, c->B, c->seq, models[c->mini], c->recompute, c->accum,
 		     c->dropout, t.peak, p.mem.peak, t.peak - p.mem.peak);
 	scenario_free(&s);
 	/* 2. the max micro-batch under a capacity just below the peak at B + 1 */
@@ -109,9 +112,9 @@ static void run_case(const struct gcase *c)
 	cr_expect_eq(best, p.max_micro_batch, "%s world %d: measured max micro-batch %lld, predicted %lld",
 		     c->strategy, c->world, (long long)best, (long long)p.max_micro_batch);
 	cr_expect_eq(best, c->B, "%s world %d: the capacity below B+1's peak admits B", c->strategy, c->world);
-	cr_log_info("%-24s world %d B %d seq %2d %s recompute %d accum %d dropout %.1f: peak %9.0f = %9.0f; "
+	cr_log_info("%-24s world %d B %d seq %2d %-10s recompute %d accum %d dropout %.1f: peak %9.0f = %9.0f; "
 		    "max batch at %9.0f B: %lld = %lld (%d trials)\n", c->strategy, c->world, c->B, c->seq,
-		    c->mini ? "mini" : "tiny", c->recompute, c->accum, c->dropout, t.peak, pred, cap,
+		    models[c->mini], c->recompute, c->accum, c->dropout, t.peak, pred, cap,
 		    (long long)best, (long long)p.max_micro_batch, trials);
 	scenario_free(&s);
 }
@@ -169,3 +172,11 @@ GRID(fsdp_other,
      {"fsdp:shard_grad_op", 4, 2, 32, 0, 0, 1, 0, "training.fsdp_forward_prefetch=true"},
      {"fsdp:full_shard", 2, 4, 8, 0, 1, 1, 0.1, "training.optimizer=sgd"},
      {"zero3", 8, 2, 32, 1, 0, 1, 0, "training.optimizer=sgd_momentum"})
+
+/* Llama-style blocks: RMSNorm, rotary positions, SwiGLU, grouped-query attention */
+GRID(llama,
+     {"single", 1, 2, 32, 2, 0, 1, 0, NULL}, {"single", 1, 3, 16, 2, 1, 1, 0, NULL},
+     {"ddp", 4, 2, 32, 2, 2, 2, 0, NULL}, {"zero1", 2, 3, 32, 2, 0, 1, 0, NULL},
+     {"zero2", 4, 2, 24, 2, 1, 1, 0, NULL}, {"zero3", 8, 2, 32, 2, 0, 1, 0, NULL},
+     {"fsdp:full_shard", 4, 3, 32, 2, 1, 2, 0, NULL}, {"fsdp:shard_grad_op", 2, 2, 32, 2, 2, 1, 0, NULL},
+     {"fsdp:hybrid_shard", 4, 2, 16, 2, 0, 1, 0, NULL}, {"dp", 2, 2, 32, 2, 0, 1, 0, NULL})

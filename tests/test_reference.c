@@ -1,7 +1,8 @@
 /*
  * test_reference.c — the cpu backend against an independent PyTorch reference
- * (tests/ref/make_reference.py, float64): gpt-tiny's logits, loss, every
- * gradient, and the losses of 5 AdamW steps, for the same weights and data.
+ * (tests/ref/make_reference.py, float64): gpt-tiny's and llama-tiny's logits,
+ * loss, every gradient, and the losses of 5 AdamW steps, for the same weights
+ * and data.
  *
  * Error measure: per tensor, max |c - ref| / max |ref| (the relative error of
  * the tensor in the max norm; elementwise ratios are meaningless for entries
@@ -21,14 +22,14 @@ struct ref {
 	double *logits, *grads, *losses;
 };
 
-static void load_ref(struct ref *r)
+static void load_ref(struct ref *r, const char *path)
 {
-	FILE *f = fopen("tests/ref/gpt_tiny_ref.bin", "rb");
+	FILE *f = fopen(path, "rb");
 	char magic[8];
 	int32_t h[6];
 	size_t nl;
 
-	cr_assert_not_null(f, "tests/ref/gpt_tiny_ref.bin is missing (run from the repository root)");
+	cr_assert_not_null(f, "%s is missing (run from the repository root)", path);
 	cr_assert_eq(fread(magic, 1, 8, f), 8);
 	cr_assert_eq(memcmp(magic, "SCREF001", 8), 0);
 	cr_assert_eq(fread(h, sizeof h, 1, f), 1);
@@ -68,7 +69,7 @@ static struct strat_opts adamw(int B, uint64_t seed)
 	return o;
 }
 
-Test(reference, gpt_tiny_matches_pytorch)
+static void match(const char *model, const char *path)
 {
 	struct backend *be;
 	struct rt_comm world;
@@ -82,9 +83,9 @@ Test(reference, gpt_tiny_matches_pytorch)
 	double worst = 0;
 	int p, i;
 
-	load_ref(&r);
+	load_ref(&r, path);
 	cr_assert_eq(backend_open("cpu", &be, &world, &e), 0, "%s", e.msg);
-	cr_assert_eq(model_load("gpt-tiny", &m, NULL, 0, &e), 0, "%s", e.msg);
+	cr_assert_eq(model_load(model, &m, NULL, 0, &e), 0, "%s", e.msg);
 	o = adamw(r.B, (uint64_t)r.seed);
 	cr_assert_eq(strat_init(&s, &o, &m, r.T, 0.0, be, &world, &e), 0, "%s", e.msg);
 	cr_assert_eq((int)s.m.nparams, r.np);
@@ -107,7 +108,7 @@ Test(reference, gpt_tiny_matches_pytorch)
 		worst = fmax(worst, err);
 		cr_expect_lt(err, 1e-5, "gradient of %s: relative error %.3g", q->name, err);
 	}
-	cr_log_info("PyTorch reference: logits %.2e, worst gradient tensor %.2e\n",
+	cr_log_info("PyTorch reference, %s: logits %.2e, worst gradient tensor %.2e\n", model,
 		    relerr(logits, r.logits, (size_t)r.B * r.T * r.V), worst);
 	strat_free(&s);
 
@@ -126,4 +127,15 @@ Test(reference, gpt_tiny_matches_pytorch)
 	free(r.logits);
 	free(r.grads);
 	free(r.losses);
+}
+
+Test(reference, gpt_tiny_matches_pytorch)
+{
+	match("gpt-tiny", "tests/ref/gpt_tiny_ref.bin");
+}
+
+Test(reference, llama_tiny_matches_pytorch)
+{
+	/* RMSNorm, rotary positions, SwiGLU, grouped-query attention, untied head */
+	match("llama-tiny", "tests/ref/llama_tiny_ref.bin");
 }

@@ -24,12 +24,17 @@ static void setup(void)
 	cr_assert_eq(backend_open("cpu", &be, &world, &e), 0, "%s", e.msg);
 }
 
-static struct model tiny(void)
+static struct model load_model(const char *name)
 {
 	struct model m;
 	struct err e = {0};
-	cr_assert_eq(model_load("gpt-tiny", &m, NULL, 0, &e), 0, "%s", e.msg);
+	cr_assert_eq(model_load(name, &m, NULL, 0, &e), 0, "%s", e.msg);
 	return m;
+}
+
+static struct model tiny(void)
+{
+	return load_model("gpt-tiny");
 }
 
 static struct strat_opts opts(const char *spec, int B)
@@ -88,9 +93,9 @@ static double loss_at(struct strat *s, const int32_t *ids, int B)
 	return s->m.loss_sum * s->m.loss_scale;
 }
 
-static void gradcheck(double dropout)
+static void gradcheck(const char *name, double dropout)
 {
-	struct model m = tiny();
+	struct model m = load_model(name);
 	struct strat_opts o = opts("single", 2);
 	struct strat s;
 	struct err e = {0};
@@ -135,19 +140,25 @@ static void gradcheck(double dropout)
 			checked++;
 		}
 	}
-	cr_log_info("gradcheck (dropout %.1f): %d elements, worst |fd-g|/(|fd|+1e-2) = %.2e\n",
-		    dropout, checked, worst);
+	cr_log_info("gradcheck %s (dropout %.1f): %d elements, worst |fd-g|/(|fd|+1e-2) = %.2e\n",
+		    name, dropout, checked, worst);
 	strat_free(&s);
 }
 
 Test(runtime, backward_matches_finite_differences, .init = setup)
 {
-	gradcheck(0.0);
+	gradcheck("gpt-tiny", 0.0);
+}
+
+Test(runtime, llama_backward_matches_finite_differences, .init = setup)
+{
+	/* RMSNorm, rotary positions, SwiGLU, grouped-query attention, untied head */
+	gradcheck("llama-tiny", 0.0);
 }
 
 Test(runtime, backward_with_dropout_matches_finite_differences, .init = setup)
 {
-	gradcheck(0.1);
+	gradcheck("gpt-tiny", 0.1);
 }
 
 /* Losses of n steps of spec at micro-batch B, optionally with checkpointing. */

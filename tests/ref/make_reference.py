@@ -2,8 +2,11 @@
 """make_reference.py — an independent reference for the runtime's training step.
 
 Builds gpt-tiny (models/nn/gpt-tiny.ini: GPT-2 style, 2 layers, width 64, 4 heads,
-vocabulary 256, 64 learned positions, tied embeddings) in PyTorch with the same
-initial weights and the same synthetic data as the C runtime, and writes
+vocabulary 256, 64 learned positions, tied embeddings) or, with --model
+llama-tiny, models/nn/llama-tiny.ini (RMSNorm eps 1e-5, rotary positions with
+theta 10000 and Llama's rotate_half pairing, SwiGLU, 4 query and 2 key/value
+heads, no biases, untied head) in PyTorch with the same initial weights and the
+same synthetic data as the C runtime, and writes
 
     the logits (B, T, V) and the mean cross-entropy loss of step 0,
     the gradient of every parameter (the runtime's canonical flat order),
@@ -25,6 +28,9 @@ The shared definitions, which runtime/model_rt.c implements too:
   canonical order: wte (V, C), wpe (P, C), final norm weight, bias; then per
     block: ln1 w, b; qkv W (3C, C), b; attn_out W (C, C), b; ln2 w, b;
     fc1 W (F, C), b; fc2 W (C, F), b  (matrices as nn.Linear's (out, in));
+    llama-tiny: wte, final norm w, lm_head W (V, C); per block: norm1 w,
+    qkv W ((NH + 2 NKV) hs, C), attn_out W, norm2 w, gate W (F, C), up W (F, C),
+    fc2 W (C, F);
   sample n of step k = k * B + j; its tokens: h = s(seed ^ 0x5eed5eed5eed, n),
     x = h mod V, stride = 1 + (h >> 20) mod 7; for t = 0..T: r = s(h, t),
     tok = (r >> 8) mod V if r mod 8 == 0 else x; inputs tok_0..T-1, targets
@@ -96,6 +102,61 @@ def build(seed, V, C, P, L, F_):
     return spec, params
 
 
+def build_llama(seed, V, C, L, NH, NKV, F_):
+    hs = C // NH
+    spec = [("wte", (V, C), "embed"), ("norm.w", (C,), "norm_w"), ("head.W", (V, C), "matrix")]
+    for l in range(L):
+        spec += [(f"h{l}.n1.w", (C,), "norm_w"), (f"h{l}.qkv.W", ((NH + 2 * NKV) * hs, C), "matrix"),
+                 (f"h{l}.proj.W", (C, C), "matrix"), (f"h{l}.n2.w", (C,), "norm_w"),
+                 (f"h{l}.gate.W", (F_, C), "matrix"), (f"h{l}.up.W", (F_, C), "matrix"),
+                 (f"h{l}.down.W", (C, F_), "matrix")]
+    params, off = {}, 0
+    for name, shape, kind in spec:
+        n = int(np.prod(shape))
+        v = init_values(seed, off, n, kind).astype(np.float64).reshape(shape)
+        params[name] = torch.tensor(v, dtype=torch.float64, requires_grad=True)
+        off += n
+    return spec, params
+
+
+def rms(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+
+
+def rotate(x, T, theta=10000.0):
+    """Llama's rotary embedding: pairs (i, i + hs/2), angle t * theta^(-2i/hs)."""
+    hs = x.shape[-1]
+    inv = theta ** (-torch.arange(0, hs // 2, dtype=torch.float64) * 2 / hs)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+    half = torch.cat([-x[..., hs // 2:], x[..., :hs // 2]], -1)
+    return x * cos + half * sin
+
+
+def forward_llama(p, ids, L, NH, NKV):
+    B, T = ids.shape
+    C = p["wte"].shape[1]
+    hs = C // NH
+    x = p["wte"][ids]
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+    for l in range(L):
+        h = rms(x, p[f"h{l}.n1.w"])
+        qkv = h @ p[f"h{l}.qkv.W"].T
+        q, k, v = qkv.split([NH * hs, NKV * hs, NKV * hs], dim=-1)
+        q = rotate(q.view(B, T, NH, hs).transpose(1, 2), T)
+        k = rotate(k.view(B, T, NKV, hs).transpose(1, 2), T)
+        v = v.view(B, T, NKV, hs).transpose(1, 2)
+        k, v = (t.repeat_interleave(NH // NKV, dim=1) for t in (k, v))  # HF repeat_kv
+        att = (q @ k.transpose(-1, -2)) / hs ** 0.5
+        att = att.masked_fill(mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + y @ p[f"h{l}.proj.W"].T
+        h = rms(x, p[f"h{l}.n2.w"])
+        f = F.silu(h @ p[f"h{l}.gate.W"].T) * (h @ p[f"h{l}.up.W"].T)
+        x = x + f @ p[f"h{l}.down.W"].T
+    return rms(x, p["norm.w"]) @ p["head.W"].T
+
+
 def forward(p, ids, L, NH):
     B, T = ids.shape
     C = p["wte"].shape[1]
@@ -125,19 +186,27 @@ def batch(seed, step, B, T, V):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default="tests/ref/gpt_tiny_ref.bin")
+    ap.add_argument("--model", default="gpt-tiny", choices=["gpt-tiny", "llama-tiny"])
+    ap.add_argument("--out", default=None)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=16)
     ap.add_argument("--steps", type=int, default=5)
     a = ap.parse_args()
-    V, C, P, L, NH, F_ = 256, 64, 64, 2, 4, 256   # models/nn/gpt-tiny.ini
-    spec, p = build(a.seed, V, C, P, L, F_)
+    a.out = a.out or f"tests/ref/{a.model.replace('-', '_')}_ref.bin"
+    if a.model == "gpt-tiny":
+        V, C, P, L, NH, F_ = 256, 64, 64, 2, 4, 256   # models/nn/gpt-tiny.ini
+        spec, p = build(a.seed, V, C, P, L, F_)
+        run = lambda ids: forward(p, ids, L, NH)
+    else:
+        V, C, L, NH, NKV, F_ = 256, 64, 2, 4, 2, 128  # models/nn/llama-tiny.ini
+        spec, p = build_llama(a.seed, V, C, L, NH, NKV, F_)
+        run = lambda ids: forward_llama(p, ids, L, NH, NKV)
     opt = torch.optim.AdamW(list(p.values()), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     losses = []
     for step in range(a.steps + 1):
         ids, tgt = batch(a.seed, step, a.batch, a.seq, V)
-        logits = forward(p, ids, L, NH)
+        logits = run(ids)
         loss = F.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
         opt.zero_grad()
         loss.backward()
