@@ -138,7 +138,7 @@ validate() {
 	for prec in fp32 bf16; do
 	for ckpt in none full; do
 	for sn in ${CAMPAIGN_PAIRS:-single:1 zero3:8 ddp:2 fsdp:4 zero1:4 zero2:8 zero3:2 fsdp:8 ddp:8 zero2:2 zero1:8 fsdp:2 ddp:4 zero3:4 zero1:2 zero2:4}; do
-	for model in ${CAMPAIGN_MODELS:-gpt2 gpt2-medium gpt2-large gpt2-xl}; do
+	for model in ${CAMPAIGN_MODELS:-gpt2 gpt2-medium gpt2-large gpt2-xl llama-2-7b}; do
 		strat=${sn%:*} n=${sn#*:}
 		# pass 1: gpt2 and gpt2-xl without checkpointing; pass 2: the rest
 		if [ $pass = 1 ]; then
