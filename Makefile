@@ -42,17 +42,18 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
                 sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
                 sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
-                sim/calib.c
+                sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c sim/calib.c
 SIMULATE_SRCS := sim/simulate_main.c
 RESULTS_SRCS := sim/results_main.c
 BENCH_STEP_SRCS := bench/bench_step.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
              tests/test_store.c tests/test_coll.c tests/test_step.c \
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
-             tests/test_runtime.c tests/test_reference.c tests/test_grid.c tests/test_cuda.c tests/test_gemm.c
+             tests/test_job.c tests/test_runtime.c tests/test_reference.c tests/test_grid.c \
+             tests/test_cuda.c tests/test_gemm.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
-               runtime/ckpt.c runtime/search.c cuda/gemm.c
+               runtime/rtckpt.c runtime/search.c cuda/gemm.c
 ifneq ($(NVCC),)
 RT_LIB_SRCS += runtime/backend_cuda.c
 CUDA_SRCS := cuda/kernels.cu
@@ -177,20 +178,25 @@ check: deps
 	ASAN_OPTIONS=detect_leaks=1 bin-san/unit_tests --jobs 1
 	tests/golden.sh bin-san
 
-bench: deps all $(BIN)/bench_step $(BIN)/bench_memory
+bench: deps all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_job
 	$(BIN)/bench_memory scenarios/gpt3-175b-zero3.ini
 	$(BIN)/bench_step
+	$(BIN)/bench_job
 
 # regenerate README.md's key reference from the loader's table
 readme-keys: $(BIN)/simulate
 	@{ sed '/<!-- keys:begin -->/q' README.md; $(BIN)/simulate --keys; \
 	   sed -n '/<!-- keys:end -->/,$$p' README.md; } > README.md.new && mv README.md.new README.md
 
+$(BIN)/bench_job: $(BUILD)/bench/bench_job.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 clean:
 	rm -rf build build-san bin bin-san
 
 -include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d \
          $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d \
-         $(RT_LIB_OBJS:.o=.d) $(BUILD)/runtime/validate_main.d $(BUILD)/tests/rt_mpi_main.d \
-         $(BUILD)/tests/gpu_tests.d $(BUILD)/bench/gpu_bench.d \
+         $(BUILD)/bench/bench_job.d $(RT_LIB_OBJS:.o=.d) $(BUILD)/runtime/validate_main.d \
+         $(BUILD)/tests/rt_mpi_main.d $(BUILD)/tests/gpu_tests.d $(BUILD)/bench/gpu_bench.d \
          $(CUDA_SRCS:%.cu=$(BUILD)/%.d)

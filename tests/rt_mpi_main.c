@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "ckpt.h"
+#include "rtckpt.h"
 #include "strategy.h"
 
 enum { STEPS = 10, B = 2, T = 32 };
@@ -180,7 +180,7 @@ static void resume(void)
 	for (int k = 0; k < 4; k++) {
 		struct strat_opts o = opts(specs[k], B, world.size >= 4 ? 2 : 1);
 		struct strat s;
-		struct ckpt c = {0};
+		struct rtckpt c = {0};
 		struct err e = {0};
 		double ref[8], got[8];
 		int i, ok = 1, same = 1;
@@ -189,11 +189,11 @@ static void resume(void)
 			ok = strat_step(&s, &e) == 0;
 			ref[i] = s.loss;
 			if (ok && i == 3)
-				ok = ckpt_save(&c, &s, dir, k % 2, &e) == 0;
+				ok = rtckpt_save(&c, &s, dir, k % 2, &e) == 0;
 		}
-		ok = ok && ckpt_wait(&c, &s, &e) == 0;
+		ok = ok && rtckpt_wait(&c, &s, &e) == 0;
 		strat_free(&s);
-		ok = ok && strat_init(&s, &o, &model, T, 0, be, &world, &e) == 0 && ckpt_load(&s, dir, &e) == 0;
+		ok = ok && strat_init(&s, &o, &model, T, 0, be, &world, &e) == 0 && rtckpt_load(&s, dir, &e) == 0;
 		for (i = 4; ok && i < 8; i++) {
 			ok = strat_step(&s, &e) == 0;
 			got[i] = s.loss;

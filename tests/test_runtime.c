@@ -11,7 +11,7 @@
 
 #include "arena.h"
 #include "backend.h"
-#include "ckpt.h"
+#include "rtckpt.h"
 #include "model_rt.h"
 #include "strategy.h"
 
@@ -219,7 +219,7 @@ Test(runtime, checkpoint_resume_is_bit_exact, .init = setup)
 	struct model m = tiny();
 	struct strat_opts o = opts("single", 4);
 	struct strat s;
-	struct ckpt c = {0};
+	struct rtckpt c = {0};
 	struct err e = {0};
 	double ref[8], got[8];
 	char dir[] = "/tmp/sc-ckpt-XXXXXX";
@@ -231,13 +231,13 @@ Test(runtime, checkpoint_resume_is_bit_exact, .init = setup)
 		cr_assert_eq(strat_init(&s, &o, &m, 32, 0, be, &world, &e), 0, "%s", e.msg);
 		for (int i = 0; i < 4; i++)
 			cr_assert_eq(strat_step(&s, &e), 0, "%s", e.msg);
-		cr_assert_eq(ckpt_save(&c, &s, dir, async, &e), 0, "%s", e.msg);
+		cr_assert_eq(rtckpt_save(&c, &s, dir, async, &e), 0, "%s", e.msg);
 		/* training goes on while an async writer runs */
 		cr_assert_eq(strat_step(&s, &e), 0, "%s", e.msg);
-		cr_assert_eq(ckpt_wait(&c, &s, &e), 0, "%s", e.msg);
+		cr_assert_eq(rtckpt_wait(&c, &s, &e), 0, "%s", e.msg);
 		strat_free(&s);
 		cr_assert_eq(strat_init(&s, &o, &m, 32, 0, be, &world, &e), 0, "%s", e.msg);
-		cr_assert_eq(ckpt_load(&s, dir, &e), 0, "%s", e.msg);
+		cr_assert_eq(rtckpt_load(&s, dir, &e), 0, "%s", e.msg);
 		cr_expect_eq(s.step, 4);
 		for (int i = 4; i < 8; i++) {
 			cr_assert_eq(strat_step(&s, &e), 0, "%s", e.msg);

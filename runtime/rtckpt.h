@@ -1,5 +1,5 @@
 /*
- * ckpt.h — sharded checkpoints of a strategy's training state.
+ * rtckpt.h — sharded checkpoints of a strategy's training state.
  *
  * Every rank writes its own file DIR/rank-NNNNN.bin holding what it keeps
  * between steps: its parameters (full or shard, as the strategy places them)
@@ -11,16 +11,16 @@
  *
  * sync: the step waits for the write. async: the state is copied to a host
  * buffer (the "staging" copy) and a background thread writes it; training
- * continues, and ckpt_wait (or the next save) joins the writer.
+ * continues, and rtckpt_wait (or the next save) joins the writer.
  */
-#ifndef SHARDCAST_CKPT_H
-#define SHARDCAST_CKPT_H
+#ifndef SHARDCAST_RTCKPT_H
+#define SHARDCAST_RTCKPT_H
 
 #include <pthread.h>
 
 #include "strategy.h"
 
-struct ckpt {
+struct rtckpt {
 	char dir[512];
 	pthread_t th;
 	int active;                /* a writer thread runs */
@@ -33,13 +33,13 @@ struct ckpt {
 
 /* Saves s's state into dir (created if missing). async: returns after the
  * staging copy. Returns 0 or fills e. */
-int ckpt_save(struct ckpt *c, struct strat *s, const char *dir, int async, struct err *e);
+int rtckpt_save(struct rtckpt *c, struct strat *s, const char *dir, int async, struct err *e);
 
 /* Waits for an async save to finish and completes it (manifest). */
-int ckpt_wait(struct ckpt *c, struct strat *s, struct err *e);
+int rtckpt_wait(struct rtckpt *c, struct strat *s, struct err *e);
 
 /* Loads the checkpoint in dir into s (set up with the same strategy, model
  * and world). Returns 0 or fills e (ERR_INPUT when it does not match). */
-int ckpt_load(struct strat *s, const char *dir, struct err *e);
+int rtckpt_load(struct strat *s, const char *dir, struct err *e);
 
 #endif

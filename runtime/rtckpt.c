@@ -1,7 +1,7 @@
 /*
- * ckpt.c — sharded checkpoints (see ckpt.h).
+ * rtckpt.c — sharded checkpoints of the runtime (see rtckpt.h).
  */
-#include "ckpt.h"
+#include "rtckpt.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -76,12 +76,12 @@ static int write_file(const char *path, const void *buf, size_t len, char *msg, 
 
 static void *writer(void *arg)
 {
-	struct ckpt *c = arg;
+	struct rtckpt *c = arg;
 	c->rc = write_file(c->path, c->buf, c->len, c->msg, sizeof c->msg);
 	return NULL;
 }
 
-static int finish(struct ckpt *c, struct strat *s, struct err *e)
+static int finish(struct rtckpt *c, struct strat *s, struct err *e)
 {
 	double v = c->rc != 0;
 	int rc;
@@ -105,7 +105,7 @@ static int finish(struct ckpt *c, struct strat *s, struct err *e)
 	return s->be->barrier(&s->world, e);
 }
 
-int ckpt_wait(struct ckpt *c, struct strat *s, struct err *e)
+int rtckpt_wait(struct rtckpt *c, struct strat *s, struct err *e)
 {
 	if (!c->active)
 		return 0;
@@ -114,11 +114,11 @@ int ckpt_wait(struct ckpt *c, struct strat *s, struct err *e)
 	return finish(c, s, e);
 }
 
-int ckpt_save(struct ckpt *c, struct strat *s, const char *dir, int async, struct err *e)
+int rtckpt_save(struct rtckpt *c, struct strat *s, const char *dir, int async, struct err *e)
 {
 	struct ckpt_header h;
 	char manifest[600];
-	int rc = ckpt_wait(c, s, e);
+	int rc = rtckpt_wait(c, s, e);
 
 	if (rc)
 		return rc;
@@ -145,7 +145,7 @@ int ckpt_save(struct ckpt *c, struct strat *s, const char *dir, int async, struc
 	return finish(c, s, e);
 }
 
-int ckpt_load(struct strat *s, const char *dir, struct err *e)
+int rtckpt_load(struct strat *s, const char *dir, struct err *e)
 {
 	struct ckpt_header h, want;
 	char path[600], line[128];
