@@ -199,6 +199,17 @@ int imp_json_load(struct imp_json *j, const char *path, struct err *e)
 	if (imp_read(path, &j->text, &j->len, e))
 		return e->code;
 	j->root = cJSON_ParseWithLengthOpts(j->text, j->len, &end, 0);
+	if (j->root && end) {
+		/* cJSON stops after the first value: anything but space after it is junk */
+		const char *q = end;
+		while (q < j->text + j->len && isspace((unsigned char)*q))
+			q++;
+		if (q < j->text + j->len) {
+			cJSON_Delete(j->root);
+			j->root = NULL;
+			end = q;
+		}
+	}
 	if (!j->root) {
 		size_t pos = end && end >= j->text ? (size_t)(end - j->text) : 0, i, n = 0;
 		char near[24];
