@@ -430,6 +430,13 @@ static void pt_reduce(struct wk *w, int u, int op)
 		release(w, MEM_BUFFERS, W_RS_OUT, op, sh * w->wrs);
 }
 
+/* backward_post gathers the next unit once a unit's backward is done; the
+ * root's backward (it holds the embedding) ends the step, so nothing follows it */
+static int prefetch_post(const struct wk *w, int u)
+{
+	return w->bwd_prefetch == PREFETCH_BACKWARD_POST && !w->u[u].root;
+}
+
 static void units_bwd_post(struct wk *w, int i)
 {
 	int u;
@@ -448,12 +455,12 @@ static void units_bwd_post(struct wk *w, int i)
 				w->ugl[u] = 0;
 			}
 			ufree(w, u, i);
-			if (w->bwd_prefetch == PREFETCH_BACKWARD_POST)
+			if (prefetch_post(w, u))
 				ugather(w, next_unit(w, u, 0), i);
 			continue;
 		}
 		ufree(w, u, i);
-		if (w->bwd_prefetch == PREFETCH_BACKWARD_POST)
+		if (prefetch_post(w, u))
 			ugather(w, next_unit(w, u, 0), i);
 		if (w->ugl[u]) {
 			pt_reduce(w, u, i);

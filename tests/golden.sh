@@ -110,6 +110,16 @@ if "$root/$bin/simulate" scenarios/gpt-tiny-cpu-ddp.ini --memory-timeline "$tmp/
    [ "$(awk -F, 'NR > 1 && $16 > m { m = $16 } END { print m }' "$tmp/tl.csv")" = \
      "$("$root/$bin/simulate" scenarios/gpt-tiny-cpu-ddp.ini --json | jq '.memory.peak_bytes')" ]; then ok
 else bad "--memory-timeline: $(cat "$tmp/err")"; fi
+# FSDP backward_post: after the root's backward nothing is left gathered (the
+# runtime frees every unit; sim/memory.h S5), so the timeline ends with no
+# gathered-parameter buffer, as with backward_pre
+for pf in backward_pre backward_post; do
+	if "$root/$bin/simulate" scenarios/gpt-tiny-cpu-ddp.ini --set training.strategy=fsdp \
+	     --set training.fsdp_backward_prefetch=$pf --set training.grad_accum=2 \
+	     --memory-timeline "$tmp/pf.csv" >/dev/null 2>"$tmp/err" &&
+	   [ "$(awk -F, '$2 == "backward" { b = $13 } END { print b }' "$tmp/pf.csv")" = 0 ]; then ok
+	else bad "$pf leaves buffers live at the end of backward: $(tail -1 "$tmp/pf.csv") $(cat "$tmp/err")"; fi
+done
 expect_error timeline-unwritable "cannot write the memory timeline" "$good" --memory-timeline /nonexistent/dir/t.csv
 
 # every shipped scenario runs

@@ -169,6 +169,9 @@ GRID(fsdp_other,
      {"fsdp:hybrid_shard_zero2", 8, 2, 24, 1, 1, 1, 0, NULL},
      {"fsdp:hybrid_shard_zero2", 4, 3, 32, 0, 0, 2, 0, "training.fsdp_backward_prefetch=none"},
      {"fsdp:full_shard", 8, 2, 32, 1, 0, 1, 0, "training.fsdp_backward_prefetch=backward_post"},
+     /* backward_post with accumulation: after the root's backward nothing is
+      * prefetched, so the second micro-step starts with no unit gathered */
+     {"fsdp:full_shard", 4, 2, 16, 0, 0, 2, 0, "training.fsdp_backward_prefetch=backward_post"},
      {"fsdp:shard_grad_op", 4, 2, 32, 0, 0, 1, 0, "training.fsdp_forward_prefetch=true"},
      {"fsdp:full_shard", 2, 4, 8, 0, 1, 1, 0.1, "training.optimizer=sgd"},
      {"zero3", 8, 2, 32, 1, 0, 1, 0, "training.optimizer=sgd_momentum"})
