@@ -91,12 +91,14 @@
  *              nothing is gathered and gradients go straight into the grads.
  *              fsdp's prefetch keys gather the next unit early (forward_prefetch:
  *              at the current unit's start; backward_pre: at the current unit's
- *              backward start; backward_post: after the current unit is freed).
+ *              backward start; backward_post: after the current unit is freed,
+ *              except after the root, whose backward ends the micro-step).
  *              offload = optimizer_and_params: the param shard is staged in a
  *              shard-sized buffer around each gather, and the reduce-scattered
  *              gradient in one around each reduction.
- *     dp       not part of the runtime: nn.DataParallel's mechanics (memstrat.c)
- *              with these dtypes.
+ *     dp       nn.DataParallel's mechanics (memstrat.c) with these dtypes: model
+ *              states per tensor, not flat (the one exception to S3); the
+ *              runtime's dp follows memstrat.c.
  *     Optimizer steps are in place, no temporaries. offload = optimizer moves
  *     master and optimizer states to the host; optimizer_and_params moves the
  *     param and grad shards too.
