@@ -30,7 +30,8 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
                 sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c \
                 sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
-                sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c
+                sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
+                sim/sweep.c sim/sweep_eval.c sim/sweep_out.c
 SIMULATE_SRCS := sim/simulate_main.c
 RESULTS_SRCS := sim/results_main.c
 BENCH_STEP_SRCS := bench/bench_step.c
@@ -43,7 +44,7 @@ TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 LIB := $(BUILD)/libshardcast.a
 
 .PHONY: all test check bench run deps clean readme-keys
-all: $(BIN)/simulate $(BIN)/results
+all: $(BIN)/simulate $(BIN)/results $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -64,11 +65,30 @@ $(BIN)/simulate: $(BUILD)/sim/simulate_main.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# recommend links Open MPI (mpicc); without mpirun it runs as a world of one
+$(BUILD)/sim/recommend_main.o: sim/recommend_main.c $(BUILD)/gen/heatmap_gp.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CPPFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
+
+$(BIN)/recommend: $(BUILD)/sim/recommend_main.o $(LIB)
+	@mkdir -p $(BIN)
+	$(MPICC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# results/plots/heatmap.gp compiled in (recommend --plot)
+$(BUILD)/gen/heatmap_gp.h: results/plots/heatmap.gp
+	@mkdir -p $(dir $@)
+	{ echo 'static const char heatmap_gp[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/  "/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
+
 $(BIN)/results: $(BUILD)/sim/results_main.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/bench_memory: $(BUILD)/bench/bench_memory.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/bench_recommend: $(BUILD)/bench/bench_recommend.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -104,9 +124,10 @@ check: deps
 	ASAN_OPTIONS=detect_leaks=1 bin-san/unit_tests --jobs 1
 	tests/golden.sh bin-san
 
-bench: deps all $(BIN)/bench_step $(BIN)/bench_memory
+bench: deps all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_recommend
 	$(BIN)/bench_memory scenarios/gpt3-175b-zero3.ini
 	$(BIN)/bench_step
+	$(BIN)/bench_recommend bench/sweep.ini
 
 # regenerate README.md's key reference from the loader's table
 readme-keys: $(BIN)/simulate
@@ -117,4 +138,5 @@ clean:
 	rm -rf build build-san bin bin-san
 
 -include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d \
-         $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d
+         $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d \
+         $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d
