@@ -96,6 +96,11 @@ $(BIN)/bench_step: $(BENCH_STEP_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# a results-store writer for tests/recommend.sh (crash and concurrency tests)
+$(BIN)/store_writer: $(BUILD)/tests/store_writer.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BIN)/unit_tests: $(TEST_OBJS) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS)
@@ -114,15 +119,17 @@ deps:
 run: deps all
 	$(BIN)/simulate scenarios/default.ini
 
-test: deps all $(BIN)/unit_tests
+test: deps all $(BIN)/unit_tests $(BIN)/store_writer
 	$(BIN)/unit_tests --jobs 2
 	tests/golden.sh $(BIN)
+	tests/recommend.sh $(BIN)
 
 check: deps
 	$(MAKE) BUILD=build-san BIN=bin-san CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" \
-	  bin-san/simulate bin-san/results bin-san/unit_tests
+	  bin-san/simulate bin-san/results bin-san/recommend bin-san/store_writer bin-san/unit_tests
 	ASAN_OPTIONS=detect_leaks=1 bin-san/unit_tests --jobs 1
 	tests/golden.sh bin-san
+	ASAN_OPTIONS=detect_leaks=0 tests/recommend.sh bin-san  # Open MPI's own allocations are not ours
 
 bench: deps all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_recommend
 	$(BIN)/bench_memory scenarios/gpt3-175b-zero3.ini
@@ -139,4 +146,4 @@ clean:
 
 -include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d \
          $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d \
-         $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d
+         $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d $(BUILD)/tests/store_writer.d

@@ -167,7 +167,9 @@ static int write_file(const char *path, writer w, const struct sweep *sw, const 
 	f = fopen(tmp, "w");
 	if (!f)
 		return err_set(e, ERR_INPUT, path, 0, "cannot write: %s", strerror(errno));
-	ok = w ? w(sw, r, f) == 0 : fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+	ok = w ? w(sw, r, f) == 0 : fputs(text, f) >= 0;
+	if (!w && ok && text[0] && text[strlen(text) - 1] != '\n')
+		ok = fputc('\n', f) != EOF;  /* JSON: end with a newline like the Markdown */
 	ok = fclose(f) == 0 && ok;
 	if (!ok || rename(tmp, path)) {
 		int rc = err_set(e, ERR_SYSTEM, path, 0, "writing failed: %s", strerror(errno));

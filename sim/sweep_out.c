@@ -73,6 +73,28 @@ static double margin(const struct sweep *sw, const struct sweep_result *best, co
 	}
 }
 
+/* "tie with", "+0.7% vs", "+12% vs": the winner's lead over the runner-up. */
+static const char *lead(char *b, size_t n, double pct)
+{
+	if (pct < 0.05)
+		snprintf(b, n, "tie with");
+	else if (pct < 10)
+		snprintf(b, n, "+%.1f%% vs", pct);
+	else
+		snprintf(b, n, "+%.0f%% vs", pct);
+	return b;
+}
+
+/* The heatmap's version: ", tied", ", +0.7% ahead". */
+static const char *ahead(char *b, size_t n, double pct)
+{
+	if (pct < 0.05)
+		snprintf(b, n, ", tied");
+	else
+		snprintf(b, n, pct < 10 ? ", +%.1f%% ahead" : ", +%.0f%% ahead", pct);
+	return b;
+}
+
 static const char *batch_name(const struct sweep *sw, int b, char *buf, size_t n)
 {
 	if (sw->batch_mode == SWEEP_AUTO)
@@ -141,7 +163,7 @@ static void md_grid(const struct sweep *sw, const struct sweep_result *r, int se
 			}
 			fprintf(f, " **%s** %s", sw->cands[best].label, figure(b1, sizeof b1, sw, &c[best]));
 			if (ru >= 0)
-				fprintf(f, " (+%.0f%% vs %s)", margin(sw, &c[best], &c[ru]), sw->cands[ru].strat);
+				fprintf(f, " (%s %s)", lead(b1, sizeof b1, margin(sw, &c[best], &c[ru])), sw->cands[ru].strat);
 			fprintf(f, " |");
 		}
 		fprintf(f, "\n");
@@ -394,7 +416,7 @@ static unsigned colour(const char *strat)
 
 int sweep_write_heatmap_data(const struct sweep *sw, const struct sweep_result *r, FILE *f)
 {
-	char b1[64], b2[64], lab[80];
+	char b1[64], b2[64], b3[32], fig[96], lab[80];
 	int m, s, b, best, ru, row, nrows = sw->nmodels * sw->nseq;
 
 	fprintf(f, "# x y rgb xlabel ylabel winner figure  (recommend heatmap: %d rows x %d columns)\n",
@@ -409,12 +431,15 @@ int sweep_write_heatmap_data(const struct sweep *sw, const struct sweep_result *
 					snprintf(lab, sizeof lab, "%.60s, seq %lld", sw->models[m].name, (long long)sw->seqs[s]);
 				else
 					snprintf(lab, sizeof lab, "%.79s", sw->models[m].name);
+				fig[0] = 0;
+				if (best >= 0)
+					snprintf(fig, sizeof fig, "%s%s", figure(b2, sizeof b2, sw, &c[best]),
+						 ru < 0 ? ", the only fit" : ahead(b3, sizeof b3, margin(sw, &c[best], &c[ru])));
 				fprintf(f, "%d %d %u \"%s\" \"%s\" \"%s\" \"%s\"\n", b, nrows - 1 - row,
 					best >= 0 ? colour(sw->cands[best].strat) : 0xeeeeee,
 					sw->batch_mode == SWEEP_AUTO ? "largest micro-batch" :
 					batch_name(sw, b, b1, sizeof b1), lab,
-					best >= 0 ? sw->cands[best].label : "none fits",
-					best >= 0 ? figure(b2, sizeof b2, sw, &c[best]) : "");
+					best >= 0 ? sw->cands[best].label : "none fits", fig);
 			}
 	return ferror(f) ? -1 : 0;
 }
