@@ -37,7 +37,8 @@ RESULTS_SRCS := sim/results_main.c
 BENCH_STEP_SRCS := bench/bench_step.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
              tests/test_store.c tests/test_coll.c tests/test_step.c \
-             tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c
+             tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
+             tests/test_sweep.c
 
 SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)

@@ -113,6 +113,12 @@ if "$rec" tests/sweeps/small.ini --quiet --db "$db" 2>"$tmp/err"; then ok; else 
   "$(jq '[.cells[] | select(.best != null)] | length' "$tmp/1.json")" ] && ok || bad "--db: winners"
 [ "$(sqlite3 "$db" 'PRAGMA user_version')" = 2 ] && ok || bad "--db: schema version"
 "$root/$bin/results" list --db "$db" | grep -q recommend && ok || bad "results list: no recommend run"
+# merge carries the candidates with the renumbered runs
+"$rec" tests/sweeps/small.ini --quiet --db "$tmp/second.db" 2>/dev/null
+if "$root/$bin/results" merge "$tmp/merged.db" "$db" "$tmp/second.db" >/dev/null 2>"$tmp/err" &&
+   [ "$(sqlite3 "$tmp/merged.db" 'SELECT count(*) FROM candidates')" = 144 ] &&
+   [ "$(sqlite3 "$tmp/merged.db" 'SELECT count(DISTINCT run_id) FROM candidates')" = 2 ]; then ok
+else bad "merge: candidates $(cat "$tmp/err")"; fi
 
 # a writer killed inside its transaction leaves nothing of its run
 kdb="$tmp/killed.db"
