@@ -31,6 +31,7 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
                 sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
                 sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
+                sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c \
                 sim/sweep.c sim/sweep_eval.c sim/sweep_out.c
 SIMULATE_SRCS := sim/simulate_main.c
 RESULTS_SRCS := sim/results_main.c
@@ -38,7 +39,7 @@ BENCH_STEP_SRCS := bench/bench_step.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
              tests/test_store.c tests/test_coll.c tests/test_step.c \
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
-             tests/test_sweep.c
+             tests/test_sweep.c tests/test_job.c
 
 SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
@@ -132,9 +133,10 @@ check: deps
 	tests/golden.sh bin-san
 	ASAN_OPTIONS=detect_leaks=0 tests/recommend.sh bin-san  # Open MPI's own allocations are not ours
 
-bench: deps all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_recommend
+bench: deps all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_job $(BIN)/bench_recommend
 	$(BIN)/bench_memory scenarios/gpt3-175b-zero3.ini
 	$(BIN)/bench_step
+	$(BIN)/bench_job
 	$(BIN)/bench_recommend bench/sweep.ini
 
 # regenerate README.md's key reference from the loader's table
@@ -142,9 +144,14 @@ readme-keys: $(BIN)/simulate
 	@{ sed '/<!-- keys:begin -->/q' README.md; $(BIN)/simulate --keys; \
 	   sed -n '/<!-- keys:end -->/,$$p' README.md; } > README.md.new && mv README.md.new README.md
 
+$(BIN)/bench_job: $(BUILD)/bench/bench_job.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 clean:
 	rm -rf build build-san bin bin-san
 
 -include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d \
          $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d \
-         $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d $(BUILD)/tests/store_writer.d
+         $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d $(BUILD)/tests/store_writer.d \
+         $(BUILD)/bench/bench_job.d

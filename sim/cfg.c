@@ -449,6 +449,27 @@ int cfg_parse(const struct cfg_table *t, void *target, struct cfg_origin *origin
 	return rc;
 }
 
+int cfg_load_file(const struct cfg_table *t, void *target, const char *path, struct err *e)
+{
+	struct cfg_origin origin = {calloc(t->n, sizeof(int)), path};
+	char *text = NULL;
+	size_t len;
+	int rc;
+
+	if (!origin.line)
+		return err_set(e, ERR_SYSTEM, path, 0, "out of memory");
+	rc = cfg_read_file(path, &text, &len, e);
+	if (!rc)
+		rc = cfg_defaults(t, target, e);
+	if (!rc)
+		rc = cfg_parse(t, target, &origin, path, text, len, e);
+	if (!rc)
+		rc = cfg_check_required(t, &origin, path, e);
+	free(text);
+	free(origin.line);
+	return rc;
+}
+
 int cfg_parse_entry(const struct cfg_table *t, void *target, size_t target_size,
 		    const char *section, const char *file, const char *text, size_t len,
 		    struct err *e)

@@ -73,6 +73,11 @@ int cfg_defaults(const struct cfg_table *t, void *target, struct err *e);
 int cfg_parse(const struct cfg_table *t, void *target, struct cfg_origin *origin,
 	      const char *file, const char *text, size_t len, struct err *e);
 
+/* Reads path and loads it against t into target: defaults, then the file,
+ * then the check of CFG_REQUIRED keys. The whole-file counterpart of
+ * cfg_parse_entry, for files of one kind of section (models/nn, profiles). */
+int cfg_load_file(const struct cfg_table *t, void *target, const char *path, struct err *e);
+
 /* Catalog files hold one entry per section ([h100-sxm5-80gb] ...). Loads the
  * entry named section into target (defaults first). Every section of the file is
  * checked against t (keys without a section match any); scratch is a buffer of

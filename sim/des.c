@@ -14,27 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vec.h"
+
 enum { EV_DONE, EV_LAT, EV_FLOW };
 #define EV_KIND(k) ((k) & 3u)
 #define EV_VER(k) ((k) >> 2)
-
-static int grow(void **p, int *cap, int need, size_t sz)
-{
-	void *np;
-	int ncap;
-
-	if (need <= *cap)
-		return 0;
-	ncap = *cap ? *cap : 256;
-	while (ncap < need)
-		ncap *= 2;
-	np = realloc(*p, (size_t)ncap * sz);
-	if (!np)
-		return -1;
-	*p = np;
-	*cap = ncap;
-	return 0;
-}
 
 int des_create(struct des *d)
 {
@@ -85,7 +69,7 @@ int des_dep(struct des *d, int from, int to)
 
 	if (from < 0)
 		return 0;
-	if (from >= to || grow((void **)&d->edges, &d->capedges, d->nedges + 1, sizeof *d->edges))
+	if (from >= to || vec_grow((void **)&d->edges, &d->capedges, d->nedges + 1, sizeof *d->edges))
 		return -1;
 	e = &d->edges[d->nedges];
 	e->to = to;
@@ -100,7 +84,7 @@ static int task(struct des *d, int stream, double dur, int coll, int label, int 
 	struct des_task *t;
 	int i;
 
-	if (grow((void **)&d->tasks, &d->captasks, d->ntasks + 1, sizeof *d->tasks))
+	if (vec_grow((void **)&d->tasks, &d->captasks, d->ntasks + 1, sizeof *d->tasks))
 		return -1;
 	i = d->ntasks++;
 	t = &d->tasks[i];
@@ -128,7 +112,7 @@ int des_coll(struct des *d, int stream, const struct coll_cost *c, int label, in
 {
 	struct des_coll *k;
 
-	if (grow((void **)&d->colls, &d->capcolls, d->ncolls + 1, sizeof *d->colls))
+	if (vec_grow((void **)&d->colls, &d->capcolls, d->ncolls + 1, sizeof *d->colls))
 		return -1;
 	k = &d->colls[d->ncolls];
 	memset(k, 0, sizeof *k);
@@ -265,7 +249,7 @@ static void next_phase(struct des_coll *k)
 
 static int add_active(struct des *d, int c)
 {
-	if (grow((void **)&d->active, &d->capactive, d->nactive + 1, sizeof *d->active))
+	if (vec_grow((void **)&d->active, &d->capactive, d->nactive + 1, sizeof *d->active))
 		return -1;
 	d->active[d->nactive++] = c;
 	return 0;
@@ -321,7 +305,7 @@ static int prepare(struct des *d)
 {
 	int i;
 
-	if (grow((void **)&d->waiting, &d->capwaiting, d->ntasks, sizeof *d->waiting))
+	if (vec_grow((void **)&d->waiting, &d->capwaiting, d->ntasks, sizeof *d->waiting))
 		return -1;
 	for (i = 0; i < d->ntasks; i++)
 		d->waiting[i] = d->tasks[i].npred;

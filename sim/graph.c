@@ -31,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vec.h"
+
 struct bld {
 	struct graph *g;
 	const struct model *m;
@@ -44,30 +46,12 @@ struct bld {
 	struct err *e;
 };
 
-static int grow(void **p, int *cap, int need, size_t sz)
-{
-	void *np;
-	int ncap;
-
-	if (need <= *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 256;
-	while (ncap < need)
-		ncap *= 2;
-	np = realloc(*p, (size_t)ncap * sz);
-	if (!np)
-		return -1;
-	*p = np;
-	*cap = ncap;
-	return 0;
-}
-
 static int tensor(struct bld *b, const char *name, double elems, int dsize, int producer)
 {
 	struct graph *g = b->g;
 	struct gtensor *t;
 
-	if (grow((void **)&g->t, &g->capt, g->nt + 1, sizeof *g->t))
+	if (vec_grow((void **)&g->t, &g->capt, g->nt + 1, sizeof *g->t))
 		return -1;
 	t = &g->t[g->nt];
 	memset(t, 0, sizeof *t);
@@ -88,7 +72,7 @@ static int op(struct bld *b, int kind, const char *name, int in0, int in1, int i
 	struct gop *o;
 	int ins[3] = {in0, in1, in2}, i, idx;
 
-	if (grow((void **)&g->ops, &g->capops, g->nops + 1, sizeof *g->ops))
+	if (vec_grow((void **)&g->ops, &g->capops, g->nops + 1, sizeof *g->ops))
 		return -1;
 	idx = g->nops++;
 	o = &g->ops[idx];

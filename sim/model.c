@@ -69,26 +69,16 @@ int model_check(const struct model *m, const char *file, struct err *e)
 int model_load(const char *name_or_path, struct model *m, const char *where, int line,
 	       struct err *e)
 {
-	char path[PATH_MAX], *text = NULL;
-	size_t len;
-	int lines[sizeof keys / sizeof keys[0]] = {0};
-	struct cfg_origin origin = {lines, NULL};
+	char path[PATH_MAX];
 	int rc;
 
 	rc = catalog_resolve("nn", name_or_path, path, sizeof path, where, line, "[model] name", e);
 	if (rc)
 		return rc;
-	rc = cfg_read_file(path, &text, &len, e);
-	if (!rc)
-		rc = cfg_defaults(&table, m, e);
-	if (!rc)
-		rc = cfg_parse(&table, m, &origin, path, text, len, e);
-	if (!rc)
-		rc = cfg_check_required(&table, &origin, path, e);
+	rc = cfg_load_file(&table, m, path, e);
 	if (!rc)
 		rc = model_check(m, path, e);
 	if (!rc)
 		snprintf(m->name, sizeof m->name, "%s", name_or_path);
-	free(text);
 	return rc;
 }

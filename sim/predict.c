@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "graph.h"
+#include "jobrun.h"
 #include "memory.h"
 #include "step.h"
 
@@ -52,6 +53,9 @@ int predict_run(const struct scenario *s, struct prediction *p, struct err *e)
 	if (!rc)
 		rc = step_run(s, &g, p, e);
 	graph_free(&g);
+	/* the job model needs the step time: [job] step_time or the step model's */
+	if (!rc && s->has_failures)
+		rc = jobrun_predict(s, p, e);
 	return rc;
 }
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "failures.h"
 #include "graph.h"
 #include "scenario.h"
 
@@ -54,13 +55,46 @@ struct step_result {
 	uint64_t events;      /* events the simulation processed */
 };
 
+#define JOB_MAX_WARN 6
+
 struct job_result {
 	int valid;
-	double ettr;          /* effective training time ratio */
+	double ettr;          /* effective training time ratio: training kept / wall time */
+	double ettr_lo, ettr_hi; /* 95% interval of the mean */
 	double wall_days;     /* mean */
 	double wall_days_lo, wall_days_hi; /* 95% interval of the mean */
-	double interruptions; /* mean per run */
-	double ckpt_interval; /* s */
+	double wall_days_p025, wall_days_p975; /* 95% of the runs fall between */
+	double interruptions; /* mean per run, planned ones included */
+	double unexpected, planned; /* mean per run */
+	double ckpt_interval; /* s of training between checkpoints */
+	int interval_auto;    /* chosen by the search */
+	double young, daly;   /* s: Young (1974) and Daly (2006) intervals for this cost and MTBF */
+	double mtbf;          /* s between unexpected failures of the job; 0 = none fail */
+	double lost;          /* s of training lost per run */
+	double ckpt_overhead; /* s training is blocked by checkpoints per run */
+	double downtime;      /* s of detection, waiting for nodes and restarts per run */
+	double checkpoints;   /* completed per run */
+	double waits;         /* times per run the job waited for a node or a repair */
+	double work;          /* s of failure-free training; 0 for a fixed window */
+	double window;        /* s, fixed-window runs */
+	double useful;        /* s of training kept (mean) */
+	double step_time;     /* s per step the job assumes */
+	int step_from_scenario; /* [job] step_time (else the step model) */
+	double steps;         /* optimizer steps of the work (0 for a window) */
+	double ckpt_bytes, ckpt_bytes_per_param;
+	double ckpt_block;    /* s training is blocked per checkpoint */
+	double ckpt_background; /* s of background write (async) */
+	double ckpt_block_sync; /* s a synchronous save blocks */
+	double ckpt_host;     /* B of host memory needed per node (async staging, full gather) */
+	double restart;       /* s: restart_minutes + reading the checkpoint */
+	double ckpt_load;     /* s to read the checkpoint */
+	int64_t trials, seed, spares;
+	int ncomp;
+	char comp[FAIL_MAX][FAIL_NAME_MAX];
+	int comp_planned[FAIL_MAX];
+	double comp_interruptions[FAIL_MAX]; /* mean per run */
+	int nwarn;
+	char warn[JOB_MAX_WARN][256];
 };
 
 struct prediction {

@@ -47,29 +47,19 @@ const struct cfg_table *profile_keys(void)
 int profile_load(const char *name_or_path, struct fw_profile *p, const char *where, int line,
 		 struct err *e)
 {
-	char path[PATH_MAX], *text = NULL;
-	size_t len;
-	int lines[sizeof keys / sizeof keys[0]] = {0};
-	struct cfg_origin origin = {lines, NULL};
+	char path[PATH_MAX];
 	int rc;
 
 	rc = catalog_resolve("frameworks", name_or_path, path, sizeof path, where, line,
 			     "[training] framework", e);
 	if (rc)
 		return rc;
-	rc = cfg_read_file(path, &text, &len, e);
-	if (!rc)
-		rc = cfg_defaults(&table, p, e);
-	if (!rc)
-		rc = cfg_parse(&table, p, &origin, path, text, len, e);
-	if (!rc)
-		rc = cfg_check_required(&table, &origin, path, e);
+	rc = cfg_load_file(&table, p, path, e);
 	if (!rc && p->small_pool_max > 0 && (p->small_segment < p->small_pool_max ||
 	    p->large_segment < p->large_split_max || p->huge_round <= 0))
 		rc = err_set(e, ERR_INPUT, path, 0, "allocator pools need small_segment >= small_pool_max, "
 			     "large_segment >= large_split_max and huge_round > 0");
 	if (!rc)
 		snprintf(p->name, sizeof p->name, "%s", name_or_path);
-	free(text);
 	return rc;
 }

@@ -75,19 +75,87 @@ static void text_step(FILE *f, const struct scenario *s, const struct prediction
 		scenario_precision_name(s->s.training.precision));
 }
 
-static void text_job(FILE *f, const struct prediction *p)
+static const char *hours(char *b, size_t n, double s)
+{
+	snprintf(b, n, "%.1f h", s / 3600);
+	return b;
+}
+
+/* A duration in the unit a reader compares it in: ms, s, min or h. */
+static const char *dur(char *b, size_t n, double s)
+{
+	if (s < 1)
+		snprintf(b, n, "%.3g ms", s * 1e3);
+	else if (s < 120)
+		snprintf(b, n, "%.3g s", s);
+	else if (s < 7200)
+		snprintf(b, n, "%.3g min", s / 60);
+	else
+		snprintf(b, n, "%.3g h", s / 3600);
+	return b;
+}
+
+static void text_job_setup(FILE *f, const struct scenario *s, const struct job_result *j)
+{
+	const struct scn_checkpoint *k = &s->s.checkpoint;
+	char b[6][32];
+
+	fprintf(f, "\nJob with failures (catalog %s, %lld trials, seed %lld)\n", s->s.failures.catalog,
+		(long long)j->trials, (long long)j->seed);
+	if (j->work > 0)
+		fprintf(f, "  training          %.0f steps of %s = %.2f days failure-free\n", j->steps,
+			dur(b[0], 32, j->step_time), j->work / 86400);
+	else
+		fprintf(f, "  training          a fixed window of %.2f days, steps of %s\n", j->window / 86400,
+			dur(b[0], 32, j->step_time));
+	fprintf(f, "                    (step time from %s)\n", j->step_from_scenario ? "[job] step_time" : "the step model");
+	if (j->mtbf > 0)
+		fprintf(f, "  failures          one unexpected every %s of the job (MTBF)\n", hours(b[0], 32, j->mtbf));
+	else
+		fprintf(f, "  failures          none unexpected in the catalog\n");
+	fprintf(f, "  checkpoint        %s (%.0f B/param), %s, %s: blocks training %s",
+		fmt(b[0], 32, j->ckpt_bytes, UNIT_BYTES), j->ckpt_bytes_per_param,
+		scenario_enum_name("checkpoint", "state_dict", k->state_dict),
+		scenario_enum_name("checkpoint", "mode", k->mode), dur(b[1], 32, j->ckpt_block));
+	if (j->ckpt_background > 0)
+		fprintf(f, ", then writes for %s in the background", dur(b[2], 32, j->ckpt_background));
+	fprintf(f, "\n  restart           %s (restart_minutes + %s to read the checkpoint), %lld spare node%s\n",
+		dur(b[3], 32, j->restart), dur(b[4], 32, j->ckpt_load), (long long)j->spares, j->spares == 1 ? "" : "s");
+	fprintf(f, "  interval          %s of training, %.0f steps (%s; Young %s, Daly %s)\n",
+		dur(b[0], 32, j->ckpt_interval), j->ckpt_interval / j->step_time,
+		j->interval_auto ? "auto: least expected wall time" : "set",
+		dur(b[1], 32, j->young), dur(b[2], 32, j->daly));
+}
+
+static void text_job(FILE *f, const struct scenario *s, const struct prediction *p)
 {
 	const struct job_result *j = &p->job;
-	char b[32];
+	char b[3][32];
+	int i;
 
 	if (!j->valid)
 		return;
-	fprintf(f, "\nJob with failures\n");
-	fprintf(f, "  wall time         %10.2f days (95%%: %.2f to %.2f)\n", j->wall_days,
-		j->wall_days_lo, j->wall_days_hi);
-	fprintf(f, "  ETTR              %13.1f %%\n", 100 * j->ettr);
-	fprintf(f, "  interruptions     %13.1f\n", j->interruptions);
-	fprintf(f, "  checkpoint every  %14s\n", fmt(b, 32, j->ckpt_interval, UNIT_TIME));
+	text_job_setup(f, s, j);
+	if (j->work > 0)
+		fprintf(f, "  wall time         %.2f days (95%% CI of the mean %.2f to %.2f; 95%% of runs %.2f to %.2f)\n",
+			j->wall_days, j->wall_days_lo, j->wall_days_hi, j->wall_days_p025, j->wall_days_p975);
+	else
+		fprintf(f, "  training kept     %.2f days of %.2f\n", j->useful / 86400, j->window / 86400);
+	fprintf(f, "  ETTR              %.2f %% (95%% CI %.2f to %.2f)\n", 100 * j->ettr, 100 * j->ettr_lo,
+		100 * j->ettr_hi);
+	fprintf(f, "  interruptions     %.1f per run: %.1f unexpected, %.1f planned", j->interruptions,
+		j->unexpected, j->planned);
+	fprintf(f, "\n");
+	for (i = 0; i < j->ncomp; i++)
+		fprintf(f, "    %-24s %8.1f%s\n", j->comp[i], j->comp_interruptions[i],
+			j->comp_planned[i] ? "  (planned)" : "");
+	fprintf(f, "  lost training     %s per run\n", hours(b[0], 32, j->lost));
+	fprintf(f, "  checkpointing     %s per run blocked (%.0f checkpoints)\n", hours(b[1], 32, j->ckpt_overhead),
+		j->checkpoints);
+	fprintf(f, "  down              %s per run (detection, waiting for nodes, restarts)\n",
+		hours(b[2], 32, j->downtime));
+	for (i = 0; i < j->nwarn; i++)
+		fprintf(f, "  warning: %s\n", j->warn[i]);
 }
 
 /* Where the imported values came from (key = value  <- file:line field). */
@@ -167,12 +235,59 @@ void report_text(FILE *f, const struct scenario *s, const struct prediction *p)
 			(long long)p->max_micro_batch, (long long)p->max_global_batch);
 	text_memory(f, p);
 	text_step(f, s, p);
-	text_job(f, p);
+	text_job(f, s, p);
 }
 
 static cJSON *num(cJSON *o, const char *k, double v)
 {
 	return cJSON_AddNumberToObject(o, k, v);
+}
+
+static void json_job(cJSON *root, const struct job_result *j)
+{
+	cJSON *o = cJSON_AddObjectToObject(root, "job"), *c, *w;
+	int i;
+
+	num(o, "ettr", j->ettr);
+	num(o, "ettr_ci95_lo", j->ettr_lo);
+	num(o, "ettr_ci95_hi", j->ettr_hi);
+	num(o, "wall_days", j->wall_days);
+	num(o, "wall_days_ci95_lo", j->wall_days_lo);
+	num(o, "wall_days_ci95_hi", j->wall_days_hi);
+	num(o, "wall_days_p025", j->wall_days_p025);
+	num(o, "wall_days_p975", j->wall_days_p975);
+	num(o, "interruptions", j->interruptions);
+	num(o, "unexpected_interruptions", j->unexpected);
+	num(o, "planned_interruptions", j->planned);
+	num(o, "checkpoint_interval_s", j->ckpt_interval);
+	cJSON_AddBoolToObject(o, "checkpoint_interval_auto", j->interval_auto);
+	num(o, "young_interval_s", j->young);
+	num(o, "daly_interval_s", j->daly);
+	num(o, "mtbf_s", j->mtbf);
+	num(o, "lost_training_s", j->lost);
+	num(o, "checkpoint_overhead_s", j->ckpt_overhead);
+	num(o, "downtime_s", j->downtime);
+	num(o, "checkpoints", j->checkpoints);
+	num(o, "waits_for_nodes", j->waits);
+	num(o, "work_s", j->work);
+	num(o, "window_s", j->window);
+	num(o, "training_kept_s", j->useful);
+	num(o, "step_time_s", j->step_time);
+	num(o, "checkpoint_bytes", j->ckpt_bytes);
+	num(o, "checkpoint_bytes_per_param", j->ckpt_bytes_per_param);
+	num(o, "checkpoint_block_s", j->ckpt_block);
+	num(o, "checkpoint_background_s", j->ckpt_background);
+	num(o, "checkpoint_host_bytes", j->ckpt_host);
+	num(o, "restart_s", j->restart);
+	num(o, "trials", (double)j->trials);
+	num(o, "seed", (double)j->seed);
+	num(o, "spare_nodes", (double)j->spares);
+	c = cJSON_AddObjectToObject(o, "interruptions_by_component");
+	for (i = 0; i < j->ncomp; i++)
+		num(c, j->comp[i], j->comp_interruptions[i]);
+	w = cJSON_AddArrayToObject(o, "warnings");
+	for (i = 0; i < j->nwarn; i++)
+		cJSON_AddItemToArray(w, cJSON_CreateString(j->warn[i]));
 }
 
 char *report_json(const struct scenario *s, const struct prediction *p)
@@ -239,16 +354,8 @@ char *report_json(const struct scenario *s, const struct prediction *p)
 		num(o, "global_batch", (double)t->global_batch);
 		cJSON_AddBoolToObject(o, "micro_batch_assumed", t->batch_assumed);
 	}
-	if (p->job.valid) {
-		const struct job_result *j = &p->job;
-		o = cJSON_AddObjectToObject(root, "job");
-		num(o, "ettr", j->ettr);
-		num(o, "wall_days", j->wall_days);
-		num(o, "wall_days_ci95_lo", j->wall_days_lo);
-		num(o, "wall_days_ci95_hi", j->wall_days_hi);
-		num(o, "interruptions", j->interruptions);
-		num(o, "checkpoint_interval_s", j->ckpt_interval);
-	}
+	if (p->job.valid)
+		json_job(root, &p->job);
 	out = cJSON_Print(root);
 	cJSON_Delete(root);
 	return out;

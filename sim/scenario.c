@@ -84,15 +84,23 @@ static const struct cfg_key keys[] = {
 	{"failures", "spare_nodes", CFG_INT, 0, 0, 0, 1e5, "0", FA(spare_nodes), NULL, "hot spare nodes that replace failed ones"},
 	{"failures", "trials", CFG_INT, 0, 0, 1, 1e7, "1000", FA(trials), NULL, "Monte Carlo trials"},
 	{"failures", "seed", CFG_INT, 0, 0, 0, 4e9, "1", FA(seed), NULL, "random seed"},
+	{"failures", "detection_minutes", CFG_NUM, 0, 0, 0, 1e5, "0", FA(detection_minutes), NULL, "time from a failure to the job noticing it (minutes); hangs wait for the collective timeout"},
 
-	{"checkpoint", "interval_minutes", CFG_NUM, 0, CFG_AUTO, 0.01, 1e7, "auto", CK(interval_minutes), NULL, "minutes between checkpoints, or auto = the interval that minimises wall time"},
+	{"checkpoint", "interval_minutes", CFG_NUM, 0, CFG_AUTO, 0.01, 1e7, "auto", CK(interval_minutes), NULL, "minutes of training between checkpoints, or auto = the interval that minimises expected wall time"},
 	{"checkpoint", "mode", CFG_ENUM, 0, 0, 0, 0, "async", CK(mode), modes, "sync: training waits for the write; async: only for the copy to host"},
 	{"checkpoint", "state_dict", CFG_ENUM, 0, 0, 0, 0, "sharded", CK(state_dict), states, "sharded: every rank writes its shard; full: gathered on rank 0"},
 	{"checkpoint", "storage_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "100GB/s", CK(storage_bandwidth), NULL, "aggregate write/read bandwidth of the checkpoint storage"},
+	{"checkpoint", "node_bandwidth", CFG_NUM, UNIT_BW, CFG_AUTO, 1e6, 1e15, "auto", CK(node_bandwidth), NULL, "what one node can write or read; auto = its NICs (nics_per_node x inter_node)"},
+	{"checkpoint", "host_copy_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "25GB/s", CK(host_copy_bandwidth), NULL, "device-to-host copy per GPU that an async save blocks for (PCIe 4 x16 reaches about 25 GB/s)"},
+	{"checkpoint", "host_memory", CFG_NUM, UNIT_BYTES, CFG_DEFAULTV, 1 << 20, 1e15, "default", CK(host_memory), NULL, "host memory per node, to check async staging and full state dicts (default: not checked)"},
+	{"checkpoint", "include_grads", CFG_BOOL, 0, 0, 0, 0, "false", CK(include_grads), NULL, "the checkpoint also holds the gradients"},
+	{"checkpoint", "collective_timeout_minutes", CFG_NUM, 0, 0, 0.01, 1e5, "10", CK(collective_timeout_minutes), NULL, "collective timeout (PyTorch's NCCL default: 10 min); a longer blocking save is warned about"},
 
 	{"job", "train_tokens", CFG_NUM, 0, 0, 1, 1e18, NULL, J(train_tokens), NULL, "tokens to train on (one of train_tokens, steps, wall_days)"},
 	{"job", "steps", CFG_INT, 0, 0, 1, 1e12, NULL, J(steps), NULL, "optimizer steps to run"},
 	{"job", "wall_days", CFG_NUM, 0, 0, 0.001, 1e5, NULL, J(wall_days), NULL, "a fixed calendar window to simulate (days)"},
+	{"job", "step_time", CFG_NUM, UNIT_TIME, 0, 1e-6, 1e6, NULL, J(step_time), NULL, "time of one optimizer step, e.g. 6.5s (default: the step model's)"},
+	{"job", "tokens_per_step", CFG_NUM, 0, 0, 1, 1e12, NULL, J(tokens_per_step), NULL, "tokens per optimizer step (default: micro_batch x grad_accum x dp x seq_len)"},
 };
 #undef M
 #undef C
@@ -401,6 +409,19 @@ static int import_batch(struct scenario *s, struct err *e)
 	return 0;
 }
 
+/* The [failures] catalog, and what a job simulation needs besides it. */
+static int resolve_failures(struct scenario *s, struct err *e)
+{
+	const struct scn_job *j = &s->s.job;
+	int line = line_of(s, "failures", "catalog");
+
+	if (j->train_tokens <= 0 && j->steps <= 0 && j->wall_days <= 0)
+		return err_set(e, ERR_INPUT, s->file, line > 0 ? line : 0,
+			       "[failures] needs the job's length: set [job] train_tokens, steps or wall_days");
+	return fail_load(s->s.failures.catalog, &s->failures, line < 0 ? "--set" : s->file,
+			 line < 0 ? 0 : line, e);
+}
+
 /* Resolves catalog names and derived values after the settings are complete. */
 static int resolve(struct scenario *s, struct err *e)
 {
@@ -450,6 +471,8 @@ static int resolve(struct scenario *s, struct err *e)
 		rc = import_batch(s, e);
 	if (!rc)
 		rc = check_job(s, e);
+	if (!rc && s->has_failures)
+		rc = resolve_failures(s, e);
 	return rc;
 }
 

@@ -14,6 +14,7 @@
 #include "cfg.h"
 #include "compute.h"
 #include "err.h"
+#include "failures.h"
 #include "hw.h"
 #include "model.h"
 
@@ -78,6 +79,7 @@ struct scn_failures {
 	int64_t spare_nodes;
 	int64_t trials;
 	int64_t seed;
+	double detection_minutes; /* failure to the job noticing it (minutes) */
 };
 
 struct scn_checkpoint {
@@ -85,12 +87,19 @@ struct scn_checkpoint {
 	int mode;                 /* enum ckpt_mode */
 	int state_dict;           /* enum ckpt_state */
 	double storage_bandwidth; /* bytes/s, aggregate */
+	double node_bandwidth;    /* bytes/s one node can write or read; -1 = auto (its NICs) */
+	double host_copy_bandwidth; /* bytes/s device->host per GPU (async staging) */
+	double host_memory;       /* bytes per node; -1 = not given (not checked) */
+	int include_grads;        /* the checkpoint also holds the gradients */
+	double collective_timeout_minutes; /* NCCL/c10d collective timeout (minutes) */
 };
 
 struct scn_job {
 	double train_tokens;      /* 0 = not set */
 	int64_t steps;            /* 0 = not set */
 	double wall_days;         /* 0 = not set */
+	double step_time;         /* s per optimizer step; 0 = from the step model */
+	double tokens_per_step;   /* 0 = from the batch: micro_batch x grad_accum x dp x seq_len */
 };
 
 /* The raw settings, exactly as the table fills them. */
@@ -103,7 +112,7 @@ struct scn_settings {
 	struct scn_job job;
 };
 
-#define SCN_MAX_KEYS 64
+#define SCN_MAX_KEYS 96
 
 /* line[] value of a key whose value came from an imported file (the
  * Accelerate or DeepSpeed config; see import.h and scenario->imp). */
@@ -132,6 +141,7 @@ struct scenario {
 	double capacity;          /* bytes per GPU: gpu_memory or the device's */
 	int64_t world;            /* nodes * gpus_per_node */
 	int64_t dp;               /* data-parallel degree: world / tensor_parallel */
+	struct fail_catalog failures; /* [failures] catalog, loaded when has_failures */
 };
 
 /* Loads path, applies the nset overrides ("section.key=value"), validates and

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobrun.h"
 #include "predict.h"
 #include "report.h"
 #include "scenario.h"
@@ -30,6 +31,7 @@ static void usage(FILE *f)
 		"  --db FILE              record the run (scenario, outputs) in this SQLite database\n"
 		"  --trace FILE           write a Chrome/Perfetto trace of the simulated step\n"
 		"  --memory-timeline FILE write the memory timeline of the most loaded GPU as CSV\n"
+		"  --plot FILE.png        plot ETTR against checkpoint interval, sync and async (needs [failures])\n"
 		"  --keys                 print the reference of every scenario key (Markdown) and exit\n"
 		"  --version              print the version and exit\n"
 		"  -h, --help             this help\n"
@@ -38,7 +40,7 @@ static void usage(FILE *f)
 }
 
 struct opts {
-	const char *scenario, *db, *trace, *timeline;
+	const char *scenario, *db, *trace, *timeline, *plot;
 	const char *sets[MAX_SETS];
 	int nset, json;
 };
@@ -49,6 +51,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"json", no_argument, NULL, 'j'}, {"set", required_argument, NULL, 's'},
 		{"db", required_argument, NULL, 'd'}, {"trace", required_argument, NULL, 't'},
 		{"memory-timeline", required_argument, NULL, 'm'}, {"keys", no_argument, NULL, 'k'},
+		{"plot", required_argument, NULL, 'p'},
 		{"version", no_argument, NULL, 'V'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	int c;
 
@@ -65,6 +68,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'd': o->db = optarg; break;
 		case 't': o->trace = optarg; break;
 		case 'm': o->timeline = optarg; break;
+		case 'p': o->plot = optarg; break;
 		case 'k':
 			printf("### Scenario keys\n\n");
 			cfg_write_reference(scenario_keys(), stdout);
@@ -135,11 +139,15 @@ int main(int argc, char **argv)
 		rc = record(&o, &s, json, &e);
 	if (!rc && o.trace)
 		rc = step_trace(&s, p.step.micro_batch, o.trace, &e);
+	if (!rc && o.plot)
+		rc = jobrun_plot(&s, &p, o.plot, &e);
 	if (!rc) {
 		if (o.json)
 			printf("%s\n", json);
 		else
 			report_text(stdout, &s, &p);
+		if (o.plot)
+			fprintf(o.json ? stderr : stdout, "\nplot: wrote %s\n", o.plot);
 	}
 	if (rc)
 		fprintf(stderr, "simulate: error: %s\n", e.msg);

@@ -143,6 +143,20 @@ if grep -q '^Settings from imports' "$tmp/out" &&
    grep -qE '^    training.fsdp_backward_prefetch = backward_pre +<- scenarios/imports/llama-fsdp.yaml:12 ' "$tmp/out"; then ok
 else bad "imports report: $(cat "$tmp/out")"; fi
 
+# the job model: its JSON keys, --plot, and an error without [failures]
+job=tests/good/job.ini
+if out=$("$root/$bin/simulate" "$job" --json 2>"$tmp/err"); then
+	if echo "$out" | jq -e '(.job.ettr > 0.5) and (.job.ettr <= 1) and (.job.wall_days > 0)
+	    and (.job.interruptions > 0) and (.job.checkpoint_interval_s > 0)' >/dev/null; then ok
+	else bad "json: job keys missing: $out"; fi
+else bad "job json: exit $? ($(cat "$tmp/err"))"; fi
+if "$root/$bin/simulate" "$job" --plot "$tmp/ettr.png" >"$tmp/out" 2>"$tmp/err" &&
+   [ "$(head -c 4 "$tmp/ettr.png" | od -An -c | tr -d ' ')" = "211PNG" ] && grep -q "plot: wrote $tmp/ettr.png" "$tmp/out"; then ok
+else bad "--plot: $(cat "$tmp/err")"; fi
+expect_error plot-no-failures "--plot needs a [failures] section" "$good" --plot "$tmp/x.png"
+a=$("$root/$bin/simulate" "$job"); b=$("$root/$bin/simulate" "$job")
+[ "$a" = "$b" ] && ok || bad "repeat job runs differ"
+
 # --help and --keys
 "$root/$bin/simulate" --help | grep -q "usage: simulate" && ok || bad "--help"
 "$root/$bin/simulate" --keys | grep -q '`strategy`' && ok || bad "--keys"

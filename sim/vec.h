@@ -1,0 +1,30 @@
+/*
+ * vec.h — growing an array by doubling (the one resizing helper of sim/).
+ */
+#ifndef SHARDCAST_VEC_H
+#define SHARDCAST_VEC_H
+
+#include <stdlib.h>
+
+/* Makes *p (an array of *cap elements of sz bytes) hold at least need
+ * elements, doubling from 256. Returns 0, or -1 when out of memory (then *p
+ * and *cap are unchanged). */
+static inline int vec_grow(void **p, int *cap, int need, size_t sz)
+{
+	void *np;
+	int ncap;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap ? *cap : 256;
+	while (ncap < need)
+		ncap *= 2;
+	np = realloc(*p, (size_t)ncap * sz);
+	if (!np)
+		return -1;
+	*p = np;
+	*cap = ncap;
+	return 0;
+}
+
+#endif
