@@ -71,6 +71,8 @@ CREATE TABLE IF NOT EXISTS candidates (
   mfu               REAL,
   exposed_comm_s    REAL,
   gpu_hours_per_mtok REAL,
+  train_days        REAL,               -- [job] work at this throughput (with [failures]: job model)
+  ettr              REAL,               -- with [failures]: training time / wall time
   score             REAL,               -- the objective, larger is better
   note              TEXT,
   PRIMARY KEY (run_id, cell, candidate)

@@ -241,7 +241,7 @@ static int record_candidates(sqlite3 *db, long long id, void *vctx)
 	int cell, i, model, seq, batch, n, rc = 0;
 
 	if (sqlite3_prepare_v2(db, "INSERT INTO candidates VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-			       "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &q, NULL) != SQLITE_OK)
+			       "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &q, NULL) != SQLITE_OK)
 		return -1;
 	for (cell = 0; !rc && cell < sw->ncell; cell++) {
 		sweep_cell_axes(sw, cell, &model, &seq, &batch);
@@ -288,6 +288,8 @@ static int record_candidates(sqlite3 *db, long long id, void *vctx)
 			bind_double_or_null(q, n++, ok, x->mfu);
 			bind_double_or_null(q, n++, ok, x->exposed_comm);
 			bind_double_or_null(q, n++, ok, x->gpu_hours_per_mtok);
+			bind_double_or_null(q, n++, ok && x->train_days > 0, x->train_days);
+			bind_double_or_null(q, n++, ok && x->ettr > 0, x->ettr);
 			bind_double_or_null(q, n++, ok, x->score);
 			sqlite3_bind_text(q, n++, x->note, -1, SQLITE_STATIC);
 			rc = sqlite3_step(q) == SQLITE_DONE ? 0 : -1;

@@ -262,7 +262,7 @@ static int is_duplicate(sqlite3 *dst, sqlite3_stmt *s, int *dup)
 	"activation_checkpointing, offload, tensor_parallel, nodes, gpus, status, rank, micro_batch, " \
 	"grad_accum, global_batch, max_micro_batch, peak_bytes, capacity_bytes, params_bytes, grads_bytes, " \
 	"optimizer_bytes, activations_bytes, buffers_bytes, overhead_bytes, step_time_s, tokens_per_s, mfu, " \
-	"exposed_comm_s, gpu_hours_per_mtok, score, note"
+	"exposed_comm_s, gpu_hours_per_mtok, train_days, ettr, score, note"
 
 static int has_table(sqlite3 *db, const char *name)
 {

@@ -612,9 +612,10 @@ int sweep_load(struct sweep *sw, const char *path, struct err *e)
 		goto out;
 	sw->ncell = sw->nmodels * sw->nseq * sw->nbatch;
 	sw->train_tokens = sw->base.s.job.train_tokens;
-	if (sw->set.objective == SWEEP_TIME_TO_TRAIN && !(sw->train_tokens > 0))
+	sw->train_steps = sw->base.s.job.steps;
+	if (sw->set.objective == SWEEP_TIME_TO_TRAIN && !(sw->train_tokens > 0) && sw->train_steps <= 0)
 		rc = err_set(e, ERR_INPUT, path, line_of(sw, "objective"),
-			     "[sweep] objective: time_to_train needs [job] train_tokens");
+			     "[sweep] objective: time_to_train needs [job] train_tokens (or steps)");
 out:
 	free(stext);
 	free(ctext);

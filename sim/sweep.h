@@ -107,6 +107,7 @@ struct sweep {
 	int ncand;
 	int ncell;                /* nmodels x nseq x nbatch */
 	double train_tokens;      /* [job] train_tokens (time_to_train) */
+	int64_t train_steps;      /* [job] steps (time_to_train), instead of train_tokens */
 };
 
 /* The result of one candidate in one cell: a fixed-size record (no pointers),
@@ -125,7 +126,9 @@ struct sweep_result {
 	double compute, comm, exposed_comm; /* s */
 	double tokens_per_s, samples_per_s, mfu;
 	double gpu_hours_per_mtok;/* GPU-hours per million tokens */
-	double train_days;        /* train_tokens at this throughput (time_to_train) */
+	double train_days;        /* [job] work at this throughput: failure-free, or the job
+				     model's mean wall time with [failures] (time_to_train) */
+	double ettr;              /* training time / wall time with [failures]; 0 = not run */
 	double score;             /* the objective, larger is better */
 	char note[112];           /* why it does not fit / is invalid; what binds its memory */
 };

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "graph.h"
+#include "jobrun.h"
 #include "memory.h"
 #include "predict.h"
 #include "profile.h"
@@ -71,6 +72,7 @@ struct sweep_ctx {
 	struct graph_opts *go;
 	int ng;
 	struct slot *slots;       /* (ncand) */
+	struct prediction pred;   /* the job model's input and output (time_to_train) */
 	struct sweep_counts k;
 };
 
@@ -425,10 +427,37 @@ static int step(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga, str
 	return 0;
 }
 
+/* Time to train: failure-free from the throughput, or with [failures] the
+ * job model's mean wall time (jobrun.h: failures, checkpoints, restarts, the
+ * best checkpoint interval when it is auto) at this step time. */
+static int train_time(struct sweep_ctx *c, const struct graph *g, const struct step_result *st,
+		      struct sweep_result *r, struct err *e)
+{
+	const struct sweep *sw = c->sw;
+	struct prediction *p = &c->pred;
+
+	if (sw->train_steps > 0)
+		r->train_days = (double)sw->train_steps * st->time / 86400;
+	else if (sw->train_tokens > 0)
+		r->train_days = sw->train_tokens / st->tokens_per_s / 86400;
+	if (sw->set.objective != SWEEP_TIME_TO_TRAIN || !c->work.has_failures)
+		return 0;
+	memset(p, 0, sizeof *p);
+	p->params = g->params;
+	p->micro_batch = st->micro_batch;
+	p->max_micro_batch = r->max_micro_batch;
+	p->step = *st;
+	p->step.valid = 1;
+	if (jobrun_predict(&c->work, p, e))
+		return e->code;
+	r->train_days = p->job.wall_days;
+	r->ettr = p->job.ettr;
+	return 0;
+}
+
 static void score(const struct sweep *sw, struct sweep_result *r)
 {
 	r->gpu_hours_per_mtok = (double)r->world / r->tokens_per_s * 1e6 / 3600;
-	r->train_days = sw->train_tokens > 0 ? sw->train_tokens / r->tokens_per_s / 86400 : 0;
 	switch (sw->set.objective) {
 	case SWEEP_COST: r->score = -r->gpu_hours_per_mtok; break;
 	case SWEEP_TIME_TO_TRAIN: r->score = -r->train_days; break;
@@ -492,6 +521,9 @@ static int eval_cand(struct sweep_ctx *c, int i, int64_t batch, struct sweep_res
 	r->tokens_per_s = st.tokens_per_s;
 	r->samples_per_s = st.samples_per_s;
 	r->mfu = st.mfu;
+	c->work.s.training.grad_accum = accum;
+	if (train_time(c, &c->g[s->graph], &st, r, e))
+		return e->code;
 	score(c->sw, r);
 	return 0;
 }

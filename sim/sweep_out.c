@@ -112,31 +112,51 @@ static int cell_index(const struct sweep *sw, int model, int seq, int batch)
 
 /* ---- Markdown ---------------------------------------------------------------------------- */
 
+/* What the objective measures, for the header. */
+static const char *objective_text(const struct sweep *sw)
+{
+	switch (sw->set.objective) {
+	case SWEEP_COST:
+		return "cost: GPU-hours per million tokens (lowest wins)";
+	case SWEEP_TIME_TO_TRAIN:
+		return sw->base.has_failures ? "time to train [job]'s work, failures, checkpoints and restarts "
+			"included (the job model's mean wall time; lowest wins)" :
+			"time to train [job]'s work without failures (lowest wins)";
+	default:
+		return "throughput in tokens per second (highest wins)";
+	}
+}
+
 static void md_header(const struct sweep *sw, FILE *f)
 {
 	const struct scenario *b = &sw->base;
-	char cap[32], bw[32];
-	int i, fw = b->s.training.framework;
+	const struct sweep_settings *st = &sw->set;
+	char cap[32], bw[32], ibw[32];
+	int fw = b->s.training.framework, multi = sw->cands[sw->ncand - 1].nodes > 1 || sw->cands[0].nodes > 1;
 
 	units_format(cap, sizeof cap, b->capacity, UNIT_BYTES);
 	units_format(bw, sizeof bw, b->intra.bandwidth, UNIT_BW);
-	fprintf(f, "## Which strategy: %lld x %lld %s (%s), %s within a node (%s per GPU)",
-		(long long)b->s.cluster.nodes, (long long)b->s.cluster.gpus_per_node, b->gpu.name, cap,
-		b->intra.name, bw);
-	if (sw->cands[sw->ncand - 1].nodes > 1 || b->s.cluster.nodes > 1)
-		fprintf(f, ", %s between nodes", b->inter.name);
-	fprintf(f, "\n\nSweep `%s`: %d cells x %d candidates. Objective: %s. Candidates:", sw->file,
-		sw->ncell, sw->ncand, sweep_objective_name(sw->set.objective));
-	for (i = 0; i < sw->ncand && i < 24; i++)
-		fprintf(f, "%s %s", i ? "," : "", sw->cands[i].label);
-	fprintf(f, "%s; %s, optimizer %s, framework %s%s.\n", sw->ncand > 24 ? ", ..." : "",
-		"each at the largest micro-batch that fits and divides the batch",
-		scenario_enum_name("training", "optimizer", b->s.training.optimizer),
-		scenario_enum_name("training", "framework", fw),
-		fw == FW_PYTORCH ? " (DeepSpeed for zero1-3)" : "");
-	if (sw->nbatch > 1 || sw->batch_mode != SWEEP_AUTO)
-		fprintf(f, "Each cell: the best strategy, its %s, and how far behind the best other strategy is.\n",
-			sw->set.objective == SWEEP_THROUGHPUT ? "throughput" : sweep_objective_name(sw->set.objective));
+	units_format(ibw, sizeof ibw, b->inter.bandwidth, UNIT_BW);
+	fprintf(f, "## Which strategy: %lld x %s per node (%s each), %s (%s per GPU); ",
+		(long long)b->s.cluster.gpus_per_node, b->gpu.name, cap, b->intra.name, bw);
+	if (st->nodes[0])
+		fprintf(f, "%s nodes", st->nodes);
+	else
+		fprintf(f, "%lld node%s", (long long)b->s.cluster.nodes, b->s.cluster.nodes > 1 ? "s" : "");
+	if (multi)
+		fprintf(f, " over %s (%lld x %s per node)", b->inter.name, (long long)b->s.cluster.nics_per_node, ibw);
+	fprintf(f, "\n\nSweep `%s`: %d cells (%d models x %d %s x %d sequence length%s) x %d candidates "
+		"(strategies %s; precision %s; activation checkpointing %s; offload %s; tensor parallel %s%s%s). "
+		"Optimizer %s, framework %s%s. Each candidate runs at the largest micro-batch that fits and divides "
+		"the batch per GPU, and accumulates the rest.\n\nObjective: %s. Each cell: the best candidate, "
+		"its figure, and its lead over the best candidate of another strategy.\n",
+		sw->file, sw->ncell, sw->nmodels, sw->nbatch, sw->batch_mode == SWEEP_GLOBAL ? "global batches" :
+		sw->batch_mode == SWEEP_MICRO ? "micro-batches" : "(largest micro-batch)", sw->nseq,
+		sw->nseq > 1 ? "s" : "", sw->ncand,
+		st->strategies, st->precision, st->recompute, st->offload, st->tensor_parallel,
+		st->nodes[0] ? "; nodes " : "", st->nodes, scenario_enum_name("training", "optimizer", b->s.training.optimizer),
+		scenario_enum_name("training", "framework", fw), fw == FW_PYTORCH ? " (DeepSpeed's engine for zero1-3)" : "",
+		objective_text(sw));
 }
 
 /* The grid of one sequence length: models down, batches across. */
@@ -245,7 +265,7 @@ int sweep_write_csv(const struct sweep *sw, const struct sweep_result *r, FILE *
 		"activation_checkpointing,offload,tensor_parallel,nodes,gpus,status,rank,micro_batch,grad_accum,"
 		"global_batch,max_micro_batch,peak_bytes,capacity_bytes,params_bytes,grads_bytes,optimizer_bytes,"
 		"activations_bytes,buffers_bytes,overhead_bytes,step_time_s,compute_s,comm_s,exposed_comm_s,"
-		"tokens_per_s,samples_per_s,mfu,gpu_hours_per_mtok,train_days,score,note\n");
+		"tokens_per_s,samples_per_s,mfu,gpu_hours_per_mtok,train_days,ettr,score,note\n");
 	for (cell = 0; cell < sw->ncell; cell++) {
 		sweep_cell_axes(sw, cell, &model, &seq, &batch);
 		for (i = 0; i < sw->ncand; i++) {
@@ -257,7 +277,7 @@ int sweep_write_csv(const struct sweep *sw, const struct sweep_result *r, FILE *
 				(long long)sw->batches[batch], i, k->strat);
 			field(f, k->label);
 			fprintf(f, ",%s,%s,%s,%lld,%lld,%lld,%s,%d,%lld,%lld,%lld,%lld,"
-				"%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6g,%.6g,%.6g,%.9g,",
+				"%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6g,%.6g,%.6g,%.6g,%.9g,",
 				scenario_precision_name(k->precision),
 				scenario_enum_name("training", "activation_checkpointing", k->recompute),
 				scenario_enum_name("training", "offload", k->offload), (long long)k->tp,
@@ -266,7 +286,7 @@ int sweep_write_csv(const struct sweep *sw, const struct sweep_result *r, FILE *
 				(long long)x->max_micro_batch, x->peak, x->capacity, x->params, x->grads, x->optimizer,
 				x->activations, x->buffers, x->overhead, x->step_time, x->compute, x->comm,
 				x->exposed_comm, x->tokens_per_s, x->samples_per_s, x->mfu, x->gpu_hours_per_mtok,
-				x->train_days, x->score);
+				x->train_days, x->ettr, x->score);
 			field(f, x->note);
 			fputc('\n', f);
 		}
@@ -325,6 +345,8 @@ static cJSON *json_result(const struct sweep_result *x)
 		cJSON_AddNumberToObject(o, "gpu_hours_per_mtok", x->gpu_hours_per_mtok);
 		if (x->train_days > 0)
 			cJSON_AddNumberToObject(o, "train_days", x->train_days);
+		if (x->ettr > 0)
+			cJSON_AddNumberToObject(o, "ettr", x->ettr);
 		cJSON_AddNumberToObject(o, "score", x->score);
 	}
 	cJSON_AddStringToObject(o, "note", x->note);

@@ -358,3 +358,46 @@ Test(sweep, micro_batch_and_auto_modes)
 	free(r);
 	sweep_free(&sw);
 }
+
+/* objective = time_to_train with [failures]: each fitting candidate's time is
+ * the job model's mean wall time at its step time, what simulate reports for
+ * the same scenario (jobrun.h); more GPUs fail more often, so the ETTR falls
+ * with the node count. */
+Test(sweep, time_to_train_runs_the_job_model, .timeout = 60)
+{
+	static const char common[] =
+		"[cluster]\ngpu = h100-sxm5-80gb\ngpus_per_node = 8\nintra_node = nvlink4\ninter_node = ib-ndr\n"
+		"nics_per_node = 8\n%s"
+		"[failures]\ncatalog = llama3-h100\ntrials = 20\n[checkpoint]\ninterval_minutes = auto\n"
+		"storage_bandwidth = 100GB/s\n[job]\ntrain_tokens = 1e12\n";
+	struct sweep sw;
+	struct sweep_result *r;
+	struct prediction p;
+	char text[2048], train[256];
+	int i;
+
+	snprintf(text, sizeof text, common, "");
+	strcat(text, "[sweep]\nmodels = llama-2-7b\nglobal_batch = 1024\nseq_len = 2048\nstrategies = fsdp\n"
+	       "precision = bf16\nnodes = 4, 64\nobjective = time_to_train\n");
+	load_text(&sw, text);
+	r = eval_all(&sw);
+	cr_assert_eq(r[0].status, SWEEP_OK);
+	cr_assert_eq(r[1].status, SWEEP_OK);
+	for (i = 0; i < 2; i++) {
+		cr_expect_gt(r[i].train_days, 1e12 / r[i].tokens_per_s / 86400, "failures cost time");
+		cr_expect(r[i].ettr > 0 && r[i].ettr < 1);
+		cr_expect_eq(r[i].score, -r[i].train_days);
+	}
+	cr_expect_lt(r[1].ettr, r[0].ettr, "512 GPUs fail more often than 32");
+	snprintf(train, sizeof train, "[model]\nname = llama-2-7b\nseq_len = 2048\n[training]\nstrategy = fsdp\n"
+		 "precision = bf16\nmicro_batch = %lld\ngrad_accum = %lld\n",
+		 (long long)r[1].micro_batch, (long long)r[1].grad_accum);
+	snprintf(text, sizeof text, common, "nodes = 64\n");
+	strcat(text, train);
+	predict_text(text, &p);
+	cr_expect(fabs(r[1].train_days / p.job.wall_days - 1) < 1e-9, "%.6f vs simulate %.6f days",
+		  r[1].train_days, p.job.wall_days);
+	cr_expect(fabs(r[1].ettr - p.job.ettr) < 1e-12);
+	free(r);
+	sweep_free(&sw);
+}
