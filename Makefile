@@ -45,7 +45,7 @@ SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 LIB := $(BUILD)/libshardcast.a
 
-.PHONY: all test check bench run deps clean readme-keys
+.PHONY: all test check bench run deps clean readme-keys plots
 all: $(BIN)/simulate $(BIN)/results $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
@@ -138,6 +138,12 @@ bench: deps all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_job $(BIN)/be
 	$(BIN)/bench_step
 	$(BIN)/bench_job
 	$(BIN)/bench_recommend bench/sweep.ini
+
+# the gnuplot scripts of results/plots rendered from the results database
+# (the shipped sweeps are recorded into it first when it has no recommend run)
+PLOTS_DB ?= results/results.db
+plots: deps all
+	results/plots/render.sh $(BIN) $(PLOTS_DB) results/out/plots
 
 # regenerate README.md's key reference from the loader's table
 readme-keys: $(BIN)/simulate

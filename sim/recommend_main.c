@@ -183,7 +183,7 @@ static int write_file(const char *path, writer w, const struct sweep *sw, const 
  * with its variables to gnuplot's stdin. */
 static int plot(const struct opts *o, const struct sweep *sw, const struct sweep_result *r, struct err *e)
 {
-	char data[] = "/tmp/shardcast-heatmap-XXXXXX", base[PATH_MAX], title[1200];
+	char data[] = "/tmp/shardcast-heatmap-XXXXXX", base[PATH_MAX], title[1600], nodes[CFG_STR_MAX + 8];
 	const struct scenario *b = &sw->base;
 	FILE *f, *g;
 	int fd, st, rc = 0;
@@ -197,10 +197,14 @@ static int plot(const struct opts *o, const struct sweep *sw, const struct sweep
 		return err_set(e, ERR_SYSTEM, data, 0, "writing the plot data failed: %s", strerror(errno));
 	}
 	snprintf(base, sizeof base, "%.*s", (int)(strlen(o->plot) - 4), o->plot);
-	snprintf(title, sizeof title, "Best strategy by %s: %lld x %lld %s, %s%s%s", sweep_objective_name(sw->set.objective),
-		 (long long)b->s.cluster.nodes, (long long)b->s.cluster.gpus_per_node, b->gpu.name, b->intra.name,
-		 b->s.cluster.nodes > 1 || sw->cands[sw->ncand - 1].nodes > 1 ? ", " : "",
-		 b->s.cluster.nodes > 1 || sw->cands[sw->ncand - 1].nodes > 1 ? b->inter.name : "");
+	if (sw->set.nodes[0])
+		snprintf(nodes, sizeof nodes, "%s nodes", sw->set.nodes);
+	else
+		snprintf(nodes, sizeof nodes, "%lld node%s", (long long)b->s.cluster.nodes, b->s.cluster.nodes > 1 ? "s" : "");
+	snprintf(title, sizeof title, "Best strategy by %s: %s x %lld %s, %s%s%s", sweep_objective_name(sw->set.objective),
+		 nodes, (long long)b->s.cluster.gpus_per_node, b->gpu.name, b->intra.name,
+		 b->s.cluster.nodes > 1 || sw->set.nodes[0] ? ", " : "",
+		 b->s.cluster.nodes > 1 || sw->set.nodes[0] ? b->inter.name : "");
 	g = popen("gnuplot 2>&1", "w");
 	if (!g) {
 		remove(data);
@@ -221,7 +225,7 @@ static int plot(const struct opts *o, const struct sweep *sw, const struct sweep
 struct record_ctx {
 	const struct sweep *sw;
 	const struct sweep_result *r;
-	const char *md;
+	const char *md, *heat;
 };
 
 static void bind_double_or_null(sqlite3_stmt *q, int i, int have, double v)
@@ -232,7 +236,26 @@ static void bind_double_or_null(sqlite3_stmt *q, int i, int have, double v)
 		sqlite3_bind_null(q, i);
 }
 
-/* The candidates rows and the Markdown output, inside the run's transaction. */
+static int add_output(sqlite3 *db, long long id, const char *format, const char *body)
+{
+	sqlite3_stmt *q;
+	int rc;
+
+	if (!body)
+		return 0;
+	if (sqlite3_prepare_v2(db, "INSERT INTO outputs(run_id, format, body) VALUES (?, ?, ?)", -1, &q,
+			       NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_int64(q, 1, id);
+	sqlite3_bind_text(q, 2, format, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 3, body, -1, SQLITE_STATIC);
+	rc = sqlite3_step(q) == SQLITE_DONE ? 0 : -1;
+	sqlite3_finalize(q);
+	return rc;
+}
+
+/* The candidates rows, the Markdown and the heatmap data (for make plots),
+ * inside the run's transaction. */
 static int record_candidates(sqlite3 *db, long long id, void *vctx)
 {
 	const struct record_ctx *c = vctx;
@@ -296,26 +319,29 @@ static int record_candidates(sqlite3 *db, long long id, void *vctx)
 		}
 	}
 	sqlite3_finalize(q);
-	if (rc || !c->md)
-		return rc;
-	if (sqlite3_prepare_v2(db, "INSERT INTO outputs(run_id, format, body) VALUES (?, 'markdown', ?)", -1, &q,
-			       NULL) != SQLITE_OK)
-		return -1;
-	sqlite3_bind_int64(q, 1, id);
-	sqlite3_bind_text(q, 2, c->md, -1, SQLITE_STATIC);
-	rc = sqlite3_step(q) == SQLITE_DONE ? 0 : -1;
-	sqlite3_finalize(q);
+	if (!rc)
+		rc = add_output(db, id, "markdown", c->md);
+	if (!rc)
+		rc = add_output(db, id, "heatmap", c->heat);
 	return rc;
 }
 
 static int record(const struct opts *o, const struct sweep *sw, const struct sweep_result *r, const char *json,
 		  const char *md, struct err *e)
 {
-	struct record_ctx ctx = {sw, r, md};
+	struct record_ctx ctx = {sw, r, md, NULL};
 	struct store_run run = {0};
 	struct store st;
-	char summary[256];
+	char summary[256], *heat = NULL;
+	size_t hlen = 0;
+	FILE *hf = open_memstream(&heat, &hlen);
 	int cell, i, fit = 0, rc;
+
+	if (!hf)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	sweep_write_heatmap_data(sw, r, hf);
+	fclose(hf);
+	ctx.heat = heat;
 
 	for (cell = 0; cell < sw->ncell; cell++)
 		for (i = 0; i < sw->ncand; i++)
@@ -335,6 +361,7 @@ static int record(const struct opts *o, const struct sweep *sw, const struct swe
 	if (!rc)
 		rc = store_add_run(&st, &run, NULL, e);
 	store_close(&st);
+	free(heat);
 	return rc;
 }
 

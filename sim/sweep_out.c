@@ -436,12 +436,19 @@ static unsigned colour(const char *strat)
 	return 0x636363;
 }
 
+/* The options part of a candidate's label ("ckpt=full nodes=4"). */
+static const char *options(const struct sweep_cand *k)
+{
+	const char *o = k->label + strlen(k->strat);
+	return *o == ' ' ? o + 1 : o;
+}
+
 int sweep_write_heatmap_data(const struct sweep *sw, const struct sweep_result *r, FILE *f)
 {
 	char b1[64], b2[64], b3[32], fig[96], lab[80];
 	int m, s, b, best, ru, row, nrows = sw->nmodels * sw->nseq;
 
-	fprintf(f, "# x y rgb xlabel ylabel winner figure  (recommend heatmap: %d rows x %d columns)\n",
+	fprintf(f, "# x y rgb xlabel ylabel strategy options figure  (recommend heatmap: %d rows x %d columns)\n",
 		nrows, sw->nbatch);
 	for (m = 0; m < sw->nmodels; m++)
 		for (s = 0; s < sw->nseq; s++)
@@ -457,11 +464,12 @@ int sweep_write_heatmap_data(const struct sweep *sw, const struct sweep_result *
 				if (best >= 0)
 					snprintf(fig, sizeof fig, "%s%s", figure(b2, sizeof b2, sw, &c[best]),
 						 ru < 0 ? ", the only fit" : ahead(b3, sizeof b3, margin(sw, &c[best], &c[ru])));
-				fprintf(f, "%d %d %u \"%s\" \"%s\" \"%s\" \"%s\"\n", b, nrows - 1 - row,
+				fprintf(f, "%d %d %u \"%s\" \"%s\" \"%s\" \"%s\" \"%s\"\n", b, nrows - 1 - row,
 					best >= 0 ? colour(sw->cands[best].strat) : 0xeeeeee,
 					sw->batch_mode == SWEEP_AUTO ? "largest micro-batch" :
 					batch_name(sw, b, b1, sizeof b1), lab,
-					best >= 0 ? sw->cands[best].label : "none fits", fig);
+					best >= 0 ? sw->cands[best].strat : "none fits",
+					best >= 0 ? options(&sw->cands[best]) : "", fig);
 			}
 	return ferror(f) ? -1 : 0;
 }

@@ -108,7 +108,7 @@ db="$tmp/runs.db"
 if "$rec" tests/sweeps/small.ini --quiet --db "$db" 2>"$tmp/err"; then ok; else bad "--db: $(cat "$tmp/err")"; fi
 [ "$(sqlite3 "$db" "SELECT count(*) FROM runs WHERE command = 'recommend'")" = 1 ] && ok || bad "--db: no run row"
 [ "$(sqlite3 "$db" "SELECT count(*) FROM candidates")" = 72 ] && ok || bad "--db: candidates"
-[ "$(sqlite3 "$db" "SELECT count(*) FROM outputs WHERE format IN ('json', 'markdown')")" = 2 ] && ok || bad "--db: outputs"
+[ "$(sqlite3 "$db" "SELECT count(*) FROM outputs WHERE format IN ('json', 'markdown', 'heatmap')")" = 3 ] && ok || bad "--db: outputs"
 [ "$(sqlite3 "$db" "SELECT count(*) FROM candidates WHERE rank = 1")" = \
   "$(jq '[.cells[] | select(.best != null)] | length' "$tmp/1.json")" ] && ok || bad "--db: winners"
 [ "$(sqlite3 "$db" 'PRAGMA user_version')" = 2 ] && ok || bad "--db: schema version"
