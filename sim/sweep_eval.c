@@ -349,7 +349,10 @@ static int64_t choose(struct sweep_ctx *c, int i, int64_t batch, int64_t *accum,
 		per = batch / c->work.dp;
 		if (per <= s->maxb[0])
 			return per;
-		if (per == 1)
+		/* accumulation never lowers the peak (its tape is the one without
+		 * plus a micro-step before the last; test_sweep.c checks it), so
+		 * when one sample does not fit without it, nothing fits */
+		if (per == 1 || s->maxb[0] == 0)
 			return 0;
 		if (plan(c, i, 1, e))
 			return -1;

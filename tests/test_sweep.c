@@ -401,3 +401,28 @@ Test(sweep, time_to_train_runs_the_job_model, .timeout = 60)
 	free(r);
 	sweep_free(&sw);
 }
+
+/* What the sweep assumes to skip hopeless candidates: gradient accumulation
+ * never lowers the peak (the tape with it is the step without it plus a
+ * micro-step before the last, holding the accumulated gradients). */
+Test(sweep, accumulation_never_lowers_the_peak)
+{
+	static const char *const strat[] = {"dp", "ddp", "zero1", "zero2", "zero3", "fsdp"};
+	struct prediction p1, p2;
+	char text[512];
+	size_t i;
+	int ckpt;
+
+	for (i = 0; i < sizeof strat / sizeof strat[0]; i++)
+		for (ckpt = 0; ckpt < 2; ckpt++) {
+			snprintf(text, sizeof text, "[model]\nname = gpt2-xl\n[cluster]\ngpu = a100-sxm4-80gb\n"
+				 "gpus_per_node = 8\n[training]\nstrategy = %s\nframework = %s\nprecision = bf16\n"
+				 "activation_checkpointing = %s\nmicro_batch = 2\ngrad_accum = 1\n", strat[i],
+				 i >= 2 && i <= 4 ? "deepspeed" : "pytorch", ckpt ? "full" : "none");
+			predict_text(text, &p1);
+			strstr(text, "grad_accum = 1")[13] = '4';
+			predict_text(text, &p2);
+			cr_expect_geq(p2.mem.peak, p1.mem.peak, "%s ckpt %d: %.0f with accumulation < %.0f without",
+				      strat[i], ckpt, p2.mem.peak, p1.mem.peak);
+		}
+}
