@@ -566,6 +566,32 @@ static uint64_t fnv1a(const char *p, size_t n)
 	return h;
 }
 
+/* A file with a [cluster] and no [sweep] (recommend CLUSTER.ini): the
+ * practitioners' question for that cluster, model sizes from 124M to 70B
+ * parameters, global batches from 8 to 2048, every strategy family. */
+static void default_sweep(struct sweep *sw)
+{
+	struct sweep_settings *t = &sw->set;
+
+	sw->is_default = 1;
+	snprintf(t->models, sizeof t->models, "gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama-2-7b, llama-2-13b, llama-2-70b");
+	snprintf(t->global_batch, sizeof t->global_batch, "8, 32, 128, 512, 2048");
+	snprintf(t->recompute, sizeof t->recompute, "none, full");
+}
+
+/* The default sweep's precision: bf16 where the device has it, else fp16,
+ * else fp32; and hybrid sharding when the cluster has several nodes. */
+static void default_precision(struct sweep *sw)
+{
+	const struct gpu *g = &sw->base.gpu;
+
+	snprintf(sw->set.precision, sizeof sw->set.precision, "%s",
+		 g->peak[PREC_BF16] > 0 ? "bf16" : g->peak[PREC_FP16] > 0 ? "fp16" : "fp32");
+	if (sw->base.s.cluster.nodes > 1)
+		snprintf(sw->set.strategies, sizeof sw->set.strategies, "%s",
+			 "ddp, zero1, zero2, zero3, fsdp:full_shard, fsdp:shard_grad_op, fsdp:hybrid_shard");
+}
+
 int sweep_load(struct sweep *sw, const char *path, struct err *e)
 {
 	struct cfg_origin origin;
@@ -586,22 +612,21 @@ int sweep_load(struct sweep *sw, const char *path, struct err *e)
 		rc = err_set(e, ERR_SYSTEM, path, 0, "out of memory");
 		goto out;
 	}
-	if (!any) {
-		rc = err_set(e, ERR_INPUT, path, 0, "no [sweep] section: a sweep file is a scenario's [cluster] "
-			     "(and fixed [training] keys) plus [sweep] lists (see recommend --help)");
-		goto out;
-	}
 	rc = cfg_defaults(&table, &sw->set, e);
-	if (!rc)
+	if (!rc && any)
 		rc = cfg_parse(&table, &sw->set, &origin, path, stext, slen, e);
-	if (!rc)
+	if (!rc && any)
 		rc = cfg_check_required(&table, &origin, path, e);
+	if (!rc && !any)
+		default_sweep(sw);
 	if (!rc)
 		rc = load_models(sw, e);
 	if (!rc) {
 		rc = load_base(sw, ctext, clen, e);  /* takes ctext */
 		ctext = NULL;
 	}
+	if (!rc && !any)
+		default_precision(sw);
 	if (!rc)
 		rc = int_list(sw, "seq_len", sw->set.seq_len, 1, 10000000, sw->seqs, &sw->nseq, e);
 	if (!rc)

@@ -20,6 +20,10 @@
  *   nodes = 1
  *   objective = throughput | cost | time_to_train
  *
+ * A file with no [sweep] section sweeps its cluster with defaults (models from
+ * gpt2 to llama-2-70b, global batches 8 to 2048, every strategy family, with
+ * and without checkpointing, bf16 where the device has it).
+ *
  * A cell is one (model, sequence length, batch); its candidates are strategies
  * x precision x checkpointing x offload x tensor_parallel x nodes. For each
  * candidate the memory model (memory.h) finds the largest micro-batch that fits
@@ -94,6 +98,7 @@ struct sweep {
 	uint64_t hash;            /* FNV-1a 64 of text */
 	struct sweep_settings set;
 	int line[16];             /* where each [sweep] key was set */
+	int is_default;           /* no [sweep] in the file: the default sweep of its cluster */
 	struct scenario base;     /* the cluster and fixed training settings (model: the first) */
 	struct model *models;     /* (nmodels) resolved, in the listed order */
 	double *model_params;     /* (nmodels) trained parameters (graph_param_count) */

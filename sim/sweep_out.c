@@ -145,12 +145,12 @@ static void md_header(const struct sweep *sw, FILE *f)
 		fprintf(f, "%lld node%s", (long long)b->s.cluster.nodes, b->s.cluster.nodes > 1 ? "s" : "");
 	if (multi)
 		fprintf(f, " over %s (%lld x %s per node)", b->inter.name, (long long)b->s.cluster.nics_per_node, ibw);
-	fprintf(f, "\n\nSweep `%s`: %d cells (%d models x %d %s x %d sequence length%s) x %d candidates "
+	fprintf(f, "\n\n%s `%s`: %d cells (%d models x %d %s x %d sequence length%s) x %d candidates "
 		"(strategies %s; precision %s; activation checkpointing %s; offload %s; tensor parallel %s%s%s). "
 		"Optimizer %s, framework %s%s. Each candidate runs at the largest micro-batch that fits and divides "
 		"the batch per GPU, and accumulates the rest.\n\nObjective: %s. Each cell: the best candidate, "
 		"its figure, and its lead over the best candidate of another strategy.\n",
-		sw->file, sw->ncell, sw->nmodels, sw->nbatch, sw->batch_mode == SWEEP_GLOBAL ? "global batches" :
+		sw->is_default ? "The default sweep of the cluster in" : "Sweep", sw->file, sw->ncell, sw->nmodels, sw->nbatch, sw->batch_mode == SWEEP_GLOBAL ? "global batches" :
 		sw->batch_mode == SWEEP_MICRO ? "micro-batches" : "(largest micro-batch)", sw->nseq,
 		sw->nseq > 1 ? "s" : "", sw->ncand,
 		st->strategies, st->precision, st->recompute, st->offload, st->tensor_parallel,

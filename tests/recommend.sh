@@ -46,6 +46,12 @@ done
 "$rec" tests/sweeps/small.ini --quiet --csv /nonexistent/dir/x.csv >/dev/null 2>"$tmp/err"; [ $? -eq 2 ] && grep -q "cannot write" "$tmp/err" && ok || bad "unwritable --csv"
 "$rec" --help | grep -q "usage: recommend" && ok || bad "--help"
 
+# a cluster file without [sweep] (DESIGN: recommend CLUSTER_OR_SWEEP.ini): the default sweep
+printf '[cluster]\ngpu = v100-sxm2-32gb\ngpus_per_node = 8\nintra_node = nvlink2\n' >"$tmp/cluster.ini"
+if "$rec" "$tmp/cluster.ini" --json "$tmp/cl.json" >"$tmp/cl.md" 2>"$tmp/err" && grep -q "The default sweep" "$tmp/cl.md" &&
+   jq -e '(.models | length) == 7 and all(.candidates[]; .precision == "fp16")' "$tmp/cl.json" >/dev/null; then ok
+else bad "cluster file: $(cat "$tmp/err")"; fi  # V100 has no bf16: fp16
+
 # ---- 1 rank and 4 ranks: the same bytes ---------------------------------------
 if "$rec" tests/sweeps/small.ini --md "$tmp/1.md" --csv "$tmp/1.csv" --json "$tmp/1.json" >"$tmp/1.out" 2>"$tmp/1.err"; then ok
 else bad "1 rank: exit $? ($(cat "$tmp/1.err"))"; fi
@@ -119,6 +125,12 @@ if "$root/$bin/results" merge "$tmp/merged.db" "$db" "$tmp/second.db" >/dev/null
    [ "$(sqlite3 "$tmp/merged.db" 'SELECT count(*) FROM candidates')" = 144 ] &&
    [ "$(sqlite3 "$tmp/merged.db" 'SELECT count(DISTINCT run_id) FROM candidates')" = 2 ]; then ok
 else bad "merge: candidates $(cat "$tmp/err")"; fi
+
+# make plots' renderer on that database: heatmap and memory breakdown, PNG and SVG
+if results/plots/render.sh "$root/$bin" "$db" "$tmp/plots" >/dev/null 2>"$tmp/err" &&
+   [ "$(head -c 8 "$tmp/plots/heatmap-small.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] &&
+   [ -s "$tmp/plots/memory-small.png" ] && grep -q "<svg" "$tmp/plots/memory-small.svg"; then ok
+else bad "render.sh: $(cat "$tmp/err") $(ls "$tmp/plots" 2>&1)"; fi
 
 # a writer killed inside its transaction leaves nothing of its run
 kdb="$tmp/killed.db"
