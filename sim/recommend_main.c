@@ -50,6 +50,7 @@ static void usage(FILE *f)
 		"  tensor_parallel = 1\n"
 		"  nodes = 1, 2, 4                             ; default: [cluster] nodes\n"
 		"  objective = throughput                      ; | cost | time_to_train\n"
+		"A file with [cluster] and no [sweep] gets a default sweep of that cluster.\n"
 		"\n"
 		"options:\n"
 		"  --md FILE      write the Markdown table to FILE too\n"
