@@ -2,14 +2,18 @@
  * sweep_eval.c — evaluating a sweep's cells (see sweep.h): the hot path.
  *
  * Work is grouped by (model, sequence length). When a cell of a new group comes,
- * the group is set up once: the model goes into the working scenario, and for
- * each candidate, when first needed, its validity is checked, its graph found
- * among those already built (graphs depend only on the graph options: tensor
+ * the model goes into the working scenario; each candidate, when the group
+ * first needs it, has its validity checked, its graph found among those the
+ * group has built (graphs depend only on the graph options: tensor
  * parallelism, dtype, autocast, flavour) and its allocation tapes built (one
- * without and one with gradient accumulation: the tape of a step does not depend
- * on the micro-batch, memory.h). Each cell then only evaluates tapes at a few
- * micro-batches and runs one step simulation per candidate, in a step_sim kept
- * by the context: no allocation and no file is read per cell.
+ * without and one with gradient accumulation: a tape does not depend on the
+ * micro-batch, memory.h). These are the only allocations, and the framework
+ * profiles the only files read (once per process). A cell then evaluates tapes
+ * at the micro-batches it tries and simulates a step per fitting candidate in
+ * the step_sim the context keeps (step.h); simulations and memory breakdowns
+ * of a (candidate, micro-batch) already done in the group are reused, the same
+ * inputs giving the same bits, so a cell's results do not depend on which cells
+ * came before it (what lets MPI ranks split the cells).
  *
  * Choosing the batch of a candidate in a cell with global batch G on dp
  * data-parallel ranks: G must be a multiple of dp; with per = G / dp samples per
@@ -29,7 +33,6 @@
 #include "profile.h"
 #include "step.h"
 
-/* One candidate's memory state in the current group. */
 /* Step simulations and memory breakdowns already done for a candidate in the
  * group: cells of other batch sizes often land on the same micro-batch (and
  * three or more micro-steps extrapolate from the same two simulations), and
@@ -47,6 +50,7 @@ struct mem_memo {
 	struct sweep_result r;    /* the memory fields and note */
 };
 
+/* One candidate's state in the current group. */
 struct slot {
 	int state;                /* 0 not set up, 1 valid, 2 invalid */
 	int graph;                /* index into ctx->g */
@@ -183,11 +187,10 @@ static void apply(struct sweep_ctx *c, const struct sweep_cand *k)
 	w->dp = w->world / k->tp;
 }
 
+/* predict_graph_opts clears the struct before filling it, so the bytes compare. */
 static int same_opts(const struct graph_opts *a, const struct graph_opts *b)
 {
-	return a->seq_len == b->seq_len && a->target_len == b->target_len && a->dropout == b->dropout &&
-	       a->tp == b->tp && a->flavor == b->flavor && a->act_bytes == b->act_bytes &&
-	       a->autocast == b->autocast;
+	return memcmp(a, b, sizeof *a) == 0;
 }
 
 static int profile(struct sweep_ctx *c, int fw, struct err *e)
