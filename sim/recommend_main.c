@@ -72,6 +72,24 @@ struct opts {
 	int quiet, stats, progress;
 };
 
+/* Whether an output path's folder exists and can be written to: checked before
+ * the sweep runs rather than after. */
+static int writable(const char *path, int verbose)
+{
+	char dir[PATH_MAX];
+	const char *slash;
+
+	if (!path)
+		return 1;
+	slash = strrchr(path, '/');
+	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+	if (access(dir, W_OK) == 0)
+		return 1;
+	if (verbose)
+		fprintf(stderr, "recommend: error: %s: cannot write: %s\n", path, strerror(errno));
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o, int verbose)
 {
 	static const struct option longs[] = {
@@ -107,6 +125,9 @@ static int parse_args(int argc, char **argv, struct opts *o, int verbose)
 		return 2;
 	}
 	o->sweep = argv[optind];
+	if (!writable(o->md, verbose) || !writable(o->csv, verbose) || !writable(o->json, verbose) ||
+	    !writable(o->plot, verbose))
+		return 2;
 	if (o->plot) {
 		size_t l = strlen(o->plot);
 		if (l < 5 || strcmp(o->plot + l - 4, ".png")) {
