@@ -14,8 +14,11 @@ OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 WARN     := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
             -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wundef -Wvla
-CPPFLAGS += -Isim -I$(BUILD)/gen -MMD -MP
+CPPFLAGS += -Isim -Iruntime -I$(BUILD)/gen -MMD -MP
 LDLIBS   := -lcjson -lyaml -lsqlite3 -lgsl -lgslcblas -linih -lm
+# MPI (Open MPI from Debian): flags from its compiler wrapper, used by runtime/ only
+MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
 BUILD    ?= build
 BIN      ?= bin
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -31,7 +34,7 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
                 sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
                 sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
-                sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c \
+                sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c sim/calib.c \
                 sim/sweep.c sim/sweep_eval.c sim/sweep_out.c
 SIMULATE_SRCS := sim/simulate_main.c
 RESULTS_SRCS := sim/results_main.c
@@ -39,14 +42,22 @@ BENCH_STEP_SRCS := bench/bench_step.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
              tests/test_store.c tests/test_coll.c tests/test_step.c \
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
-             tests/test_sweep.c tests/test_job.c
+             tests/test_job.c tests/test_runtime.c tests/test_reference.c tests/test_grid.c \
+             tests/test_sweep.c
+# the real runtime (host side and the cpu backend)
+RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
+               runtime/rtckpt.c runtime/search.c
+VALIDATE_SRCS := runtime/validate_main.c
+RT_MPI_TEST_SRCS := tests/rt_mpi_main.c
 
 SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 LIB := $(BUILD)/libshardcast.a
+RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o)
+RT_LIB := $(BUILD)/libshardcast_rt.a
 
 .PHONY: all test check bench run deps clean readme-keys plots
-all: $(BIN)/simulate $(BIN)/results $(BIN)/recommend
+all: $(BIN)/simulate $(BIN)/results $(BIN)/validate $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -58,6 +69,22 @@ $(BUILD)/gen/schema_sql.h: results/schema.sql
 	{ echo 'static const char schema_sql[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/  "/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
 $(BUILD)/sim/store.o: $(BUILD)/gen/schema_sql.h
+
+$(BUILD)/runtime/%.o: runtime/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(MPI_CFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
+
+$(RT_LIB): $(RT_LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN)/validate: $(BUILD)/runtime/validate_main.o $(RT_LIB) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) -lpthread
+
+$(BIN)/rt_mpi_test: $(BUILD)/tests/rt_mpi_main.o $(RT_LIB) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) -lpthread
 
 $(LIB): $(SIM_LIB_OBJS)
 	@rm -f $@
@@ -103,9 +130,9 @@ $(BIN)/store_writer: $(BUILD)/tests/store_writer.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/unit_tests: $(TEST_OBJS) $(LIB)
+$(BIN)/unit_tests: $(TEST_OBJS) $(RT_LIB) $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS) $(MPI_LIBS) -lpthread
 
 # ---- user targets -----------------------------------------------------------
 deps:
@@ -121,14 +148,16 @@ deps:
 run: deps all
 	$(BIN)/simulate scenarios/default.ini
 
-test: deps all $(BIN)/unit_tests $(BIN)/store_writer
+test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/store_writer
 	$(BIN)/unit_tests --jobs 2
 	tests/golden.sh $(BIN)
+	tests/mpi.sh $(BIN)
+	tests/validate.sh $(BIN)
 	tests/recommend.sh $(BIN)
 
 check: deps
 	$(MAKE) BUILD=build-san BIN=bin-san CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" \
-	  bin-san/simulate bin-san/results bin-san/recommend bin-san/store_writer bin-san/unit_tests
+	  bin-san/simulate bin-san/results bin-san/unit_tests bin-san/validate bin-san/recommend bin-san/store_writer
 	ASAN_OPTIONS=detect_leaks=1 bin-san/unit_tests --jobs 1
 	tests/golden.sh bin-san
 	ASAN_OPTIONS=detect_leaks=0 tests/recommend.sh bin-san  # Open MPI's own allocations are not ours
@@ -159,5 +188,6 @@ clean:
 
 -include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d \
          $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d \
-         $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d $(BUILD)/tests/store_writer.d \
-         $(BUILD)/bench/bench_job.d
+         $(BUILD)/bench/bench_job.d $(RT_LIB_OBJS:.o=.d) $(BUILD)/runtime/validate_main.d \
+         $(BUILD)/tests/rt_mpi_main.d $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d \
+         $(BUILD)/tests/store_writer.d

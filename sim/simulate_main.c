@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calib.h"
 #include "jobrun.h"
 #include "predict.h"
 #include "report.h"
@@ -28,7 +29,8 @@ static void usage(FILE *f)
 		"options:\n"
 		"  --json                 print the JSON object of DESIGN.md's contract instead of the report\n"
 		"  --set SECTION.KEY=VAL  override a scenario key (repeatable), e.g. --set training.strategy=fsdp\n"
-		"  --db FILE              record the run (scenario, outputs) in this SQLite database\n"
+		"  --db FILE              record the run (scenario, outputs) in this SQLite database, and use\n"
+		"                         the device's latest calibration in it (default: results/results.db if present)\n"
 		"  --trace FILE           write a Chrome/Perfetto trace of the simulated step\n"
 		"  --memory-timeline FILE write the memory timeline of the most loaded GPU as CSV\n"
 		"  --plot FILE.png        plot ETTR against checkpoint interval, sync and async (needs [failures])\n"
@@ -126,6 +128,8 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc < 0 ? 0 : rc;
 	rc = scenario_load(&s, o.scenario, o.sets, o.nset, &e);
+	if (!rc)  /* the device's latest calibration (validate --calibrate), if any */
+		rc = calib_apply_latest(o.db, &s, &e);
 	if (!rc)
 		rc = predict_run(&s, &p, &e);
 	if (!rc && o.timeline)

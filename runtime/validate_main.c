@@ -1,0 +1,368 @@
+/*
+ * validate_main.c — `validate SCENARIO.ini`: run the scenario on the real
+ * runtime, find the largest micro-batch that fits by trying, time steps, and
+ * print (and store) measured beside predicted; `validate --calibrate` fits the
+ * simulator's per-device parameters to every stored measurement of a device.
+ *
+ * Under mpirun every rank runs the same trials; rank 0 prints and stores.
+ */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "calib.h"
+#include "predict.h"
+#include "report.h"
+#include "scenario.h"
+#include "search.h"
+#include "store.h"
+#include "units.h"
+
+#define MAX_SETS 64
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: validate SCENARIO.ini [options]\n"
+		"       validate --calibrate [--device NAME] [--db FILE]\n"
+		"\n"
+		"Runs the scenario's model, strategy and batch on the real runtime: searches the\n"
+		"largest micro-batch that fits (grow, bisect, confirm), measures the peak memory\n"
+		"of the most loaded rank and the median step time, and prints them beside the\n"
+		"simulator's predictions (framework = shardcast, the runtime's own profile).\n"
+		"Several ranks: mpirun -np N validate ... (N = nodes x gpus_per_node).\n"
+		"\n"
+		"options:\n"
+		"  --backend cpu|cuda     the device backend (default cpu; cuda: not built yet)\n"
+		"  --json                 print DESIGN.md's validate JSON object\n"
+		"  --db FILE              record the run (predicted and measured) in this SQLite database\n"
+		"  --memory-limit SIZE    capacity per rank, e.g. 8MiB (default: the scenario's gpu_memory)\n"
+		"  --set SECTION.KEY=VAL  override a scenario key (repeatable)\n"
+		"  --emulate-world N      run rank 0 of an N-rank job alone (collectives become local\n"
+		"                         copies of the same sizes): memory as one rank of N, not its time\n"
+		"  --steps N              timed steps after warm-up (default 5; the median is reported)\n"
+		"  --warmup N             untimed steps first (default 2)\n"
+		"  --max-batch N          stop the search's growth at N (default 4096)\n"
+		"  --calibrate            fit the simulator's parameters of --device to the stored runs\n"
+		"  --device NAME          the device to calibrate (default cpu)\n"
+		"  --version              print the version and exit\n"
+		"  -h, --help             this help\n"
+		"\n"
+		"exit status: 0 success, 2 bad input (the message names file:line and the key), 1 internal error\n");
+}
+
+struct opts {
+	const char *scenario, *db, *backend, *device;
+	const char *sets[MAX_SETS];
+	int nset, json, calibrate, emulate, steps, warmup;
+	double limit;          /* bytes, 0 = the scenario's */
+	long max_batch;
+};
+
+static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
+{
+	static const struct option longs[] = {
+		{"json", no_argument, NULL, 'j'}, {"set", required_argument, NULL, 's'},
+		{"db", required_argument, NULL, 'd'}, {"backend", required_argument, NULL, 'b'},
+		{"memory-limit", required_argument, NULL, 'm'}, {"emulate-world", required_argument, NULL, 'w'},
+		{"steps", required_argument, NULL, 'n'}, {"warmup", required_argument, NULL, 'u'},
+		{"max-batch", required_argument, NULL, 'x'}, {"calibrate", no_argument, NULL, 'c'},
+		{"device", required_argument, NULL, 'D'}, {"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	char *end;
+	int c;
+
+	o->backend = "cpu";
+	o->device = "cpu";
+	o->steps = 5;
+	o->warmup = 2;
+	o->max_batch = 4096;
+	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+		switch (c) {
+		case 'j': o->json = 1; break;
+		case 's':
+			if (o->nset == MAX_SETS)
+				return err_set(e, ERR_INPUT, NULL, 0, "at most %d --set options", MAX_SETS);
+			o->sets[o->nset++] = optarg;
+			break;
+		case 'd': o->db = optarg; break;
+		case 'b': o->backend = optarg; break;
+		case 'D': o->device = optarg; break;
+		case 'c': o->calibrate = 1; break;
+		case 'm':
+			if (units_parse(optarg, UNIT_BYTES, &o->limit, NULL, 0) || o->limit < 1)
+				return err_set(e, ERR_INPUT, NULL, 0, "--memory-limit %s: expected a size such as 64MiB", optarg);
+			break;
+		case 'w': case 'n': case 'u': case 'x': {
+			long v = strtol(optarg, &end, 10);
+			if (*end || v < (c == 'u' ? 0 : 1) || v > 1000000)
+				return err_set(e, ERR_INPUT, NULL, 0, "--%s %s: expected a whole number",
+					       c == 'w' ? "emulate-world" : c == 'n' ? "steps" : c == 'u' ? "warmup" : "max-batch",
+					       optarg);
+			if (c == 'w') o->emulate = (int)v;
+			else if (c == 'n') o->steps = (int)v;
+			else if (c == 'u') o->warmup = (int)v;
+			else o->max_batch = v;
+			break;
+		}
+		case 'V': printf("shardcast validate %s\n", store_version()); return -1;
+		case 'h': usage(stdout); return -1;
+		default: usage(stderr); return ERR_INPUT;
+		}
+	}
+	if (o->calibrate) {
+		if (optind != argc)
+			return err_set(e, ERR_INPUT, NULL, 0, "--calibrate takes no scenario file");
+		return 0;
+	}
+	if (optind != argc - 1)
+		return err_set(e, ERR_INPUT, NULL, 0, "expected one scenario file%s", optind < argc - 1 ? ", got several" : "");
+	o->scenario = argv[optind];
+	return 0;
+}
+
+/* What the runtime can run, checked before any trial. */
+static int check_runnable(const struct scenario *s, const struct opts *o, const struct backend *be,
+			  const struct rt_comm *world, struct err *e)
+{
+	const struct scn_training *t = &s->s.training;
+
+	if (strcmp(be->name, "cpu") == 0 && strcmp(s->gpu.name, "cpu") != 0)
+		return err_set(e, ERR_INPUT, s->file, 0, "[cluster] gpu = %s: the cpu backend runs scenarios with "
+			       "gpu = cpu (set gpu_memory for its capacity)", s->gpu.name);
+	if (t->precision != PREC_FP32)
+		return err_set(e, ERR_INPUT, s->file, 0, "[training] precision = %s: the %s backend runs fp32 only",
+			       scenario_precision_name(t->precision), be->name);
+	if (t->tensor_parallel > 1 || t->offload != OFFLOAD_NONE)
+		return err_set(e, ERR_INPUT, s->file, 0, "[training] %s: not implemented by the runtime",
+			       t->tensor_parallel > 1 ? "tensor_parallel > 1" : "offload");
+	if (t->strategy == STRAT_DP && world->size != 1)
+		return err_set(e, ERR_INPUT, s->file, 0, "strategy = dp is one process driving %lld devices; "
+			       "run it without mpirun", (long long)s->world);
+	if (t->strategy != STRAT_DP && !o->emulate && world->size != s->world)
+		return err_set(e, ERR_INPUT, s->file, 0, "the scenario has %lld ranks (nodes x gpus_per_node) but "
+			       "%d were started: use mpirun -np %lld, or --emulate-world %lld",
+			       (long long)s->world, world->size, (long long)s->world, (long long)s->world);
+	if (o->emulate && (o->emulate != s->world || world->size != 1))
+		return err_set(e, ERR_INPUT, NULL, 0, "--emulate-world %d: expected the scenario's %lld ranks, "
+			       "in one process", o->emulate, (long long)s->world);
+	return 0;
+}
+
+struct measured {
+	int64_t max_batch;
+	double peak, step_time, tokens_per_s, mfu;
+	int trials;
+};
+
+static int predict_at(struct scenario *s, int64_t B, double capacity, struct prediction *p,
+		      const char *db, struct err *e)
+{
+	char set[64];
+	int rc;
+
+	snprintf(set, sizeof set, "training.micro_batch=%s", B > 0 ? "" : "auto");
+	if (B > 0)
+		snprintf(set, sizeof set, "training.micro_batch=%lld", (long long)B);
+	rc = scenario_set(s, set, e);
+	if (!rc) {
+		snprintf(set, sizeof set, "cluster.gpu_memory=%.0f", capacity);
+		rc = scenario_set(s, set, e);
+	}
+	if (!rc)
+		rc = calib_apply_latest(db, s, e);
+	return rc ? rc : predict_run(s, p, e);
+}
+
+static double rel(double measured, double predicted)
+{
+	return predicted != 0 ? (measured - predicted) / predicted : 0;
+}
+
+static char *output_json(const struct scenario *s, const struct backend *be, int world, int emulated,
+			 const struct prediction *p, const struct measured *m, char **pred_json, char **meas_json)
+{
+	cJSON *root = cJSON_CreateObject(), *o;
+	char *out, *pj = report_json(s, p);
+
+	cJSON_AddStringToObject(root, "scenario", s->file);
+	cJSON_AddStringToObject(root, "backend", be->name);
+	cJSON_AddStringToObject(root, "device", be->device);
+	cJSON_AddNumberToObject(root, "world_size", world);
+	cJSON_AddNumberToObject(root, "emulated_world_size", emulated ? emulated : world);
+	cJSON_AddItemToObject(root, "predicted", pj ? cJSON_Parse(pj) : cJSON_CreateNull());
+	o = cJSON_AddObjectToObject(root, "measured");
+	cJSON_AddNumberToObject(o, "max_micro_batch", (double)m->max_batch);
+	cJSON_AddNumberToObject(o, "peak_bytes", m->peak);
+	cJSON_AddNumberToObject(o, "fixed_overhead_bytes", 0);
+	cJSON_AddNumberToObject(o, "step_time_s", m->step_time);
+	cJSON_AddNumberToObject(o, "tokens_per_s", m->tokens_per_s);
+	cJSON_AddNumberToObject(o, "mfu", m->mfu);
+	cJSON_AddNumberToObject(o, "micro_batch", (double)(m->max_batch > 0 ? m->max_batch : 0));
+	cJSON_AddNumberToObject(o, "emulated_world", emulated);
+	*meas_json = cJSON_PrintUnformatted(o);
+	o = cJSON_AddObjectToObject(root, "error");
+	cJSON_AddNumberToObject(o, "max_micro_batch", (double)(m->max_batch - p->max_micro_batch));
+	cJSON_AddNumberToObject(o, "peak_bytes_rel", rel(m->peak, p->mem.peak));
+	cJSON_AddNumberToObject(o, "step_time_rel", p->step.valid && m->step_time > 0 ? rel(m->step_time, p->step.time) : 0);
+	*pred_json = pj;
+	out = cJSON_Print(root);
+	cJSON_Delete(root);
+	return out;
+}
+
+static void print_text(const struct scenario *s, const struct backend *be, int world, int emulated,
+		       const struct prediction *p, const struct measured *m, double capacity)
+{
+	char a[32], b[32], c[32];
+
+	printf("shardcast validate — %s\n\n", s->file);
+	printf("Runtime   backend %s, %d rank%s%s, %s%s%s, micro-batch search: %d trials\n", be->name,
+	       world, world > 1 ? "s" : "", emulated ? " (rank 0 alone, an emulated world)" : "",
+	       scenario_strategy_name(s->s.training.strategy),
+	       s->s.training.strategy == STRAT_FSDP ? " " : "",
+	       s->s.training.strategy == STRAT_FSDP ?
+	       scenario_enum_name("training", "fsdp_sharding_strategy", s->s.training.fsdp_sharding) : "", m->trials);
+	printf("Model     %s, seq_len %lld, activation checkpointing %s, grad_accum %lld\n", s->model.name,
+	       (long long)s->seq_len, scenario_enum_name("training", "activation_checkpointing", s->s.training.recompute),
+	       (long long)s->s.training.grad_accum);
+	printf("Capacity  %s per rank\n\n", units_format(a, sizeof a, capacity, UNIT_BYTES));
+	printf("                        %16s %16s %10s\n", "measured", "predicted", "error");
+	printf("  max micro-batch       %16lld %16lld %+10lld\n", (long long)m->max_batch,
+	       (long long)p->max_micro_batch, (long long)(m->max_batch - p->max_micro_batch));
+	if (m->max_batch <= 0) {
+		printf("\nNot even one sample fits: nothing to time.\n");
+		return;
+	}
+	printf("  peak bytes at %-6lld  %16.0f %16.0f %+9.2f%%\n", (long long)m->max_batch, m->peak,
+	       p->mem.peak, 100 * rel(m->peak, p->mem.peak));
+	printf("  (peak)                %16s %16s\n", units_format(a, sizeof a, m->peak, UNIT_BYTES),
+	       units_format(b, sizeof b, p->mem.peak, UNIT_BYTES));
+	if (p->step.valid)
+		printf("  step time             %16s %16s %+9.1f%%\n", units_format(c, sizeof c, m->step_time, UNIT_TIME),
+		       units_format(a, sizeof a, p->step.time, UNIT_TIME), 100 * rel(m->step_time, p->step.time));
+	printf("  tokens/s              %16.0f %16.0f\n", m->tokens_per_s, p->step.tokens_per_s);
+	printf("  MFU                   %15.2f%% %15.2f%%\n", 100 * m->mfu, 100 * p->step.mfu);
+	if (emulated)
+		printf("\nEmulated world: the step time is rank 0's with local collectives (no network).\n");
+}
+
+static int record(const struct opts *o, const struct scenario *s, const struct backend *be,
+		  const char *pred, const char *meas, const char *out, struct err *e)
+{
+	struct store st;
+	struct store_run r = {0};
+	char overrides[MAX_SETS * 128] = "";
+	size_t used = 0;
+	int i, rc;
+
+	for (i = 0; i < o->nset && used < sizeof overrides; i++)
+		used += (size_t)snprintf(overrides + used, sizeof overrides - used, "%s\n", o->sets[i]);
+	r.command = "validate";
+	r.scenario_path = s->file;
+	r.scenario_text = s->text;
+	r.scenario_hash = s->hash;
+	r.overrides = o->nset ? overrides : NULL;
+	r.device = be->device;
+	r.predicted_json = pred;
+	r.measured_json = meas;
+	r.output_json = out;
+	rc = store_open(&st, o->db, e);
+	if (!rc)
+		rc = store_add_run(&st, &r, NULL, e);
+	store_close(&st);
+	return rc;
+}
+
+static int run(const struct opts *o, struct backend *be, struct rt_comm *mpiw, struct err *e)
+{
+	struct scenario s;
+	struct prediction p, pmax;
+	struct measured m = {0};
+	struct rt_comm world = *mpiw;
+	struct rt_trial t;
+	char *out = NULL, *pj = NULL, *mj = NULL;
+	double capacity, tokens;
+	int rc;
+
+	rc = scenario_load(&s, o->scenario, o->sets, o->nset, e);
+	if (!rc && s.s.training.framework != FW_SHARDCAST)  /* the runtime is shardcast's */
+		rc = scenario_set(&s, "training.framework=shardcast", e);
+	if (!rc)
+		rc = check_runnable(&s, o, be, mpiw, e);
+	if (rc)
+		goto out;
+	if (o->emulate)
+		backend_emulated_world(&world, o->emulate);
+	capacity = o->limit > 0 ? o->limit : s.capacity;
+	rc = rt_max_batch(&s, be, &world, capacity, o->max_batch, &m.max_batch, &m.trials, e);
+	if (!rc && m.max_batch > 0) {
+		rc = rt_trial(&s, be, &world, m.max_batch, 2, capacity, &t, e);
+		m.peak = t.peak;
+	}
+	if (!rc && m.max_batch > 0)
+		rc = rt_time_steps(&s, be, &world, m.max_batch, o->warmup, o->steps, &m.step_time, e);
+	/* predictions: the max under the same capacity, then everything at the measured batch */
+	if (!rc)
+		rc = predict_at(&s, 0, capacity, &pmax, o->db, e);
+	if (!rc)
+		rc = predict_at(&s, m.max_batch > 0 ? m.max_batch : 1, capacity, &p, o->db, e);
+	if (rc)
+		goto out;
+	p.max_micro_batch = pmax.max_micro_batch;
+	p.max_global_batch = pmax.max_global_batch;
+	tokens = (double)m.max_batch * (double)s.dp * (double)s.s.training.grad_accum * (double)s.seq_len;
+	if (m.step_time > 0) {
+		m.tokens_per_s = tokens / m.step_time;
+		m.mfu = p.flops_per_token * m.tokens_per_s / (s.gpu.peak[s.s.training.precision] * (double)s.world);
+	}
+	out = output_json(&s, be, mpiw->size, o->emulate, &p, &m, &pj, &mj);
+	if (!out || !pj || !mj) {
+		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory writing JSON");
+		goto out;
+	}
+	if (mpiw->rank == 0 && o->db)
+		rc = record(o, &s, be, pj, mj, out, e);
+	if (!rc && mpiw->rank == 0) {
+		if (o->json)
+			printf("%s\n", out);
+		else
+			print_text(&s, be, (int)s.world, o->emulate, &p, &m, capacity);
+	}
+out:
+	free(out);
+	free(pj);
+	free(mj);
+	scenario_free(&s);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {0};
+	struct err e = {0};
+	struct backend *be = NULL;
+	struct rt_comm world = {0, 1, NULL, 0};
+	int rc;
+
+	rc = parse_args(argc, argv, &o, &e);
+	if (rc < 0)
+		return 0;
+	if (!rc && o.calibrate) {
+		rc = calib_run(o.db ? o.db : "results/results.db", o.device, stdout, &e);
+	} else if (!rc) {
+		rc = backend_open(o.backend, &be, &world, &e);
+		if (!rc)
+			rc = run(&o, be, &world, &e);
+	}
+	if (rc && world.rank == 0)
+		fprintf(stderr, "validate: error: %s\n", e.msg[0] ? e.msg : "failed");
+	if (be)
+		backend_close(be);
+	return rc == RT_EOOM ? ERR_SYSTEM : rc;
+}

@@ -1,0 +1,182 @@
+/*
+ * test_grid.c — the simulator predicts the runtime's memory exactly.
+ *
+ * For a grid of scenarios (strategy x world size x micro-batch x sequence x
+ * model (gpt-tiny, gpt-mini, llama-tiny) x activation checkpointing x dropout
+ * x accumulation) on the CPU
+ * backend with framework = shardcast:
+ *  - the peak bytes per rank that predict_run() gives (sim/memory.c walking
+ *    the graph under sim/memory.h's contract) equal the arena's measured peak
+ *    over two optimizer steps, byte for byte;
+ *  - with gpu_memory set just below the predicted peak at B + 1, the
+ *    predicted max micro-batch and the runtime's search (grow, bisect,
+ *    confirm) both find B.
+ * World sizes above one run as rank 0 of an emulated world (collectives keep
+ * their sizes; runtime/backend.h), which allocates exactly what a rank of a
+ * real job does: tests/rt_mpi_main.c checks that against real 4-rank runs.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "predict.h"
+#include "search.h"
+
+static const char *const models[] = {"gpt-tiny", "gpt-mini", "llama-tiny"};
+
+struct gcase {
+	const char *strategy;      /* strategy, with ":sharding" for fsdp */
+	int world, B, seq, mini, recompute, accum;   /* mini: index into models[] */
+	double dropout;
+	const char *extra;         /* one more --set, or NULL */
+};
+
+static int load(struct scenario *s, const struct gcase *c, int64_t B, double gpu_memory)
+{
+	char set[12][128];
+	const char *sets[12];
+	const char *colon = strchr(c->strategy, ':');
+	struct err e = {0};
+	int n = 0, rc, hybrid = colon && strstr(colon, "hybrid");
+
+	snprintf(set[n++], 128, "training.strategy=%.*s", colon ? (int)(colon - c->strategy) : (int)strlen(c->strategy),
+		 c->strategy);
+	if (colon)
+		snprintf(set[n++], 128, "training.fsdp_sharding_strategy=%s", colon + 1);
+	/* hybrid: two nodes, sharding inside each */
+	snprintf(set[n++], 128, "cluster.nodes=%d", hybrid && c->world > 1 ? 2 : 1);
+	snprintf(set[n++], 128, "cluster.gpus_per_node=%d", hybrid && c->world > 1 ? c->world / 2 : c->world);
+	snprintf(set[n++], 128, "model.seq_len=%d", c->seq);
+	snprintf(set[n++], 128, "model.name=%s", models[c->mini]);
+	snprintf(set[n++], 128, "training.activation_checkpointing=%s",
+		 c->recompute == 2 ? "selective" : c->recompute ? "full" : "none");
+	snprintf(set[n++], 128, "training.grad_accum=%d", c->accum);
+	snprintf(set[n++], 128, "model.dropout=%g", c->dropout);
+	if (B > 0)
+		snprintf(set[n++], 128, "training.micro_batch=%lld", (long long)B);
+	else
+		snprintf(set[n++], 128, "training.micro_batch=auto");
+	snprintf(set[n++], 128, "cluster.gpu_memory=%.0f", gpu_memory);
+	if (c->extra)
+		snprintf(set[n++], 128, "%s", c->extra);
+	for (int i = 0; i < n; i++)
+		sets[i] = set[i];
+	rc = scenario_load(s, "tests/grid/base.ini", sets, n, &e);
+	cr_assert_eq(rc, 0, "%s: %s", c->strategy, e.msg);
+	return rc;
+}
+
+static void world_of(const struct scenario *s, struct rt_comm *w)
+{
+	if (s->s.training.strategy == STRAT_DP || s->world == 1)
+		*w = (struct rt_comm){0, 1, NULL, 0};
+	else
+		backend_emulated_world(w, (int)s->world);
+}
+
+static void run_case(const struct gcase *c)
+{
+	struct backend *be;
+	struct rt_comm world;
+	struct scenario s;
+	struct prediction p;
+	struct rt_trial t;
+	struct err e = {0};
+	double cap, pred;
+	int64_t best = -1;
+	int trials;
+
+	cr_assert_eq(backend_open("cpu", &be, &world, &e), 0, "%s", e.msg);
+	/* 1. the peak at B */
+	load(&s, c, c->B, 1 << 30);
+	cr_assert_eq(predict_run(&s, &p, &e), 0, "%s", e.msg);
+	cr_assert(p.mem.valid);
+	world_of(&s, &world);
+	cr_assert_eq(rt_trial(&s, be, &world, c->B, 2, 0, &t, &e), 0, "%s", e.msg);
+	cr_assert(t.fits);
+	pred = p.mem.peak;
+	cr_expect_eq((int64_t)t.peak, (int64_t)p.mem.peak,
+		     "%s world %d B %d seq %d %s recompute %d accum %d dropout %g: measured %.0f, predicted %.0f (diff %+.0f)",
+		     c->strategy, c->world, c->B, c->seq, models[c->mini], c->recompute, c->accum,
+		     c->dropout, t.peak, p.mem.peak, t.peak - p.mem.peak);
+	scenario_free(&s);
+	/* 2. the max micro-batch under a capacity just below the peak at B + 1 */
+	load(&s, c, c->B + 1, 1 << 30);
+	cr_assert_eq(predict_run(&s, &p, &e), 0, "%s", e.msg);
+	cap = p.mem.peak - 1;
+	scenario_free(&s);
+	load(&s, c, 0, cap);
+	cr_assert_eq(predict_run(&s, &p, &e), 0, "%s", e.msg);
+	cr_assert_eq(rt_max_batch(&s, be, &world, cap, 1 << 12, &best, &trials, &e), 0, "%s", e.msg);
+	cr_expect_eq(best, p.max_micro_batch, "%s world %d: measured max micro-batch %lld, predicted %lld",
+		     c->strategy, c->world, (long long)best, (long long)p.max_micro_batch);
+	cr_expect_eq(best, c->B, "%s world %d: the capacity below B+1's peak admits B", c->strategy, c->world);
+	cr_log_info("%-24s world %d B %d seq %2d %-10s recompute %d accum %d dropout %.1f: peak %9.0f = %9.0f; "
+		    "max batch at %9.0f B: %lld = %lld (%d trials)\n", c->strategy, c->world, c->B, c->seq,
+		    models[c->mini], c->recompute, c->accum, c->dropout, t.peak, pred, cap,
+		    (long long)best, (long long)p.max_micro_batch, trials);
+	scenario_free(&s);
+}
+
+#define GRID(name, ...)                                                                   \
+	Test(grid, name)                                                                  \
+	{                                                                                 \
+		static const struct gcase cases[] = {__VA_ARGS__};                         \
+		for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)                \
+			run_case(&cases[i]);                                               \
+	}
+
+/* strategy, world, B, seq, mini, recompute (0 none, 1 full, 2 selective), accum, dropout, extra */
+GRID(single_and_dp,
+     {"single", 1, 1, 32, 0, 0, 1, 0, NULL}, {"single", 1, 3, 16, 0, 1, 1, 0, NULL},
+     {"single", 1, 2, 32, 1, 2, 1, 0.1, NULL}, {"single", 1, 4, 24, 0, 0, 2, 0.1, NULL},
+     {"single", 1, 2, 32, 1, 1, 1, 0.1, "training.optimizer=sgd_momentum"},
+     {"single", 1, 3, 32, 0, 0, 1, 0, "training.optimizer=sgd"},
+     {"dp", 2, 2, 32, 0, 0, 1, 0, NULL}, {"dp", 4, 1, 16, 0, 1, 1, 0.1, NULL},
+     {"dp", 3, 3, 32, 1, 0, 2, 0, NULL}, {"dp", 2, 2, 24, 0, 2, 1, 0, NULL})
+
+GRID(ddp,
+     {"ddp", 2, 2, 32, 0, 0, 1, 0, NULL}, {"ddp", 4, 1, 32, 1, 1, 1, 0.1, NULL},
+     {"ddp", 8, 3, 16, 0, 2, 2, 0, NULL}, {"ddp", 3, 2, 32, 0, 0, 1, 0, "training.ddp_gradient_as_bucket_view=true"},
+     {"ddp", 2, 4, 24, 1, 0, 1, 0, "training.ddp_bucket_mb=0.5"},
+     {"ddp", 4, 2, 32, 0, 1, 1, 0, "training.optimizer=sgd_momentum"})
+
+GRID(zero12,
+     {"zero1", 2, 2, 32, 0, 0, 1, 0, NULL}, {"zero1", 4, 3, 16, 1, 1, 1, 0, NULL},
+     {"zero1", 8, 1, 32, 0, 2, 2, 0.1, NULL}, {"zero1", 3, 2, 24, 0, 0, 1, 0, NULL},
+     {"zero2", 2, 2, 32, 0, 0, 1, 0, NULL}, {"zero2", 4, 1, 32, 1, 1, 2, 0, NULL},
+     {"zero2", 8, 3, 16, 0, 0, 1, 0.1, NULL}, {"zero2", 3, 2, 32, 0, 2, 1, 0, NULL},
+     {"zero2", 4, 2, 24, 0, 0, 1, 0, "training.optimizer=sgd_momentum"})
+
+GRID(zero3_full_shard,
+     {"zero3", 2, 2, 32, 0, 0, 1, 0, NULL}, {"zero3", 4, 3, 16, 1, 1, 1, 0, NULL},
+     {"zero3", 8, 1, 32, 0, 2, 2, 0.1, NULL}, {"zero3", 3, 2, 24, 0, 0, 1, 0, NULL},
+     {"fsdp:full_shard", 2, 2, 32, 0, 0, 1, 0, NULL}, {"fsdp:full_shard", 4, 3, 32, 1, 1, 1, 0.1, NULL},
+     {"fsdp:full_shard", 8, 2, 16, 0, 0, 2, 0, "training.fsdp_backward_prefetch=none"},
+     {"fsdp:full_shard", 4, 2, 32, 0, 1, 1, 0, "training.fsdp_forward_prefetch=true"},
+     {"fsdp:full_shard", 1, 2, 32, 0, 0, 1, 0, NULL},
+     {"fsdp:full_shard", 4, 1, 24, 1, 2, 1, 0, "training.fsdp_auto_wrap_policy=no_wrap"})
+
+GRID(fsdp_other,
+     {"fsdp:shard_grad_op", 2, 2, 32, 0, 0, 1, 0, NULL}, {"fsdp:shard_grad_op", 4, 3, 16, 1, 1, 1, 0, NULL},
+     {"fsdp:shard_grad_op", 8, 1, 32, 0, 2, 2, 0.1, NULL},
+     {"fsdp:no_shard", 2, 2, 32, 0, 0, 1, 0, NULL}, {"fsdp:no_shard", 4, 3, 24, 1, 1, 2, 0, NULL},
+     {"fsdp:no_shard", 3, 1, 32, 0, 0, 1, 0.1, NULL},
+     {"fsdp:hybrid_shard", 4, 2, 32, 0, 0, 1, 0, NULL}, {"fsdp:hybrid_shard", 8, 3, 16, 1, 1, 1, 0, NULL},
+     {"fsdp:hybrid_shard", 4, 1, 32, 0, 2, 2, 0.1, NULL},
+     {"fsdp:hybrid_shard_zero2", 4, 2, 32, 0, 0, 1, 0, NULL},
+     {"fsdp:hybrid_shard_zero2", 8, 2, 24, 1, 1, 1, 0, NULL},
+     {"fsdp:hybrid_shard_zero2", 4, 3, 32, 0, 0, 2, 0, "training.fsdp_backward_prefetch=none"},
+     {"fsdp:full_shard", 8, 2, 32, 1, 0, 1, 0, "training.fsdp_backward_prefetch=backward_post"},
+     {"fsdp:shard_grad_op", 4, 2, 32, 0, 0, 1, 0, "training.fsdp_forward_prefetch=true"},
+     {"fsdp:full_shard", 2, 4, 8, 0, 1, 1, 0.1, "training.optimizer=sgd"},
+     {"zero3", 8, 2, 32, 1, 0, 1, 0, "training.optimizer=sgd_momentum"})
+
+/* Llama-style blocks: RMSNorm, rotary positions, SwiGLU, grouped-query attention */
+GRID(llama,
+     {"single", 1, 2, 32, 2, 0, 1, 0, NULL}, {"single", 1, 3, 16, 2, 1, 1, 0, NULL},
+     {"ddp", 4, 2, 32, 2, 2, 2, 0, NULL}, {"zero1", 2, 3, 32, 2, 0, 1, 0, NULL},
+     {"zero2", 4, 2, 24, 2, 1, 1, 0, NULL}, {"zero3", 8, 2, 32, 2, 0, 1, 0, NULL},
+     {"fsdp:full_shard", 4, 3, 32, 2, 1, 2, 0, NULL}, {"fsdp:shard_grad_op", 2, 2, 32, 2, 2, 1, 0, NULL},
+     {"fsdp:hybrid_shard", 4, 2, 16, 2, 0, 1, 0, NULL}, {"dp", 2, 2, 32, 2, 0, 1, 0, NULL})
