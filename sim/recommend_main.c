@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "calib.h"
 #include "store.h"
 #include "sweep.h"
 
@@ -57,7 +58,8 @@ static void usage(FILE *f)
 		"  --csv FILE     every candidate of every cell as CSV\n"
 		"  --json FILE    every candidate of every cell as JSON\n"
 		"  --plot F.png   a heatmap of the winner per cell: F.png and F.svg (gnuplot)\n"
-		"  --db FILE      record the run and its candidates in this SQLite database\n"
+		"  --db FILE      record the run and its candidates in this SQLite database, and use the\n"
+		"                 device's latest calibration in it (default: results/results.db if present)\n"
 		"  --quiet        do not print the table on stdout\n"
 		"  --stats        print cells, candidates, step simulations and the rate on stderr\n"
 		"  --no-progress  no progress bar (shown on stderr when it is a terminal)\n"
@@ -420,6 +422,20 @@ static int outputs(const struct opts *o, const struct sweep *sw, const struct sw
 
 /* ---- the sweep over ranks ------------------------------------------------------------------- */
 
+/* Applies the device's latest calibration in db to the sweep's cluster (every
+ * candidate copies it); sw->calibrated says whether there was one. */
+static int calibrate(struct sweep *sw, const char *db, struct err *e)
+{
+	struct calib before, after;
+	int rc;
+
+	calib_get(&sw->base, &before);
+	rc = calib_apply_latest(db, &sw->base, e);
+	calib_get(&sw->base, &after);
+	sw->calibrated = memcmp(&before, &after, sizeof before) != 0;
+	return rc;
+}
+
 /* Evaluates cells [lo, hi) into out; counts into k. */
 static int evaluate(const struct sweep *sw, int lo, int hi, struct sweep_result *out, struct progress *p,
 		    struct sweep_counts *k, struct err *e)
@@ -450,8 +466,10 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 	double t0 = now();
 
 	rc = sweep_load(&sw, o->sweep, e);
+	if (!rc)  /* the device's latest calibration (validate --calibrate), as simulate */
+		rc = calibrate(&sw, o->db, e);
 	if (rc)
-		goto out;  /* every rank reads the same file and fails alike */
+		goto out;  /* every rank reads the same files and fails alike */
 	lo = (int)((long long)sw.ncell * me / nranks);
 	hi = (int)((long long)sw.ncell * (me + 1) / nranks);
 	if ((double)sw.ncell * sw.ncand * rec > INT_MAX) {

@@ -99,6 +99,7 @@ struct sweep {
 	struct sweep_settings set;
 	int line[16];             /* where each [sweep] key was set */
 	int is_default;           /* no [sweep] in the file: the default sweep of its cluster */
+	int calibrated;           /* the device parameters come from a stored calibration */
 	struct scenario base;     /* the cluster and fixed training settings (model: the first) */
 	struct model *models;     /* (nmodels) resolved, in the listed order */
 	double *model_params;     /* (nmodels) trained parameters (graph_param_count) */

@@ -148,7 +148,7 @@ static void md_header(const struct sweep *sw, FILE *f)
 	fprintf(f, "\n\n%s `%s`: %d cells (%d models x %d %s x %d sequence length%s) x %d candidates "
 		"(strategies %s; precision %s; activation checkpointing %s; offload %s; tensor parallel %s%s%s). "
 		"Optimizer %s, framework %s%s. Each candidate runs at the largest micro-batch that fits and divides "
-		"the batch per GPU, and accumulates the rest.\n\nObjective: %s. Each cell: the best candidate, "
+		"the batch per GPU, and accumulates the rest.%s\n\nObjective: %s. Each cell: the best candidate, "
 		"its figure, and its lead over the best candidate of another strategy.\n",
 		sw->is_default ? "The default sweep of the cluster in" : "Sweep", sw->file, sw->ncell, sw->nmodels, sw->nbatch, sw->batch_mode == SWEEP_GLOBAL ? "global batches" :
 		sw->batch_mode == SWEEP_MICRO ? "micro-batches" : "(largest micro-batch)", sw->nseq,
@@ -156,6 +156,7 @@ static void md_header(const struct sweep *sw, FILE *f)
 		st->strategies, st->precision, st->recompute, st->offload, st->tensor_parallel,
 		st->nodes[0] ? "; nodes " : "", st->nodes, scenario_enum_name("training", "optimizer", b->s.training.optimizer),
 		scenario_enum_name("training", "framework", fw), fw == FW_PYTORCH ? " (DeepSpeed's engine for zero1-3)" : "",
+		sw->calibrated ? " Device parameters: the latest calibration of the device (validate --calibrate)." : "",
 		objective_text(sw));
 }
 

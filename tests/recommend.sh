@@ -132,6 +132,24 @@ if results/plots/render.sh "$root/$bin" "$db" "$tmp/plots" >/dev/null 2>"$tmp/er
    [ -s "$tmp/plots/memory-small.png" ] && grep -q "<svg" "$tmp/plots/memory-small.svg"; then ok
 else bad "render.sh: $(cat "$tmp/err") $(ls "$tmp/plots" 2>&1)"; fi
 
+# a stored calibration of the device (validate --calibrate) is used as simulate uses it:
+# half the GEMM efficiency of the catalogue slows every candidate, and the sweep still
+# equals simulate --db for the same configuration
+caldb="$tmp/calib.db"
+"$root/$bin/store_writer" "$caldb" 0 0
+sqlite3 "$caldb" "INSERT INTO calibrations(device, created_at, params_json, n_points) VALUES ('a100-sxm4-80gb',
+  '2024-01-01T00:00:00.000Z', '{\"gemm_efficiency\": 0.35, \"gemm_half_dim\": 128, \"memory_efficiency\": 0.8,
+  \"kernel_gap\": 4e-6, \"dispatch_native\": 5e-6, \"dispatch_collective\": 2e-5, \"intra_latency\": 2e-6,
+  \"intra_bandwidth\": 2.4e11}', 3)"
+if "$rec" tests/sweeps/small.ini --db "$caldb" --json "$tmp/cal.json" >"$tmp/cal.md" 2>"$tmp/err" &&
+   grep -q "the latest calibration of the device" "$tmp/cal.md" && ! grep -q "latest calibration" "$tmp/1.md"; then ok
+else bad "calibration: not applied or not said ($(cat "$tmp/err"))"; fi
+read -r ctps ubtps <<<"$(jq -r --slurpfile u "$tmp/1.json" '[(.cells[5].results[7].tokens_per_s), ($u[0].cells[5].results[7].tokens_per_s)] | @tsv' "$tmp/cal.json")"
+if out=$("$root/$bin/simulate" "$tmp/same.ini" --json --db "$caldb" 2>"$tmp/err") &&
+   echo "$out" | jq -e --argjson t "$ctps" --argjson u "$ubtps" \
+	'((.step.tokens_per_s - $t) | fabs) <= 1e-6 * $t and $t < 0.9 * $u' >/dev/null; then ok
+else bad "calibration: sweep $ctps vs simulate $(echo "$out" | jq .step.tokens_per_s), uncalibrated $ubtps"; fi
+
 # a writer killed inside its transaction leaves nothing of its run
 kdb="$tmp/killed.db"
 "$root/$bin/store_writer" "$kdb" 2 0 || bad "store_writer: first runs"
