@@ -14,11 +14,19 @@ OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 WARN     := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
             -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wundef -Wvla
-CPPFLAGS += -Isim -Iruntime -I$(BUILD)/gen -MMD -MP
+CPPFLAGS += -Isim -Iruntime -Icuda -I$(BUILD)/gen -MMD -MP
 LDLIBS   := -lcjson -lyaml -lsqlite3 -lgsl -lgslcblas -linih -lm
 # MPI (Open MPI from Debian): flags from its compiler wrapper, used by runtime/ only
 MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
+# CUDA: built when nvcc is found (kernels, the cuda backend, bin/gpu_tests)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+NVCCFLAGS ?= -O3 -std=c++17 $(NVCC_ARCH) -Xcompiler -Wall,-Wextra
+ifneq ($(NVCC),)
+CUDA_CFLAGS := -Icuda -isystem $(CUDA_HOME)/include
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
+endif
 BUILD    ?= build
 BIN      ?= bin
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -43,20 +51,28 @@ TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/te
              tests/test_store.c tests/test_coll.c tests/test_step.c \
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
              tests/test_job.c tests/test_runtime.c tests/test_reference.c tests/test_grid.c \
-             tests/test_sweep.c
+             tests/test_cuda.c tests/test_gemm.c tests/test_sweep.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
-               runtime/rtckpt.c runtime/search.c
+               runtime/rtckpt.c runtime/search.c cuda/gemm.c
+ifneq ($(NVCC),)
+RT_LIB_SRCS += runtime/backend_cuda.c
+CUDA_SRCS := cuda/kernels.cu
+CUDA_C_SRCS := cuda/cstep.c
+else
+RT_LIB_SRCS += runtime/backend_cuda_none.c
+endif
+GPU_TEST_SRCS := tests/gpu_tests.c
 VALIDATE_SRCS := runtime/validate_main.c
 RT_MPI_TEST_SRCS := tests/rt_mpi_main.c
 
 SIM_LIB_OBJS := $(SIM_LIB_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 LIB := $(BUILD)/libshardcast.a
-RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o)
+RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o) $(CUDA_C_SRCS:%.c=$(BUILD)/%.o)
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
-.PHONY: all test check bench run deps clean readme-keys plots
+.PHONY: all test check bench run deps clean readme-keys gpu-test plots
 all: $(BIN)/simulate $(BIN)/results $(BIN)/validate $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
@@ -72,7 +88,17 @@ $(BUILD)/sim/store.o: $(BUILD)/gen/schema_sql.h
 
 $(BUILD)/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(MPI_CFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(MPI_CFLAGS) $(CUDA_CFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/cuda/%.o: cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -Isim -Iruntime -Icuda -MMD -MP $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/cuda/%.o: cuda/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CUDA_CFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/tests/gpu_tests.o $(BUILD)/bench/gpu_bench.o: CPPFLAGS += $(MPI_CFLAGS) $(CUDA_CFLAGS)
 
 $(RT_LIB): $(RT_LIB_OBJS)
 	@rm -f $@
@@ -80,11 +106,21 @@ $(RT_LIB): $(RT_LIB_OBJS)
 
 $(BIN)/validate: $(BUILD)/runtime/validate_main.o $(RT_LIB) $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) -lpthread
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
 
 $(BIN)/rt_mpi_test: $(BUILD)/tests/rt_mpi_main.o $(RT_LIB) $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) -lpthread
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
+
+# training throughput with the CUDA kernels (bench/gpu_bench.c)
+$(BIN)/gpu_bench: $(BUILD)/bench/gpu_bench.o $(RT_LIB) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
+
+# every CUDA kernel against the cpu reference (prints SKIP without a GPU)
+$(BIN)/gpu_tests: $(BUILD)/tests/gpu_tests.o $(RT_LIB) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
 
 $(LIB): $(SIM_LIB_OBJS)
 	@rm -f $@
@@ -132,7 +168,7 @@ $(BIN)/store_writer: $(BUILD)/tests/store_writer.o $(LIB)
 
 $(BIN)/unit_tests: $(TEST_OBJS) $(RT_LIB) $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS) $(MPI_LIBS) -lpthread
+	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
 
 # ---- user targets -----------------------------------------------------------
 deps:
@@ -148,12 +184,19 @@ deps:
 run: deps all
 	$(BIN)/simulate scenarios/default.ini
 
-test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/store_writer
+test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/store_writer $(if $(NVCC),$(BIN)/gpu_tests $(BIN)/gpu_bench)
 	$(BIN)/unit_tests --jobs 2
 	tests/golden.sh $(BIN)
 	tests/mpi.sh $(BIN)
 	tests/validate.sh $(BIN)
 	tests/recommend.sh $(BIN)
+	@if [ -n "$(NVCC)" ]; then $(BIN)/gpu_tests; else echo "gpu_tests: not built (✗ nvcc not found)"; fi
+
+# the CUDA kernels against the cpu reference on this machine's GPU
+gpu-test: $(if $(NVCC),$(BIN)/gpu_tests $(BIN)/gpu_bench,no-nvcc)
+	$(BIN)/gpu_tests
+no-nvcc:
+	@echo "gpu-test: nvcc not found (set NVCC=/path/to/nvcc)"; exit 1
 
 check: deps
 	$(MAKE) BUILD=build-san BIN=bin-san CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" \
@@ -189,5 +232,6 @@ clean:
 -include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d \
          $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d \
          $(BUILD)/bench/bench_job.d $(RT_LIB_OBJS:.o=.d) $(BUILD)/runtime/validate_main.d \
-         $(BUILD)/tests/rt_mpi_main.d $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d \
+         $(BUILD)/tests/rt_mpi_main.d $(BUILD)/tests/gpu_tests.d $(BUILD)/bench/gpu_bench.d \
+         $(CUDA_SRCS:%.cu=$(BUILD)/%.d) $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d \
          $(BUILD)/tests/store_writer.d

@@ -45,6 +45,7 @@ static int remember(struct arena *a, void *p, size_t bytes, const char *tag)
 int arena_alloc(struct arena *a, void **p, size_t bytes, const char *tag, struct err *e)
 {
 	size_t r = arena_round(bytes);
+	int rc;
 
 	*p = NULL;
 	if (r == 0)
@@ -53,8 +54,13 @@ int arena_alloc(struct arena *a, void **p, size_t bytes, const char *tag, struct
 		return err_set(e, RT_EOOM, NULL, 0,
 			       "out of memory on device %d: %s needs %zu bytes, %zu of %zu in use",
 			       a->id, tag, r, a->live, a->capacity);
-	if (a->dev.alloc(a->dev.ctx, p, r)) {
+	rc = a->dev.alloc(a->dev.ctx, p, r);
+	if (rc) {
 		*p = NULL;
+		if (rc == 1)
+			return err_set(e, RT_EOOM, NULL, 0,
+				       "out of memory on device %d: the device refused %zu bytes for %s "
+				       "with %zu bytes in use in the arena", a->id, r, tag, a->live);
 		return err_set(e, ERR_SYSTEM, NULL, 0, "device %d: allocating %zu bytes for %s failed",
 			       a->id, r, tag);
 	}

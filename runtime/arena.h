@@ -26,7 +26,7 @@ enum { RT_EOOM = 3 };          /* rc of an allocation beyond the capacity */
 
 /* How the arena obtains device memory. */
 struct arena_dev {
-	int (*alloc)(void *ctx, void **p, size_t bytes);  /* 0 or -1 */
+	int (*alloc)(void *ctx, void **p, size_t bytes);  /* 0, 1 = the device is full, -1 */
 	void (*free)(void *ctx, void *p);
 	void *ctx;
 };
@@ -59,7 +59,10 @@ void arena_init(struct arena *a, const struct arena_dev *dev, size_t capacity, i
 
 /* Allocates bytes (rounded up) for tag. Returns 0, RT_EOOM when the capacity
  * would be exceeded (e says how much was asked and held), or ERR_SYSTEM when
- * the device itself has no memory. A request of 0 bytes gives *p = NULL. */
+ * the device itself refuses for another reason; RT_EOOM also when the device
+ * is full before the capacity is reached (a real GPU's memory minus what the
+ * process holds outside the arena), so a max-batch search survives either
+ * limit. A request of 0 bytes gives *p = NULL. */
 int arena_alloc(struct arena *a, void **p, size_t bytes, const char *tag, struct err *e);
 
 /* Frees a block of this arena (NULL is ignored). */

@@ -125,6 +125,11 @@ struct backend {
 	int (*allreduce_host)(struct rt_comm *c, double *v, int n, int op_max, struct err *e);
 	int (*comm_split)(struct rt_comm *c, int color, int key, struct rt_comm *out, struct err *e);
 	void (*comm_free)(struct rt_comm *c);
+
+	/* bytes of device memory this process holds (cudaMemGetInfo's total -
+	 * free, after waiting for the device and returning cached blocks); minus
+	 * the arenas' live bytes it is the fixed overhead. NULL on cpu. */
+	size_t (*device_used)(void);
 };
 
 /* The process's backends. Returns 0 or fills e (cuda: a clear error until the
@@ -144,5 +149,11 @@ int backend_cpu_self(struct rt_comm *self);
 void backend_emulated_world(struct rt_comm *c, int size);
 
 extern struct backend backend_cpu;
+
+/* The cuda backend (backend_cuda.c; backend_cuda_none.c in a build without
+ * nvcc): one GPU per rank chosen by local rank, NCCL collectives. Fails with
+ * a clear message (ERR_SYSTEM) when no GPU or driver is present. */
+int backend_cuda_open(struct backend **be, struct rt_comm *world, struct err *e);
+void backend_cuda_close(struct backend *be);
 
 #endif

@@ -779,9 +779,7 @@ int backend_open(const char *name, struct backend **be, struct rt_comm *world, s
 	int rc;
 
 	if (strcmp(name, "cuda") == 0)
-		return err_set(e, ERR_INPUT, NULL, 0,
-			       "--backend cuda: this build has no CUDA backend yet (it is the runtime's "
-			       "next part); use --backend cpu");
+		return backend_cuda_open(be, world, e);
 	if (strcmp(name, "cpu") != 0)
 		return err_set(e, ERR_INPUT, NULL, 0, "--backend %s: unknown backend; expected cpu or cuda", name);
 	backend_cpu.dev = arena_host_dev;
@@ -798,7 +796,8 @@ int backend_open(const char *name, struct backend **be, struct rt_comm *world, s
 
 void backend_close(struct backend *be)
 {
-	(void)be;
+	if (be && strcmp(be->name, "cuda") == 0)
+		backend_cuda_close(be);
 	if (we_initialized) {
 		int down = 0;
 		MPI_Finalized(&down);

@@ -38,7 +38,7 @@ static void usage(FILE *f)
 		"Several ranks: mpirun -np N validate ... (N = nodes x gpus_per_node).\n"
 		"\n"
 		"options:\n"
-		"  --backend cpu|cuda     the device backend (default cpu; cuda: not built yet)\n"
+		"  --backend cpu|cuda     the device backend (default cpu; cuda: one GPU per rank)\n"
 		"  --json                 print DESIGN.md's validate JSON object\n"
 		"  --db FILE              record the run (predicted and measured) in this SQLite database\n"
 		"  --memory-limit SIZE    capacity per rank, e.g. 8MiB (default: the scenario's gpu_memory)\n"
@@ -157,6 +157,7 @@ static int check_runnable(const struct scenario *s, const struct opts *o, const 
 struct measured {
 	int64_t max_batch;
 	double peak, step_time, tokens_per_s, mfu;
+	double fixed;              /* bytes the device holds with no arena block live (cuda) */
 	int trials;
 };
 
@@ -199,7 +200,7 @@ static char *output_json(const struct scenario *s, const struct backend *be, int
 	o = cJSON_AddObjectToObject(root, "measured");
 	cJSON_AddNumberToObject(o, "max_micro_batch", (double)m->max_batch);
 	cJSON_AddNumberToObject(o, "peak_bytes", m->peak);
-	cJSON_AddNumberToObject(o, "fixed_overhead_bytes", 0);
+	cJSON_AddNumberToObject(o, "fixed_overhead_bytes", m->fixed);
 	cJSON_AddNumberToObject(o, "step_time_s", m->step_time);
 	cJSON_AddNumberToObject(o, "tokens_per_s", m->tokens_per_s);
 	cJSON_AddNumberToObject(o, "mfu", m->mfu);
@@ -247,6 +248,9 @@ static void print_text(const struct scenario *s, const struct backend *be, int w
 		printf("  step time             %16s %16s %+9.1f%%\n", units_format(c, sizeof c, m->step_time, UNIT_TIME),
 		       units_format(a, sizeof a, p->step.time, UNIT_TIME), 100 * rel(m->step_time, p->step.time));
 	printf("  tokens/s              %16.0f %16.0f\n", m->tokens_per_s, p->step.tokens_per_s);
+	if (m->fixed > 0)
+		printf("  fixed overhead        %16s %16s\n", units_format(a, sizeof a, m->fixed, UNIT_BYTES),
+		       "(context, cuBLASLt, NCCL)");
 	printf("  MFU                   %15.2f%% %15.2f%%\n", 100 * m->mfu, 100 * p->step.mfu);
 	if (emulated)
 		printf("\nEmulated world: the step time is rank 0's with local collectives (no network).\n");
@@ -307,6 +311,11 @@ static int run(const struct opts *o, struct backend *be, struct rt_comm *mpiw, s
 	}
 	if (!rc && m.max_batch > 0)
 		rc = rt_time_steps(&s, be, &world, m.max_batch, o->warmup, o->steps, &m.step_time, e);
+	/* after the steps every arena is empty: what the device still holds is the
+	 * context, cuBLASLt's workspace and NCCL's buffers (lazily made by the
+	 * steps' collectives) */
+	if (!rc && be->device_used)
+		m.fixed = (double)be->device_used();
 	/* predictions: the max under the same capacity, then everything at the measured batch */
 	if (!rc)
 		rc = predict_at(&s, 0, capacity, &pmax, o->db, e);

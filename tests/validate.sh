@@ -26,7 +26,14 @@ expect_error() {  # NAME TEXT ARGS...: exit 2, stderr has TEXT
 	grep -qF -- "$want" "$tmp/err" && ok || bad "$name: '$(head -c 300 "$tmp/err")' lacks '$want'"
 }
 expect_error not-cpu "the cpu backend runs scenarios with gpu = cpu" scenarios/default.ini
-expect_error cuda "no CUDA backend yet" scenarios/cpu-single.ini --backend cuda
+# --backend cuda where it cannot run: no GPU (exit 1) or a build without nvcc (exit 2)
+if ! nvidia-smi -L >/dev/null 2>&1; then
+	"$V" scenarios/cpu-single.ini --backend cuda >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	if { [ $rc -eq 1 ] && grep -qF "no CUDA device" "$tmp/err"; } ||
+	   { [ $rc -eq 2 ] && grep -qF "no CUDA backend" "$tmp/err"; }; then ok
+	else bad "cuda: exit $rc ($(head -c 300 "$tmp/err"))"; fi
+fi
 expect_error ranks "use mpirun -np 4, or --emulate-world 4" scenarios/cpu-ddp.ini
 expect_error limit "--memory-limit 12parsecs" scenarios/cpu-single.ini --memory-limit 12parsecs
 expect_error missing "cannot open" "$tmp/nope.ini"
