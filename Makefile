@@ -42,7 +42,8 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
                 sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
                 sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
-                sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c sim/calib.c
+                sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c sim/calib.c \
+                sim/sweep.c sim/sweep_eval.c sim/sweep_out.c
 SIMULATE_SRCS := sim/simulate_main.c
 RESULTS_SRCS := sim/results_main.c
 BENCH_STEP_SRCS := bench/bench_step.c
@@ -50,7 +51,7 @@ TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/te
              tests/test_store.c tests/test_coll.c tests/test_step.c \
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
              tests/test_job.c tests/test_runtime.c tests/test_reference.c tests/test_grid.c \
-             tests/test_cuda.c tests/test_gemm.c
+             tests/test_cuda.c tests/test_gemm.c tests/test_sweep.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
                runtime/rtckpt.c runtime/search.c cuda/gemm.c
@@ -71,8 +72,8 @@ LIB := $(BUILD)/libshardcast.a
 RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o) $(CUDA_C_SRCS:%.c=$(BUILD)/%.o)
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
-.PHONY: all test check bench run deps clean readme-keys gpu-test
-all: $(BIN)/simulate $(BIN)/results $(BIN)/validate
+.PHONY: all test check bench run deps clean readme-keys gpu-test plots
+all: $(BIN)/simulate $(BIN)/results $(BIN)/validate $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -129,6 +130,21 @@ $(BIN)/simulate: $(BUILD)/sim/simulate_main.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# recommend links Open MPI (mpicc); without mpirun it runs as a world of one
+$(BUILD)/sim/recommend_main.o: sim/recommend_main.c $(BUILD)/gen/heatmap_gp.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CPPFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
+
+$(BIN)/recommend: $(BUILD)/sim/recommend_main.o $(LIB)
+	@mkdir -p $(BIN)
+	$(MPICC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# results/plots/heatmap.gp compiled in (recommend --plot)
+$(BUILD)/gen/heatmap_gp.h: results/plots/heatmap.gp
+	@mkdir -p $(dir $@)
+	{ echo 'static const char heatmap_gp[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/  "/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
+
 $(BIN)/results: $(BUILD)/sim/results_main.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -137,9 +153,18 @@ $(BIN)/bench_memory: $(BUILD)/bench/bench_memory.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BIN)/bench_recommend: $(BUILD)/bench/bench_recommend.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BIN)/bench_step: $(BENCH_STEP_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# a results-store writer for tests/recommend.sh (crash and concurrency tests)
+$(BIN)/store_writer: $(BUILD)/tests/store_writer.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/unit_tests: $(TEST_OBJS) $(RT_LIB) $(LIB)
 	@mkdir -p $(BIN)
@@ -159,11 +184,12 @@ deps:
 run: deps all
 	$(BIN)/simulate scenarios/default.ini
 
-test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(if $(NVCC),$(BIN)/gpu_tests $(BIN)/gpu_bench)
+test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/store_writer $(if $(NVCC),$(BIN)/gpu_tests $(BIN)/gpu_bench)
 	$(BIN)/unit_tests --jobs 2
 	tests/golden.sh $(BIN)
 	tests/mpi.sh $(BIN)
 	tests/validate.sh $(BIN)
+	tests/recommend.sh $(BIN)
 	@if [ -n "$(NVCC)" ]; then $(BIN)/gpu_tests; else echo "gpu_tests: not built (✗ nvcc not found)"; fi
 
 # the CUDA kernels against the cpu reference on this machine's GPU
@@ -174,14 +200,22 @@ no-nvcc:
 
 check: deps
 	$(MAKE) BUILD=build-san BIN=bin-san CFLAGS="-O1 -g $(SAN)" LDFLAGS="$(SAN)" \
-	  bin-san/simulate bin-san/results bin-san/unit_tests bin-san/validate
+	  bin-san/simulate bin-san/results bin-san/unit_tests bin-san/validate bin-san/recommend bin-san/store_writer
 	ASAN_OPTIONS=detect_leaks=1 bin-san/unit_tests --jobs 1
 	tests/golden.sh bin-san
+	ASAN_OPTIONS=detect_leaks=0 tests/recommend.sh bin-san  # Open MPI's own allocations are not ours
 
-bench: deps all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_job
+bench: deps all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_job $(BIN)/bench_recommend
 	$(BIN)/bench_memory scenarios/gpt3-175b-zero3.ini
 	$(BIN)/bench_step
 	$(BIN)/bench_job
+	$(BIN)/bench_recommend bench/sweep.ini
+
+# the gnuplot scripts of results/plots rendered from the results database
+# (the shipped sweeps are recorded into it first when it has no recommend run)
+PLOTS_DB ?= results/results.db
+plots: deps all
+	results/plots/render.sh $(BIN) $(PLOTS_DB) results/out/plots
 
 # regenerate README.md's key reference from the loader's table
 readme-keys: $(BIN)/simulate
@@ -199,4 +233,5 @@ clean:
          $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d \
          $(BUILD)/bench/bench_job.d $(RT_LIB_OBJS:.o=.d) $(BUILD)/runtime/validate_main.d \
          $(BUILD)/tests/rt_mpi_main.d $(BUILD)/tests/gpu_tests.d $(BUILD)/bench/gpu_bench.d \
-         $(CUDA_SRCS:%.cu=$(BUILD)/%.d)
+         $(CUDA_SRCS:%.cu=$(BUILD)/%.d) $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d \
+         $(BUILD)/tests/store_writer.d

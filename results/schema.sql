@@ -1,7 +1,9 @@
--- shardcast results store, schema version 1 (PRAGMA user_version).
+-- shardcast results store, schema version 2 (PRAGMA user_version).
 -- One row per command run; its predictions and measurements as (key, value)
 -- rows named after the JSON contract ("memory.peak_bytes", "step.time_s");
--- the full JSON output; and fitted calibrations. Written by sim/store.c in one
+-- the full JSON output; a recommend run's candidates; and fitted calibrations.
+-- Every statement is CREATE ... IF NOT EXISTS, so applying this file to a
+-- database of an older version adds what that version lacks (store.c). Written by sim/store.c in one
 -- transaction per run, in WAL mode, so a killed process leaves no partial run.
 CREATE TABLE IF NOT EXISTS runs (
   id            INTEGER PRIMARY KEY,
@@ -32,6 +34,48 @@ CREATE TABLE IF NOT EXISTS outputs (
   format TEXT NOT NULL,                 -- json
   body   TEXT NOT NULL,
   PRIMARY KEY (run_id, format)
+);
+-- version 2: every candidate of a recommend run, one row per (cell, candidate)
+CREATE TABLE IF NOT EXISTS candidates (
+  run_id            INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  cell              INTEGER NOT NULL,   -- (model x seq_lens + seq_len) x batches + batch
+  candidate         INTEGER NOT NULL,   -- index in the sweep's candidate list
+  model             TEXT NOT NULL,
+  model_params      REAL,
+  seq_len           INTEGER,
+  batch             INTEGER,            -- the cell's global batch or micro-batch; 0 = auto
+  strategy          TEXT NOT NULL,      -- ddp | zero1..3 | fsdp:SHARDING | dp | single
+  label             TEXT NOT NULL,      -- strategy and the options that vary in the sweep
+  precision         TEXT,
+  activation_checkpointing TEXT,
+  offload           TEXT,
+  tensor_parallel   INTEGER,
+  nodes             INTEGER,
+  gpus              INTEGER,
+  status            TEXT NOT NULL,      -- ok | no_fit | indivisible | invalid
+  rank              INTEGER,            -- 1 = the cell's best; NULL = not ranked
+  micro_batch       INTEGER,
+  grad_accum        INTEGER,
+  global_batch      INTEGER,
+  max_micro_batch   INTEGER,
+  peak_bytes        REAL,               -- most loaded GPU (at micro-batch 1 when nothing fits)
+  capacity_bytes    REAL,
+  params_bytes      REAL,
+  grads_bytes       REAL,
+  optimizer_bytes   REAL,
+  activations_bytes REAL,
+  buffers_bytes     REAL,
+  overhead_bytes    REAL,
+  step_time_s       REAL,
+  tokens_per_s      REAL,
+  mfu               REAL,
+  exposed_comm_s    REAL,
+  gpu_hours_per_mtok REAL,
+  train_days        REAL,               -- [job] work at this throughput (with [failures]: job model)
+  ettr              REAL,               -- with [failures]: training time / wall time
+  score             REAL,               -- the objective, larger is better
+  note              TEXT,
+  PRIMARY KEY (run_id, cell, candidate)
 );
 CREATE TABLE IF NOT EXISTS calibrations (
   id           INTEGER PRIMARY KEY,

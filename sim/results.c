@@ -201,12 +201,16 @@ int results_export_csv(struct store *st, FILE *out, int measured_only, struct er
 static int copy_values(sqlite3 *src, sqlite3 *dst, const char *table, const char *cols,
 		       long long old_id, long long new_id)
 {
-	char sel[160], ins[160];
+	char sel[1024], ins[1024], marks[256] = "?";
 	sqlite3_stmt *s = NULL, *d = NULL;
+	const char *c;
 	int rc, i, n;
 
+	for (c = cols; *c && strlen(marks) + 3 < sizeof marks; c++)
+		if (*c == ',')
+			strcat(marks, ", ?");
 	snprintf(sel, sizeof sel, "SELECT %s FROM %s WHERE run_id = ?", cols, table);
-	snprintf(ins, sizeof ins, "INSERT INTO %s(run_id, %s) VALUES (?, ?, ?)", table, cols);
+	snprintf(ins, sizeof ins, "INSERT INTO %s(run_id, %s) VALUES (?, %s)", table, cols, marks);
 	if (sqlite3_prepare_v2(src, sel, -1, &s, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(dst, ins, -1, &d, NULL) != SQLITE_OK) {
 		rc = -1;
@@ -253,10 +257,31 @@ static int is_duplicate(sqlite3 *dst, sqlite3_stmt *s, int *dup)
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
+/* The candidates table's columns after run_id (schema version 2). */
+#define CAND_COLS "cell, candidate, model, model_params, seq_len, batch, strategy, label, precision, " \
+	"activation_checkpointing, offload, tensor_parallel, nodes, gpus, status, rank, micro_batch, " \
+	"grad_accum, global_batch, max_micro_batch, peak_bytes, capacity_bytes, params_bytes, grads_bytes, " \
+	"optimizer_bytes, activations_bytes, buffers_bytes, overhead_bytes, step_time_s, tokens_per_s, mfu, " \
+	"exposed_comm_s, gpu_hours_per_mtok, train_days, ettr, score, note"
+
+static int has_table(sqlite3 *db, const char *name)
+{
+	sqlite3_stmt *q;
+	int yes = 0;
+
+	if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", -1, &q,
+			       NULL) != SQLITE_OK)
+		return 0;
+	sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+	yes = sqlite3_step(q) == SQLITE_ROW;
+	sqlite3_finalize(q);
+	return yes;
+}
+
 static int merge_runs(sqlite3 *src, sqlite3 *dst, struct results_merged *m)
 {
 	sqlite3_stmt *s = NULL, *ins = NULL;
-	int rc, i, dup;
+	int rc, i, dup, cands = has_table(src, "candidates");  /* a version 1 input has none */
 	long long new_id;
 
 	if (sqlite3_prepare_v2(src, "SELECT id, " RUN_COLS " FROM runs ORDER BY id", -1, &s, NULL) != SQLITE_OK ||
@@ -284,7 +309,8 @@ static int merge_runs(sqlite3 *src, sqlite3 *dst, struct results_merged *m)
 		new_id = sqlite3_last_insert_rowid(dst);
 		if (copy_values(src, dst, "predictions", "key, value", sqlite3_column_int64(s, 0), new_id) ||
 		    copy_values(src, dst, "measurements", "key, value", sqlite3_column_int64(s, 0), new_id) ||
-		    copy_values(src, dst, "outputs", "format, body", sqlite3_column_int64(s, 0), new_id)) {
+		    copy_values(src, dst, "outputs", "format, body", sqlite3_column_int64(s, 0), new_id) ||
+		    (cands && copy_values(src, dst, "candidates", CAND_COLS, sqlite3_column_int64(s, 0), new_id))) {
 			rc = -1;
 			goto out;
 		}

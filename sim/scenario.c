@@ -206,7 +206,7 @@ static int check_training(struct scenario *s, struct err *e)
 {
 	const struct scn_training *t = &s->s.training;
 	const struct model *m = &s->model;
-	char d[256];
+	char d[CFG_STR_MAX + 128];
 
 	if (t->strategy == STRAT_SINGLE && s->world != 1) {
 		snprintf(d, sizeof d, "%lld", (long long)s->world);
@@ -487,14 +487,27 @@ static void rehash(struct scenario *s, const char *extra)
 int scenario_load(struct scenario *s, const char *path, const char *const *sets, int nset,
 		  struct err *e)
 {
+	char *text;
+	size_t len;
+	int rc = cfg_read_file(path, &text, &len, e);
+
+	if (rc) {
+		memset(s, 0, sizeof *s);
+		return rc;
+	}
+	return scenario_load_text(s, path, text, len, sets, nset, e);
+}
+
+int scenario_load_text(struct scenario *s, const char *path, char *text, size_t len,
+		       const char *const *sets, int nset, struct err *e)
+{
 	struct cfg_origin origin = {s->line, NULL};
 	int rc, i;
 
 	memset(s, 0, sizeof *s);
 	snprintf(s->file, sizeof s->file, "%s", path);
-	rc = cfg_read_file(path, &s->text, &s->text_len, e);
-	if (rc)
-		return rc;
+	s->text = text;
+	s->text_len = len;
 	s->hash = fnv1a(1469598103934665603ull, s->text, s->text_len);
 	rc = cfg_defaults(&table, &s->s, e);
 	if (!rc)
@@ -516,6 +529,11 @@ int scenario_load(struct scenario *s, const char *path, const char *const *sets,
 		s->has_checkpoint = section_set(s, "checkpoint");  /* e.g. fsdp_state_dict_type */
 	}
 	return rc;
+}
+
+int scenario_check_training(struct scenario *s, struct err *e)
+{
+	return check_training(s, e);
 }
 
 int scenario_set(struct scenario *s, const char *assignment, struct err *e)

@@ -154,6 +154,18 @@ struct scenario {
 int scenario_load(struct scenario *s, const char *path, const char *const *sets, int nset,
 		  struct err *e);
 
+/* scenario_load of a text already read (a sweep file's scenario sections):
+ * takes ownership of text (malloc'd, NUL-terminated, len bytes); path names it
+ * in messages. */
+int scenario_load_text(struct scenario *s, const char *path, char *text, size_t len,
+		       const char *const *sets, int nset, struct err *e);
+
+/* Checks the training settings against the model and cluster (the rules that
+ * scenario_load applies: strategy vs GPU count, offload vs strategy, tensor
+ * parallel vs heads, precision vs device). A sweep calls it for each candidate
+ * it builds in memory. Returns 0 or ERR_INPUT with e saying why. */
+int scenario_check_training(struct scenario *s, struct err *e);
+
 /* Applies one more override to an already loaded scenario and re-resolves it. */
 int scenario_set(struct scenario *s, const char *assignment, struct err *e);
 

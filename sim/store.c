@@ -27,10 +27,20 @@ static int fail(struct store *st, struct err *e, const char *what)
 	return err_set(e, ERR_SYSTEM, st->path, 0, "%s: %s", what, sqlite3_errmsg(st->db));
 }
 
+/* Brings the schema to STORE_SCHEMA_VERSION, one version at a time, in one
+ * transaction. results/schema.sql is the current schema, all of it CREATE ...
+ * IF NOT EXISTS: applying it creates a new database (0 -> current) and adds
+ * the tables of each later version (1 -> 2: candidates). A change that is not
+ * an addition gets its own statement in steps[] below. */
 static int migrate(struct store *st, struct err *e)
 {
+	static const char *const steps[STORE_SCHEMA_VERSION + 1] = {
+		NULL,   /* -> 1: the initial schema */
+		NULL,   /* -> 2: candidates (additive) */
+	};
 	sqlite3_stmt *q;
-	int version = 0;
+	char sql[64];
+	int version = 0, v;
 
 	if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &q, NULL) != SQLITE_OK)
 		return fail(st, e, "reading the schema version");
@@ -43,18 +53,30 @@ static int migrate(struct store *st, struct err *e)
 			       version, STORE_SCHEMA_VERSION);
 	if (version == STORE_SCHEMA_VERSION)
 		return 0;
-	/* version 0 -> 1: the initial schema. Later versions add steps here. */
 	if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-		return fail(st, e, "locking the database to create the schema");
-	if (sqlite3_exec(st->db, schema_sql, NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_exec(st->db, "PRAGMA user_version = 1", NULL, NULL, NULL) != SQLITE_OK) {
-		int rc = fail(st, e, "creating the schema");
-		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-		return rc;
-	}
+		return fail(st, e, "locking the database to migrate the schema");
+	/* another process may have migrated it while we waited for the lock */
+	if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &q, NULL) == SQLITE_OK &&
+	    sqlite3_step(q) == SQLITE_ROW)
+		version = sqlite3_column_int(q, 0);
+	sqlite3_finalize(q);
+	for (v = version + 1; version > 0 && v <= STORE_SCHEMA_VERSION; v++)  /* 0: all new */
+		if (steps[v] && sqlite3_exec(st->db, steps[v], NULL, NULL, NULL) != SQLITE_OK)
+			goto fail;
+	snprintf(sql, sizeof sql, "PRAGMA user_version = %d", STORE_SCHEMA_VERSION);
+	if (version < STORE_SCHEMA_VERSION &&
+	    (sqlite3_exec(st->db, schema_sql, NULL, NULL, NULL) != SQLITE_OK ||
+	     sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK))
+		goto fail;
 	if (sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 		return fail(st, e, "committing the schema");
 	return 0;
+fail:
+	{
+		int rc = fail(st, e, "migrating the schema");
+		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+		return rc;
+	}
 }
 
 int store_open(struct store *st, const char *path, struct err *e)
@@ -82,7 +104,7 @@ int store_open_readonly(struct store *st, const char *path, struct err *e)
 {
 	sqlite3_stmt *q = NULL;
 	struct stat sb;
-	int version = -1, tables = 0, rc = 0;
+	int version = -1, tables = 0, want, rc = 0;
 
 	memset(st, 0, sizeof *st);
 	snprintf(st->path, sizeof st->path, "%s", path);
@@ -110,15 +132,18 @@ int store_open_readonly(struct store *st, const char *path, struct err *e)
 	sqlite3_finalize(q);
 	q = NULL;
 	if (sqlite3_prepare_v2(st->db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
-			       "('runs', 'predictions', 'measurements', 'outputs', 'calibrations')",
+			       "('runs', 'predictions', 'measurements', 'outputs', 'calibrations', 'candidates')",
 			       -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
 		tables = sqlite3_column_int(q, 0);
+	/* version 1 has 5 tables, version 2 adds candidates; an older version is
+	 * read as it is (a reader does not migrate) */
+	want = version >= 2 ? 6 : 5;
 	if (version > STORE_SCHEMA_VERSION)
 		rc = err_set(e, ERR_INPUT, path, 0, "results database has schema version %d; this "
 			     "build knows up to %d", version, STORE_SCHEMA_VERSION);
-	else if (version < 1 || tables != 5)
+	else if (version < 1 || tables != want)
 		rc = err_set(e, ERR_INPUT, path, 0, "a SQLite file, but not a shardcast results "
-			     "database (schema version %d, %d of its 5 tables)", version, tables);
+			     "database (schema version %d, %d of its %d tables)", version, tables, want);
 out:
 	if (q)
 		sqlite3_finalize(q);
@@ -230,6 +255,8 @@ int store_add_run(struct store *st, const struct store_run *r, long long *run_id
 		sqlite3_finalize(q);
 		q = NULL;
 	}
+	if (r->extra && r->extra(st->db, id, r->extra_ctx))
+		goto fail;
 	if (sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
 	if (run_id)

@@ -12,7 +12,7 @@
 
 #include "err.h"
 
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 struct store {
 	sqlite3 *db;
@@ -31,6 +31,11 @@ struct store_run {
 	const char *predicted_json;  /* may be NULL */
 	const char *measured_json;   /* may be NULL */
 	const char *output_json;     /* the whole output, may be NULL */
+	/* More rows of the run (a sweep's candidates, more outputs), written
+	 * inside the run's transaction; non-zero rolls the whole run back.
+	 * May be NULL. */
+	int (*extra)(sqlite3 *db, long long run_id, void *ctx);
+	void *extra_ctx;
 };
 
 int store_open(struct store *st, const char *path, struct err *e);

@@ -67,13 +67,13 @@ static void make_db(const char *path, int n, int base)
 	for (i = 0; i < n; i++) {
 		struct store_run r = {"simulate", "x.ini", "[model]\nname = gpt2\n", (unsigned long long)(base + i),
 				      NULL, "a100", "{\"max_micro_batch\": 4, \"step\": {\"time_s\": 2.0},"
-				      " \"memory\": {\"peak_bytes\": 100}}", NULL, "{}"};
+				      " \"memory\": {\"peak_bytes\": 100}}", NULL, "{}", NULL, NULL};
 		cr_assert_eq(store_add_run(&st, &r, NULL, &e), 0, "%s", e.msg);
 	}
 	{
 		struct store_run v = {"validate", "v.ini", "[model]\nname = gpt-tiny\n", (unsigned long long)(base + 1000),
 				      "training.micro_batch=2\n", "cpu", "{\"step\": {\"time_s\": 2.0}}",
-				      "{\"step_time_s\": 2.5, \"peak_bytes\": 80}", "{}"};
+				      "{\"step_time_s\": 2.5, \"peak_bytes\": 80}", "{}", NULL, NULL};
 		cr_assert_eq(store_add_run(&st, &v, NULL, &e), 0, "%s", e.msg);
 	}
 	cr_assert_eq(sqlite3_exec(st.db, "INSERT INTO calibrations(device, created_at, params_json, n_points)"
@@ -204,7 +204,7 @@ Test(results, export_pairs_measurements_with_predictions)
 	struct store_run v = {"validate", "odd, \"name\".ini", "", 7, NULL, "cpu",
 			      "{\"max_micro_batch\": 4, \"step\": {\"time_s\": 2.0}, \"memory\": {\"peak_bytes\": 100}}",
 			      "{\"max_micro_batch\": 3, \"step_time_s\": 2.5, \"peak_bytes\": 80,"
-			      " \"fixed_overhead_bytes\": 5}", NULL};
+			      " \"fixed_overhead_bytes\": 5}", NULL, NULL, NULL};
 	char *buf = NULL, *line, f[12][128];
 	size_t len = 0;
 	FILE *out = open_memstream(&buf, &len);

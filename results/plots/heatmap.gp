@@ -1,0 +1,41 @@
+# heatmap.gp — the recommendation heatmap: the winning strategy of each cell
+# (model down, batch across), coloured by strategy, with its figure.
+#
+# Variables (set before this script): datafile, outbase (written as
+# outbase.png and outbase.svg), plottitle, ncols, nrows. The data file has one
+# line per cell: x y rgb "batch label" "model label" "strategy" "options"
+# "figure and lead"
+# (sweep_write_heatmap_data in sim/sweep_out.c; results/plots/render.sh makes
+# the same from the results database).
+# Rendered by `recommend --plot F.png` and by `make plots`.
+
+cw = 200; ch = 70                      # pixels per cell
+W = 260 + cw * ncols; H = 150 + ch * nrows
+set border 0
+unset key
+set xrange [-0.5:ncols - 0.5]
+set yrange [-0.5:nrows - 0.5]
+set xtics scale 0 nomirror offset 0,0.4 font ",10"
+set ytics scale 0 nomirror font ",10"
+unset x2tics
+unset y2tics
+set tmargin 5
+set title plottitle font ",12"
+set lmargin 24
+
+plotit = "plot datafile using 1:2:(0.49):(0.49):3:xtic(4):ytic(5) with boxxyerror fillstyle solid 1.0 noborder lc rgb variable, \
+  '' using 1:($2 + 0.22):6 with labels font ',10', \
+  '' using 1:($2):7 with labels font ',9', \
+  '' using 1:($2 - 0.22):8 with labels font ',9'"
+
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+  set terminal pngcairo size W, H font "Sans,10" noenhanced
+} else {
+  set terminal png size W, H noenhanced
+}
+set output outbase.".png"
+eval plotit
+set terminal svg size W, H font "Sans,10" background rgb "white" noenhanced
+set output outbase.".svg"
+eval plotit
+set output

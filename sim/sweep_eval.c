@@ -1,0 +1,591 @@
+/*
+ * sweep_eval.c — evaluating a sweep's cells (see sweep.h): the hot path.
+ *
+ * Work is grouped by (model, sequence length). When a cell of a new group comes,
+ * the model goes into the working scenario; each candidate, when the group
+ * first needs it, has its validity checked, its graph found among those the
+ * group has built (graphs depend only on the graph options: tensor
+ * parallelism, dtype, autocast, flavour) and its allocation tapes built (one
+ * without and one with gradient accumulation: a tape does not depend on the
+ * micro-batch, memory.h). These are the only allocations, and the framework
+ * profiles the only files read (once per process). A cell then evaluates tapes
+ * at the micro-batches it tries and simulates a step per fitting candidate in
+ * the step_sim the context keeps (step.h); simulations and memory breakdowns
+ * of a (candidate, micro-batch) already done in the group are reused, the same
+ * inputs giving the same bits, so a cell's results do not depend on which cells
+ * came before it (what lets MPI ranks split the cells).
+ *
+ * Choosing the batch of a candidate in a cell with global batch G on dp
+ * data-parallel ranks: G must be a multiple of dp; with per = G / dp samples per
+ * rank, the micro-batch is per when it fits without accumulation, else the
+ * largest divisor of per that fits with accumulation (grad_accum = per /
+ * micro-batch); none when not even one sample fits.
+ */
+#include "sweep.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph.h"
+#include "jobrun.h"
+#include "memory.h"
+#include "predict.h"
+#include "profile.h"
+#include "step.h"
+
+/* Step simulations and memory breakdowns already done for a candidate in the
+ * group: cells of other batch sizes often land on the same micro-batch (and
+ * three or more micro-steps extrapolate from the same two simulations), and
+ * the same inputs give the same bits. */
+#define NMEMO 8
+
+struct step_memo {
+	int64_t mb, ga;           /* 0: empty */
+	struct step_result st;
+};
+
+struct mem_memo {
+	int64_t mb;               /* 0: empty */
+	int a;                    /* plan */
+	struct sweep_result r;    /* the memory fields and note */
+};
+
+/* One candidate's state in the current group. */
+struct slot {
+	int state;                /* 0 not set up, 1 valid, 2 invalid */
+	int graph;                /* index into ctx->g */
+	struct mem_plan plan[2];  /* [0] grad_accum 1, [1] grad_accum > 1 */
+	int built[2];
+	int64_t maxb[2];          /* largest micro-batch that fits on each plan */
+	char note[112];           /* why invalid */
+	struct step_memo sm[NMEMO];
+	struct mem_memo mm[NMEMO];
+	int nsm, nmm;             /* next entry to replace */
+};
+
+struct sweep_ctx {
+	const struct sweep *sw;
+	struct scenario work;     /* base + the group's model + a candidate's training */
+	struct step_sim ss;
+	struct fw_profile prof[3];/* by enum framework */
+	int prof_loaded[3];
+	int group;                /* model x nseq + seq; -1 none */
+	int group_note;           /* 1: every candidate of the group is invalid (note) */
+	char note[112];
+	struct graph *g;          /* (ncand) graphs of the group */
+	struct graph_opts *go;
+	int ng;
+	struct slot *slots;       /* (ncand) */
+	struct prediction pred;   /* the job model's input and output (time_to_train) */
+	struct sweep_counts k;
+};
+
+struct sweep_ctx *sweep_ctx_create(const struct sweep *sw)
+{
+	struct sweep_ctx *c = calloc(1, sizeof *c);
+
+	if (!c)
+		return NULL;
+	c->sw = sw;
+	c->group = -1;
+	c->g = calloc((size_t)sw->ncand, sizeof *c->g);
+	c->go = calloc((size_t)sw->ncand, sizeof *c->go);
+	c->slots = calloc((size_t)sw->ncand, sizeof *c->slots);
+	if (!c->g || !c->go || !c->slots || step_sim_create(&c->ss)) {
+		sweep_ctx_delete(c);
+		return NULL;
+	}
+	return c;
+}
+
+static void group_free(struct sweep_ctx *c)
+{
+	int i;
+
+	for (i = 0; i < c->sw->ncand; i++) {
+		struct slot *s = &c->slots[i];
+		if (s->built[0])
+			mem_plan_free(&s->plan[0]);
+		if (s->built[1])
+			mem_plan_free(&s->plan[1]);
+		memset(s, 0, sizeof *s);
+	}
+	for (i = 0; i < c->ng; i++)
+		graph_free(&c->g[i]);
+	c->ng = 0;
+	c->group = -1;
+}
+
+void sweep_ctx_delete(struct sweep_ctx *c)
+{
+	if (!c)
+		return;
+	if (c->slots && c->g)
+		group_free(c);
+	free(c->g);
+	free(c->go);
+	free(c->slots);
+	step_sim_delete(&c->ss);
+	free(c);
+}
+
+void sweep_ctx_counts(const struct sweep_ctx *c, struct sweep_counts *k)
+{
+	*k = c->k;
+}
+
+/* ---- groups and candidates ----------------------------------------------------------- */
+
+static void group_set(struct sweep_ctx *c, int model, int seq)
+{
+	const struct sweep *sw = c->sw;
+	struct scenario *w = &c->work;
+	const struct model *m = &sw->models[model];
+
+	group_free(c);
+	c->group = model * sw->nseq + seq;
+	*w = sw->base;  /* shallow: text and imports stay the base's */
+	w->model = *m;
+	snprintf(w->s.model.name, sizeof w->s.model.name, "%s", m->name);
+	w->seq_len = sw->seqs[seq];
+	w->target_len = w->seq_len;
+	w->dropout = sw->base.s.model.dropout < 0 ? m->dropout : sw->base.s.model.dropout;
+	c->group_note = 0;
+	if (m->positions == POS_LEARNED && w->seq_len > m->max_positions) {
+		c->group_note = 1;
+		snprintf(c->note, sizeof c->note, "seq_len %lld exceeds the model's %lld learned positions",
+			 (long long)w->seq_len, (long long)m->max_positions);
+	}
+}
+
+/* The framework of a candidate: zero1-3 run DeepSpeed's engine unless the sweep
+ * says shardcast; everything else the sweep's framework. */
+static int framework(const struct sweep *sw, const struct sweep_cand *k)
+{
+	int fw = sw->base.s.training.framework;
+
+	if (fw == FW_PYTORCH && k->strategy >= STRAT_ZERO1 && k->strategy <= STRAT_ZERO3)
+		return FW_DEEPSPEED;
+	return fw;
+}
+
+/* Puts candidate k's training settings into the working scenario. */
+static void apply(struct sweep_ctx *c, const struct sweep_cand *k)
+{
+	struct scenario *w = &c->work;
+	struct scn_training *t = &w->s.training;
+
+	t->strategy = k->strategy;
+	t->fsdp_sharding = k->sharding;
+	t->precision = k->precision;
+	t->recompute = k->recompute;
+	t->offload = k->offload;
+	t->tensor_parallel = k->tp;
+	t->framework = framework(c->sw, k);
+	w->s.cluster.nodes = k->nodes;
+	w->world = k->nodes * w->s.cluster.gpus_per_node;
+	w->dp = w->world / k->tp;
+}
+
+/* predict_graph_opts clears the struct before filling it, so the bytes compare. */
+static int same_opts(const struct graph_opts *a, const struct graph_opts *b)
+{
+	return memcmp(a, b, sizeof *a) == 0;
+}
+
+static int profile(struct sweep_ctx *c, int fw, struct err *e)
+{
+	if (c->prof_loaded[fw])
+		return 0;
+	if (profile_load(scenario_enum_name("training", "framework", fw), &c->prof[fw], c->sw->file, 0, e))
+		return e->code;
+	c->prof_loaded[fw] = 1;
+	return 0;
+}
+
+/* Sets up candidate i in the current group (once): validity, graph. */
+static int slot_setup(struct sweep_ctx *c, int i, struct err *e)
+{
+	struct slot *s = &c->slots[i];
+	struct graph_opts o;
+	struct err why = {0};
+	const char *msg;
+	int j;
+
+	if (s->state)
+		return 0;
+	if (c->group_note) {
+		s->state = 2;
+		snprintf(s->note, sizeof s->note, "%s", c->note);
+		return 0;
+	}
+	if (scenario_check_training(&c->work, &why)) {
+		msg = strstr(why.msg, "] ");  /* "file: [training] key: why" -> "key: why" */
+		s->state = 2;
+		snprintf(s->note, sizeof s->note, "%.111s", msg ? msg + 2 : why.msg);
+		return 0;
+	}
+	predict_graph_opts(&c->work, &o);
+	for (j = 0; j < c->ng && !same_opts(&c->go[j], &o); j++)
+		;
+	if (j == c->ng) {
+		if (graph_build(&c->g[j], &c->work.model, &o, e)) {
+			graph_free(&c->g[j]);
+			return e->code;
+		}
+		c->go[j] = o;
+		c->ng++;
+		c->k.graphs++;
+	}
+	s->graph = j;
+	s->state = 1;
+	return profile(c, c->work.s.training.framework, e);
+}
+
+/* The tape of candidate i without (a = 0) or with (a = 1) accumulation. */
+static int plan(struct sweep_ctx *c, int i, int a, struct err *e)
+{
+	struct slot *s = &c->slots[i];
+	int bind;
+
+	if (s->built[a])
+		return 0;
+	c->work.s.training.grad_accum = a ? 2 : 1;
+	if (mem_plan_build(&s->plan[a], &c->work, &c->g[s->graph], &c->prof[c->work.s.training.framework], e)) {
+		mem_plan_free(&s->plan[a]);
+		return e->code;
+	}
+	s->built[a] = 1;
+	s->maxb[a] = mem_max_batch(&s->plan[a], &bind);
+	c->k.tapes++;
+	return 0;
+}
+
+/* ---- one candidate ---------------------------------------------------------------------- */
+
+/* The breakdown of the most loaded GPU of plan p at micro-batch b into r. */
+static void breakdown(const struct mem_plan *p, const struct graph *g, int64_t b, struct sweep_result *r)
+{
+	struct mem_detail d, d2;
+	int t, w, best = 0;
+
+	mem_detail(p, 0, b, &d);
+	for (t = 1; t < p->ntapes; t++) {
+		mem_detail(p, t, b, &d2);
+		if (d2.peak > d.peak)
+			d = d2;
+	}
+	r->peak = (double)d.peak;
+	r->capacity = (double)p->capacity;
+	r->params = (double)d.live[MEM_PARAMS];
+	r->grads = (double)d.live[MEM_GRADS];
+	r->optimizer = (double)d.live[MEM_OPTIM];
+	r->activations = (double)(d.live[MEM_ACT] + d.live[MEM_ACT_GRAD]);
+	r->buffers = (double)d.live[MEM_BUFFERS];
+	r->overhead = (double)(d.live[MEM_OVERHEAD] + d.slack);
+	for (w = 1; w < W_NWHAT; w++)
+		if (d.what[w] > d.what[best])
+			best = w;
+	if (!r->note[0])
+		snprintf(r->note, sizeof r->note, "peak: %s %.0f%%%s%s", mem_what_name(best),
+			 d.peak > 0 ? 100.0 * (double)d.what[best] / (double)d.peak : 0.0,
+			 d.op >= 0 ? ", " : "", d.op >= 0 ? g->ops[d.op].name : "");
+}
+
+/* breakdown() of candidate slot s's plan a, through its memo. */
+static void memory(struct sweep_ctx *c, struct slot *s, int a, int64_t b, struct sweep_result *r)
+{
+	struct mem_memo *m;
+	int i;
+
+	for (i = 0; i < NMEMO; i++) {
+		m = &s->mm[i];
+		if (m->mb == b && m->a == a) {
+			r->peak = m->r.peak;
+			r->capacity = m->r.capacity;
+			r->params = m->r.params;
+			r->grads = m->r.grads;
+			r->optimizer = m->r.optimizer;
+			r->activations = m->r.activations;
+			r->buffers = m->r.buffers;
+			r->overhead = m->r.overhead;
+			memcpy(r->note, m->r.note, sizeof r->note);
+			return;
+		}
+	}
+	breakdown(&s->plan[a], &c->g[s->graph], b, r);
+	m = &s->mm[s->nmm++ % NMEMO];
+	m->mb = b;
+	m->a = a;
+	m->r = *r;
+}
+
+/* The largest divisor of n that is <= m (0 when m < 1). */
+static int64_t divisor_upto(int64_t n, int64_t m)
+{
+	int64_t d;
+
+	for (d = m < n ? m : n; d >= 1; d--)
+		if (n % d == 0)
+			return d;
+	return 0;
+}
+
+/* Picks micro-batch and accumulation for candidate i; 0 = nothing fits. */
+static int64_t choose(struct sweep_ctx *c, int i, int64_t batch, int64_t *accum, int *a,
+		      struct sweep_result *r, struct err *e)
+{
+	struct slot *s = &c->slots[i];
+	int64_t per, d;
+
+	*accum = 1;
+	*a = 0;
+	if (plan(c, i, 0, e))
+		return -1;
+	r->max_micro_batch = s->maxb[0];
+	switch (c->sw->batch_mode) {
+	case SWEEP_AUTO:
+		return s->maxb[0];
+	case SWEEP_MICRO:
+		return batch <= s->maxb[0] ? batch : 0;
+	default:
+		per = batch / c->work.dp;
+		if (per <= s->maxb[0])
+			return per;
+		/* accumulation never lowers the peak (its tape is the one without
+		 * plus a micro-step before the last; test_sweep.c checks it), so
+		 * when one sample does not fit without it, nothing fits */
+		if (per == 1 || s->maxb[0] == 0)
+			return 0;
+		if (plan(c, i, 1, e))
+			return -1;
+		*a = 1;
+		d = divisor_upto(per, s->maxb[1] < per - 1 ? s->maxb[1] : per - 1);
+		*accum = d ? per / d : 1;
+		return d;
+	}
+}
+
+/* One optimizer step of micro-batch mb and grad_accum ga. Every micro-step but
+ * the last is the same tasks with the same dependencies (forward and backward
+ * without gradient synchronisation, or with the same per-micro-step
+ * collectives), and each starts where the one before has drained, so a step
+ * grows by one period per micro-step: T(ga) = T(2) + (ga - 2) (T(2) - T(1)),
+ * and likewise compute, communication and exposed communication.
+ * tests/test_sweep.c checks this against full simulations of every strategy on
+ * NVLink and InfiniBand. */
+static const struct step_result *simulate(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga,
+					   struct err *e)
+{
+	struct step_memo *m;
+	int i;
+
+	for (i = 0; i < NMEMO; i++)
+		if (s->sm[i].mb == mb && s->sm[i].ga == ga)
+			return &s->sm[i].st;
+	m = &s->sm[s->nsm++ % NMEMO];
+	c->work.s.training.grad_accum = ga;
+	m->mb = 0;
+	if (step_simulate(&c->ss, &c->work, &c->g[s->graph], mb, &m->st, e))
+		return NULL;
+	m->mb = mb;
+	m->ga = ga;
+	c->k.steps++;
+	c->k.events += (long)m->st.events;
+	return &m->st;
+}
+
+static int step(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga, struct step_result *st,
+		struct err *e)
+{
+	const struct step_result *p;
+	struct step_result two;
+	double n, sps;
+
+	if (ga <= SWEEP_ACCUM_SIMULATED) {
+		p = simulate(c, s, mb, ga, e);
+		if (!p)
+			return e->code ? e->code : ERR_SYSTEM;
+		*st = *p;
+		return 0;
+	}
+	p = simulate(c, s, mb, SWEEP_ACCUM_SIMULATED - 1, e);
+	if (!p)
+		return e->code ? e->code : ERR_SYSTEM;
+	two = *p;
+	p = simulate(c, s, mb, SWEEP_ACCUM_SIMULATED, e);
+	if (!p)
+		return e->code ? e->code : ERR_SYSTEM;
+	*st = *p;
+	n = (double)(ga - SWEEP_ACCUM_SIMULATED);
+	st->time += n * (st->time - two.time);
+	st->compute += n * (st->compute - two.compute);
+	st->comm += n * (st->comm - two.comm);
+	st->exposed_comm += n * (st->exposed_comm - two.exposed_comm);
+	st->grad_accum = ga;
+	st->global_batch = mb * ga * c->work.dp;
+	sps = (double)st->global_batch / st->time;
+	st->tokens_per_s *= sps / st->samples_per_s;
+	st->mfu *= sps / st->samples_per_s;
+	st->hfu *= sps / st->samples_per_s;
+	st->flops_per_gpu *= sps / st->samples_per_s;
+	st->samples_per_s = sps;
+	return 0;
+}
+
+/* Time to train: failure-free from the throughput, or with [failures] the
+ * job model's mean wall time (jobrun.h: failures, checkpoints, restarts, the
+ * best checkpoint interval when it is auto) at this step time. */
+static int train_time(struct sweep_ctx *c, const struct graph *g, const struct step_result *st,
+		      struct sweep_result *r, struct err *e)
+{
+	const struct sweep *sw = c->sw;
+	struct prediction *p = &c->pred;
+
+	if (sw->train_steps > 0)
+		r->train_days = (double)sw->train_steps * st->time / 86400;
+	else if (sw->train_tokens > 0)
+		r->train_days = sw->train_tokens / st->tokens_per_s / 86400;
+	if (sw->set.objective != SWEEP_TIME_TO_TRAIN || !c->work.has_failures)
+		return 0;
+	memset(p, 0, sizeof *p);
+	p->params = g->params;
+	p->micro_batch = st->micro_batch;
+	p->max_micro_batch = r->max_micro_batch;
+	p->step = *st;
+	p->step.valid = 1;
+	if (jobrun_predict(&c->work, p, e))
+		return e->code;
+	r->train_days = p->job.wall_days;
+	r->ettr = p->job.ettr;
+	return 0;
+}
+
+static void score(const struct sweep *sw, struct sweep_result *r)
+{
+	r->gpu_hours_per_mtok = (double)r->world / r->tokens_per_s * 1e6 / 3600;
+	switch (sw->set.objective) {
+	case SWEEP_COST: r->score = -r->gpu_hours_per_mtok; break;
+	case SWEEP_TIME_TO_TRAIN: r->score = -r->train_days; break;
+	default: r->score = r->tokens_per_s; break;
+	}
+}
+
+static int eval_cand(struct sweep_ctx *c, int i, int64_t batch, struct sweep_result *r, struct err *e)
+{
+	const struct sweep_cand *k = &c->sw->cands[i];
+	struct slot *s = &c->slots[i];
+	struct step_result st;
+	int64_t mb, accum;
+	int a;
+
+	apply(c, k);
+	r->world = c->work.world;
+	if (slot_setup(c, i, e))
+		return e->code;
+	if (s->state == 2) {
+		r->status = SWEEP_INVALID;
+		snprintf(r->note, sizeof r->note, "%s", s->note);
+		return 0;
+	}
+	if (c->sw->batch_mode == SWEEP_GLOBAL && batch % c->work.dp) {
+		r->status = SWEEP_INDIVISIBLE;
+		snprintf(r->note, sizeof r->note, "global batch %lld is not a multiple of %lld data-parallel ranks",
+			 (long long)batch, (long long)c->work.dp);
+		return 0;
+	}
+	c->k.candidates++;
+	mb = choose(c, i, batch, &accum, &a, r, e);
+	if (mb < 0)
+		return e->code;
+	if (mb == 0) {
+		r->status = SWEEP_NOFIT;
+		memory(c, s, a, 1, r);
+		if (c->sw->batch_mode == SWEEP_MICRO && s->maxb[0] > 0)
+			snprintf(r->note, sizeof r->note, "largest micro-batch that fits is %lld", (long long)s->maxb[0]);
+		else if (a && s->maxb[0] > 0)
+			snprintf(r->note, sizeof r->note, "fits %lld without accumulation; with it (%lld per GPU) "
+				 "micro-batch 1 needs %.1f GiB", (long long)s->maxb[0],
+				 (long long)(batch / c->work.dp), r->peak / (1 << 30));
+		else
+			snprintf(r->note, sizeof r->note, "needs %.1f GiB at micro-batch 1 of %.1f GiB",
+				 r->peak / (1 << 30), r->capacity / (1 << 30));
+		return 0;
+	}
+	c->work.s.training.micro_batch = mb;
+	memory(c, s, a, mb, r);
+	if (step(c, s, mb, accum, &st, e))
+		return e->code;
+	r->status = SWEEP_OK;
+	r->micro_batch = mb;
+	r->grad_accum = accum;
+	r->global_batch = st.global_batch;
+	r->step_time = st.time;
+	r->compute = st.compute;
+	r->comm = st.comm;
+	r->exposed_comm = st.exposed_comm;
+	r->tokens_per_s = st.tokens_per_s;
+	r->samples_per_s = st.samples_per_s;
+	r->mfu = st.mfu;
+	c->work.s.training.grad_accum = accum;
+	if (train_time(c, &c->g[s->graph], &st, r, e))
+		return e->code;
+	score(c->sw, r);
+	return 0;
+}
+
+/* ---- ranking ------------------------------------------------------------------------------ */
+
+/* Ranks the fitting candidates of one cell by score, ties by candidate order. */
+static void rank_cell(struct sweep_result *r, int n)
+{
+	int i, j, better;
+
+	for (i = 0; i < n; i++) {
+		if (r[i].status != SWEEP_OK)
+			continue;
+		better = 0;
+		for (j = 0; j < n; j++)
+			if (r[j].status == SWEEP_OK &&
+			    (r[j].score > r[i].score || (r[j].score == r[i].score && j < i)))
+				better++;
+		r[i].rank = better + 1;
+	}
+}
+
+void sweep_cell_best(const struct sweep *sw, const struct sweep_result *cell, int *best,
+		     int *runner_up)
+{
+	int i;
+
+	*best = *runner_up = -1;
+	for (i = 0; i < sw->ncand; i++)
+		if (cell[i].rank == 1)
+			*best = i;
+	if (*best < 0)
+		return;
+	for (i = 0; i < sw->ncand; i++)
+		if (cell[i].rank > 1 && strcmp(sw->cands[i].strat, sw->cands[*best].strat) &&
+		    (*runner_up < 0 || cell[i].rank < cell[*runner_up].rank))
+			*runner_up = i;
+}
+
+int sweep_eval_cell(struct sweep_ctx *c, int cell, struct sweep_result *out, struct err *e)
+{
+	const struct sweep *sw = c->sw;
+	int model, seq, batch, i;
+
+	sweep_cell_axes(sw, cell, &model, &seq, &batch);
+	if (c->group != model * sw->nseq + seq)
+		group_set(c, model, seq);
+	for (i = 0; i < sw->ncand; i++) {
+		struct sweep_result *r = &out[i];
+		memset(r, 0, sizeof *r);
+		r->cell = cell;
+		r->cand = i;
+		if (eval_cand(c, i, sw->batches[batch], r, e))
+			return e->code;
+	}
+	rank_cell(out, sw->ncand);
+	return 0;
+}

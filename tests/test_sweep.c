@@ -1,0 +1,428 @@
+/*
+ * test_sweep.c — strategy sweeps (sweep.h): loading, the batch each candidate
+ * runs at, ranking, and that a sweep's in-memory candidates give exactly what
+ * simulate gives for the same scenario written out as a file.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graph.h"
+#include "predict.h"
+#include "scenario.h"
+#include "step.h"
+#include "sweep.h"
+
+static char path[64];
+
+static const char *write_tmp(const char *text)
+{
+	FILE *f;
+
+	snprintf(path, sizeof path, "/tmp/shardcast-sweep-%d.ini", (int)getpid());
+	f = fopen(path, "w");
+	cr_assert(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+static void load_text(struct sweep *sw, const char *text)
+{
+	struct err e = {0};
+
+	cr_assert_eq(sweep_load(sw, write_tmp(text), &e), 0, "%s", e.msg);
+}
+
+/* All results of sw, cell-major, from one context. */
+static struct sweep_result *eval_all(const struct sweep *sw)
+{
+	struct sweep_result *r = calloc((size_t)sw->ncell * sw->ncand, sizeof *r);
+	struct sweep_ctx *c = sweep_ctx_create(sw);
+	struct err e = {0};
+	int cell;
+
+	cr_assert(r && c);
+	for (cell = 0; cell < sw->ncell; cell++)
+		cr_assert_eq(sweep_eval_cell(c, cell, r + (size_t)cell * sw->ncand, &e), 0, "%s", e.msg);
+	sweep_ctx_delete(c);
+	return r;
+}
+
+static int cand_index(const struct sweep *sw, const char *label)
+{
+	int i;
+
+	for (i = 0; i < sw->ncand; i++)
+		if (!strcmp(sw->cands[i].label, label))
+			return i;
+	cr_assert_fail("no candidate %s", label);
+	return -1;
+}
+
+/* simulate's prediction for a scenario text (memory, then step). */
+static void predict_text(const char *text, struct prediction *p)
+{
+	struct scenario s;
+	struct err e = {0};
+
+	cr_assert_eq(scenario_load(&s, write_tmp(text), NULL, 0, &e), 0, "%s", e.msg);
+	cr_assert_eq(predict_run(&s, p, &e), 0, "%s", e.msg);
+	scenario_free(&s);
+}
+
+static const char small[] =
+	"[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\nintra_node = nvlink3\n"
+	"[sweep]\nmodels = gpt2, gpt2-xl\nglobal_batch = 8, 64, 512\n"
+	"strategies = dp, ddp, zero1, zero2, zero3, fsdp:full_shard\nprecision = bf16\n"
+	"activation_checkpointing = none, full\n";
+
+Test(sweep, loads_axes_and_candidates)
+{
+	struct sweep sw;
+
+	load_text(&sw, small);
+	cr_expect_eq(sw.nmodels, 2);
+	cr_expect_eq(sw.nbatch, 3);
+	cr_expect_eq(sw.nseq, 1);
+	cr_expect_eq(sw.seqs[0], 1024, "[sweep] seq_len defaults to 1024");
+	cr_expect_eq(sw.ncand, 12, "6 strategies x 2 checkpointing modes");
+	cr_expect_eq(sw.ncell, 6);
+	cr_expect_eq(sw.batch_mode, SWEEP_GLOBAL);
+	cr_expect_str_eq(sw.cands[0].label, "dp ckpt=none");
+	cr_expect_str_eq(sw.cands[11].label, "fsdp:full_shard ckpt=full");
+	cr_expect_str_eq(sw.cands[11].strat, "fsdp:full_shard");
+	cr_expect_eq(sw.cands[11].strategy, STRAT_FSDP);
+	cr_expect_eq(sw.cands[11].sharding, SHARD_FULL);
+	cr_expect_eq(sw.cands[11].precision, PREC_BF16);
+	cr_expect_eq(sw.base.world, 8);
+	/* GPT-2 small has 124,439,808 parameters (Hugging Face gpt2, tied head) */
+	cr_expect_eq(sw.model_params[0], 124439808.0);
+	sweep_free(&sw);
+}
+
+Test(sweep, globs_select_by_parameter_count)
+{
+	struct sweep sw;
+
+	/* the GPT-2 family between 300M and 2B: medium (355M), large (774M) and
+	 * xl (1.56B), smallest first; gpt2 (124M) is outside the range */
+	load_text(&sw, "[cluster]\ngpu = a100-sxm4-80gb\n[sweep]\nmodels = gpt2*:300M..2B\n");
+	cr_assert_eq(sw.nmodels, 3);
+	cr_expect_str_eq(sw.models[0].name, "gpt2-medium");
+	cr_expect_str_eq(sw.models[1].name, "gpt2-large");
+	cr_expect_str_eq(sw.models[2].name, "gpt2-xl");
+	cr_expect(sw.model_params[0] < sw.model_params[1] && sw.model_params[1] < sw.model_params[2]);
+	cr_expect_eq(sw.batch_mode, SWEEP_AUTO, "neither global_batch nor micro_batch: each candidate's largest");
+	sweep_free(&sw);
+}
+
+/* Each fitting candidate runs the cell's global batch as micro-batch x
+ * grad_accum x dp with the largest micro-batch that divides global / dp and
+ * fits: the next larger divisor must not fit (simulate says so). */
+Test(sweep, micro_batch_is_the_largest_divisor_that_fits)
+{
+	struct sweep sw;
+	struct sweep_result *r;
+	struct prediction p;
+	char text[1024];
+	int cell, i, checked = 0;
+	int64_t per, d;
+
+	load_text(&sw, small);
+	r = eval_all(&sw);
+	for (cell = 0; cell < sw.ncell; cell++) {
+		for (i = 0; i < sw.ncand; i++) {
+			const struct sweep_result *x = &r[cell * sw.ncand + i];
+			int model, seq, batch;
+			if (x->status != SWEEP_OK)
+				continue;
+			sweep_cell_axes(&sw, cell, &model, &seq, &batch);
+			per = sw.batches[batch] / 8;
+			cr_expect_eq(x->micro_batch * x->grad_accum, per, "%s %s", sw.models[model].name, sw.cands[i].label);
+			cr_expect_eq(x->global_batch, sw.batches[batch]);
+			cr_expect_leq(x->peak, x->capacity);
+			for (d = x->micro_batch + 1; d <= per && per % d; d++)
+				;
+			if (d > per)
+				continue;
+			/* the next divisor, as simulate sees it */
+			snprintf(text, sizeof text, "[model]\nname = %s\n[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n"
+				 "[training]\nstrategy = %s\nframework = %s\nprecision = bf16\nactivation_checkpointing = %s\n"
+				 "micro_batch = %lld\ngrad_accum = %lld\n", sw.models[model].name,
+				 scenario_strategy_name(sw.cands[i].strategy),
+				 sw.cands[i].strategy >= STRAT_ZERO1 && sw.cands[i].strategy <= STRAT_ZERO3 ? "deepspeed" : "pytorch",
+				 sw.cands[i].recompute ? "full" : "none", (long long)d, (long long)(per / d));
+			predict_text(text, &p);
+			cr_expect(!p.mem.fits, "%s %s global %lld: micro-batch %lld fits, but the sweep chose %lld",
+				  sw.models[model].name, sw.cands[i].label, (long long)sw.batches[batch], (long long)d,
+				  (long long)x->micro_batch);
+			checked++;
+		}
+	}
+	cr_expect_gt(checked, 5, "the gpt2-xl cells at 64 and 512 need accumulation for most strategies");
+	free(r);
+	sweep_free(&sw);
+}
+
+/* A sweep builds its candidates in memory (no scenario file, no graph per
+ * candidate) and extends steps of 3+ micro-steps by their period; both must
+ * give exactly simulate's numbers for the same scenario: memory bit for bit,
+ * step time to 1e-9 (the extension is exact while micro-steps repeat; a full
+ * simulation of every micro-step is the reference). */
+static void same_as_simulate(const char *cluster, const char *strategies, int64_t global, int nodes)
+{
+	struct sweep sw;
+	struct sweep_result *r;
+	struct prediction p;
+	char text[2048];
+	int i, extended = 0;
+
+	snprintf(text, sizeof text, "%s[sweep]\nmodels = gpt2-xl\nglobal_batch = %lld\nstrategies = %s\n"
+		 "precision = bf16\n", cluster, (long long)global, strategies);
+	load_text(&sw, text);
+	r = eval_all(&sw);
+	for (i = 0; i < sw.ncand; i++) {
+		const struct sweep_cand *k = &sw.cands[i];
+		if (r[i].status != SWEEP_OK)
+			continue;
+		snprintf(text, sizeof text, "[model]\nname = gpt2-xl\n%s[training]\nstrategy = %s\n"
+			 "fsdp_sharding_strategy = %s\nframework = %s\nprecision = bf16\nmicro_batch = %lld\n"
+			 "grad_accum = %lld\n", cluster, scenario_strategy_name(k->strategy),
+			 scenario_enum_name("training", "fsdp_sharding_strategy", k->sharding),
+			 k->strategy >= STRAT_ZERO1 && k->strategy <= STRAT_ZERO3 ? "deepspeed" : "pytorch",
+			 (long long)r[i].micro_batch, (long long)r[i].grad_accum);
+		predict_text(text, &p);
+		cr_expect_eq(r[i].peak, p.mem.peak, "%s: peak %.0f vs simulate %.0f", k->label, r[i].peak, p.mem.peak);
+		if (r[i].grad_accum == 1)  /* the sweep's max is without accumulation */
+			cr_expect_eq(r[i].max_micro_batch, p.max_micro_batch, "%s", k->label);
+		cr_expect(fabs(r[i].step_time / p.step.time - 1) < 1e-9, "%s (micro %lld x %lld on %d nodes): step %.9f s vs simulate %.9f s",
+			  k->label, (long long)r[i].micro_batch, (long long)r[i].grad_accum, nodes, r[i].step_time, p.step.time);
+		cr_expect(fabs(r[i].exposed_comm - p.step.exposed_comm) <= 1e-9 * p.step.time, "%s exposed", k->label);
+		cr_expect(fabs(r[i].tokens_per_s / p.step.tokens_per_s - 1) < 1e-9, "%s tokens/s", k->label);
+		cr_expect(fabs(r[i].mfu / p.step.mfu - 1) < 1e-9, "%s MFU", k->label);
+		extended += r[i].grad_accum > SWEEP_ACCUM_SIMULATED;
+	}
+	cr_expect_gt(extended, 3, "most candidates need more micro-steps than are simulated");
+	free(r);
+	sweep_free(&sw);
+}
+
+Test(sweep, same_as_simulate_on_nvlink, .timeout = 60)
+{
+	same_as_simulate("[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\nintra_node = nvlink3\n",
+			 "dp, ddp, zero1, zero2, zero3, fsdp:full_shard, fsdp:shard_grad_op", 1024, 1);
+}
+
+Test(sweep, same_as_simulate_over_infiniband, .timeout = 60)
+{
+	/* 4 nodes on one HDR NIC each: communication-bound, where overlap across
+	 * micro-steps would show */
+	same_as_simulate("[cluster]\ngpu = a100-sxm4-80gb\nnodes = 4\ngpus_per_node = 8\nintra_node = nvlink3\n"
+			 "inter_node = ib-hdr\nnics_per_node = 1\n",
+			 "ddp, zero1, zero2, zero3, fsdp:full_shard, fsdp:shard_grad_op, fsdp:hybrid_shard", 2048, 4);
+}
+
+/* The property MPI relies on: a cell's results do not depend on which cells a
+ * process evaluated before it (caches and memoised simulations), byte for byte. */
+Test(sweep, results_do_not_depend_on_evaluation_order, .timeout = 60)
+{
+	struct sweep sw;
+	struct sweep_result *a, *b;
+	struct sweep_ctx *c1, *c2;
+	struct err e = {0};
+	int cell;
+
+	load_text(&sw, small);
+	a = eval_all(&sw);
+	b = calloc((size_t)sw.ncell * sw.ncand, sizeof *b);
+	c1 = sweep_ctx_create(&sw);
+	c2 = sweep_ctx_create(&sw);
+	cr_assert(b && c1 && c2);
+	for (cell = sw.ncell - 1; cell >= 0; cell--)  /* backwards, odd and even cells in two contexts */
+		cr_assert_eq(sweep_eval_cell(cell % 2 ? c1 : c2, cell, b + (size_t)cell * sw.ncand, &e), 0, "%s", e.msg);
+	cr_expect_eq(memcmp(a, b, (size_t)sw.ncell * sw.ncand * sizeof *a), 0);
+	sweep_ctx_delete(c1);
+	sweep_ctx_delete(c2);
+	free(a);
+	free(b);
+	sweep_free(&sw);
+}
+
+Test(sweep, ranks_by_the_objective)
+{
+	struct sweep sw;
+	struct sweep_result *r;
+	int cell, i, best, ru, nok;
+
+	load_text(&sw, small);
+	r = eval_all(&sw);
+	for (cell = 0; cell < sw.ncell; cell++) {
+		const struct sweep_result *c = r + cell * sw.ncand;
+		int seen[64] = {0};
+		nok = 0;
+		for (i = 0; i < sw.ncand; i++) {
+			if (c[i].status != SWEEP_OK) {
+				cr_expect_eq(c[i].rank, 0);
+				continue;
+			}
+			nok++;
+			cr_assert(c[i].rank >= 1 && c[i].rank <= sw.ncand);
+			seen[c[i].rank]++;
+			cr_expect_eq(c[i].score, c[i].tokens_per_s, "objective throughput");
+		}
+		for (i = 1; i <= nok; i++)
+			cr_expect_eq(seen[i], 1, "ranks 1..%d once each", nok);
+		sweep_cell_best(&sw, c, &best, &ru);
+		cr_assert_geq(best, 0);
+		for (i = 0; i < sw.ncand; i++)
+			if (c[i].status == SWEEP_OK)
+				cr_expect_geq(c[best].tokens_per_s, c[i].tokens_per_s);
+		if (ru >= 0) {
+			cr_expect_str_neq(sw.cands[ru].strat, sw.cands[best].strat, "the runner-up is another strategy");
+			for (i = 0; i < sw.ncand; i++)
+				if (c[i].status == SWEEP_OK && strcmp(sw.cands[i].strat, sw.cands[best].strat))
+					cr_expect_geq(c[ru].tokens_per_s, c[i].tokens_per_s);
+		}
+	}
+	free(r);
+	sweep_free(&sw);
+}
+
+Test(sweep, what_does_not_fit_or_apply)
+{
+	struct sweep sw;
+	struct sweep_result *r;
+	int best, ru, i;
+
+	/* Llama-2-70B with DDP: mixed-precision Adam keeps 16 bytes per parameter
+	 * on every GPU (ZeRO, Rajbhandari et al. 2020, Table 1): 1.1 TB > 80 GB */
+	load_text(&sw, "[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\nmodels = llama-2-70b\n"
+		   "global_batch = 8\nstrategies = ddp\nprecision = bf16\n");
+	r = eval_all(&sw);
+	cr_expect_eq(r[0].status, SWEEP_NOFIT);
+	cr_expect_gt(r[0].peak, 16.0 * 6.9e10, "16 bytes x 69B parameters");
+	sweep_cell_best(&sw, r, &best, &ru);
+	cr_expect_eq(best, -1);
+	free(r);
+	sweep_free(&sw);
+
+	/* gpt2's 1024 learned positions; offload needs a sharded strategy; a global
+	 * batch of 12 on 8 GPUs */
+	load_text(&sw, "[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\nmodels = gpt2\n"
+		   "global_batch = 12, 16\nseq_len = 1024, 2048\nstrategies = ddp, zero2\noffload = none, optimizer\n");
+	r = eval_all(&sw);
+	i = cand_index(&sw, "ddp offload=optimizer");
+	cr_expect_eq(r[i].status, SWEEP_INVALID);
+	cr_expect(strstr(r[i].note, "offload") != NULL, "%s", r[i].note);
+	cr_expect_eq(r[cand_index(&sw, "zero2 offload=none")].status, SWEEP_INDIVISIBLE, "12 samples on 8 GPUs");
+	cr_expect_eq(r[sw.ncand + cand_index(&sw, "zero2 offload=none")].status, SWEEP_OK, "16 on 8");
+	cr_expect_eq(r[sw.ncand + cand_index(&sw, "zero2 offload=optimizer")].status, SWEEP_OK);
+	for (i = 0; i < sw.ncand; i++) {  /* cell (gpt2, 2048, 12) */
+		cr_expect_eq(r[2 * sw.ncand + i].status, SWEEP_INVALID);
+		cr_expect(strstr(r[2 * sw.ncand + i].note, "1024 learned positions") != NULL, "%s", r[2 * sw.ncand + i].note);
+	}
+	free(r);
+	sweep_free(&sw);
+}
+
+Test(sweep, micro_batch_and_auto_modes)
+{
+	struct sweep sw;
+	struct sweep_result *r;
+	struct prediction p;
+
+	load_text(&sw, "[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\nmodels = gpt2-xl\n"
+		   "micro_batch = auto\nstrategies = fsdp\nprecision = bf16\n");
+	r = eval_all(&sw);
+	cr_assert_eq(r[0].status, SWEEP_OK);
+	cr_expect_eq(r[0].micro_batch, r[0].max_micro_batch);
+	cr_expect_eq(r[0].grad_accum, 1);
+	/* simulate's own max-batch search agrees */
+	predict_text("[model]\nname = gpt2-xl\n[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n"
+		     "[training]\nstrategy = fsdp\nprecision = bf16\n", &p);
+	cr_expect_eq(r[0].max_micro_batch, p.max_micro_batch);
+	free(r);
+	sweep_free(&sw);
+
+	load_text(&sw, "[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\nmodels = gpt2-xl\n"
+		   "micro_batch = 1, 1000\nstrategies = fsdp\nprecision = bf16\n");
+	r = eval_all(&sw);
+	cr_expect_eq(r[0].status, SWEEP_OK);
+	cr_expect_eq(r[0].global_batch, 8, "micro-batch 1 on 8 GPUs, no accumulation");
+	cr_expect_eq(r[1].status, SWEEP_NOFIT, "1000 samples of 1024 tokens per GPU");
+	free(r);
+	sweep_free(&sw);
+}
+
+/* objective = time_to_train with [failures]: each fitting candidate's time is
+ * the job model's mean wall time at its step time, what simulate reports for
+ * the same scenario (jobrun.h); more GPUs fail more often, so the ETTR falls
+ * with the node count. */
+Test(sweep, time_to_train_runs_the_job_model, .timeout = 60)
+{
+	static const char common[] =
+		"[cluster]\ngpu = h100-sxm5-80gb\ngpus_per_node = 8\nintra_node = nvlink4\ninter_node = ib-ndr\n"
+		"nics_per_node = 8\n%s"
+		"[failures]\ncatalog = llama3-h100\ntrials = 20\n[checkpoint]\ninterval_minutes = auto\n"
+		"storage_bandwidth = 100GB/s\n[job]\ntrain_tokens = 1e12\n";
+	struct sweep sw;
+	struct sweep_result *r;
+	struct prediction p;
+	char text[2048], train[256];
+	int i;
+
+	snprintf(text, sizeof text, common, "");
+	strcat(text, "[sweep]\nmodels = llama-2-7b\nglobal_batch = 1024\nseq_len = 2048\nstrategies = fsdp\n"
+	       "precision = bf16\nnodes = 4, 64\nobjective = time_to_train\n");
+	load_text(&sw, text);
+	r = eval_all(&sw);
+	cr_assert_eq(r[0].status, SWEEP_OK);
+	cr_assert_eq(r[1].status, SWEEP_OK);
+	for (i = 0; i < 2; i++) {
+		cr_expect_gt(r[i].train_days, 1e12 / r[i].tokens_per_s / 86400, "failures cost time");
+		cr_expect(r[i].ettr > 0 && r[i].ettr < 1);
+		cr_expect_eq(r[i].score, -r[i].train_days);
+	}
+	cr_expect_lt(r[1].ettr, r[0].ettr, "512 GPUs fail more often than 32");
+	snprintf(train, sizeof train, "[model]\nname = llama-2-7b\nseq_len = 2048\n[training]\nstrategy = fsdp\n"
+		 "precision = bf16\nmicro_batch = %lld\ngrad_accum = %lld\n",
+		 (long long)r[1].micro_batch, (long long)r[1].grad_accum);
+	snprintf(text, sizeof text, common, "nodes = 64\n");
+	strcat(text, train);
+	predict_text(text, &p);
+	cr_expect(fabs(r[1].train_days / p.job.wall_days - 1) < 1e-9, "%.6f vs simulate %.6f days",
+		  r[1].train_days, p.job.wall_days);
+	cr_expect(fabs(r[1].ettr - p.job.ettr) < 1e-12);
+	free(r);
+	sweep_free(&sw);
+}
+
+/* What the sweep assumes to skip hopeless candidates: gradient accumulation
+ * never lowers the peak (the tape with it is the step without it plus a
+ * micro-step before the last, holding the accumulated gradients). */
+Test(sweep, accumulation_never_lowers_the_peak)
+{
+	static const char *const strat[] = {"dp", "ddp", "zero1", "zero2", "zero3", "fsdp"};
+	struct prediction p1, p2;
+	char text[512];
+	size_t i;
+	int ckpt;
+
+	for (i = 0; i < sizeof strat / sizeof strat[0]; i++)
+		for (ckpt = 0; ckpt < 2; ckpt++) {
+			snprintf(text, sizeof text, "[model]\nname = gpt2-xl\n[cluster]\ngpu = a100-sxm4-80gb\n"
+				 "gpus_per_node = 8\n[training]\nstrategy = %s\nframework = %s\nprecision = bf16\n"
+				 "activation_checkpointing = %s\nmicro_batch = 2\ngrad_accum = 1\n", strat[i],
+				 i >= 2 && i <= 4 ? "deepspeed" : "pytorch", ckpt ? "full" : "none");
+			predict_text(text, &p1);
+			strstr(text, "grad_accum = 1")[13] = '4';
+			predict_text(text, &p2);
+			cr_expect_geq(p2.mem.peak, p1.mem.peak, "%s ckpt %d: %.0f with accumulation < %.0f without",
+				      strat[i], ckpt, p2.mem.peak, p1.mem.peak);
+		}
+}
