@@ -17,6 +17,7 @@
 #include "backend.h"
 #include "calib.h"
 #include "predict.h"
+#include "record.h"
 #include "report.h"
 #include "scenario.h"
 #include "search.h"
@@ -259,28 +260,7 @@ static void print_text(const struct scenario *s, const struct backend *be, int w
 static int record(const struct opts *o, const struct scenario *s, const struct backend *be,
 		  const char *pred, const char *meas, const char *out, struct err *e)
 {
-	struct store st;
-	struct store_run r = {0};
-	char overrides[MAX_SETS * 128] = "";
-	size_t used = 0;
-	int i, rc;
-
-	for (i = 0; i < o->nset && used < sizeof overrides; i++)
-		used += (size_t)snprintf(overrides + used, sizeof overrides - used, "%s\n", o->sets[i]);
-	r.command = "validate";
-	r.scenario_path = s->file;
-	r.scenario_text = s->text;
-	r.scenario_hash = s->hash;
-	r.overrides = o->nset ? overrides : NULL;
-	r.device = be->device;
-	r.predicted_json = pred;
-	r.measured_json = meas;
-	r.output_json = out;
-	rc = store_open(&st, o->db, e);
-	if (!rc)
-		rc = store_add_run(&st, &r, NULL, e);
-	store_close(&st);
-	return rc;
+	return record_run(o->db, "validate", s, o->sets, o->nset, be->device, pred, meas, out, e);
 }
 
 static int run(const struct opts *o, struct backend *be, struct rt_comm *mpiw, struct err *e)

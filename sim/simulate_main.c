@@ -10,6 +10,7 @@
 #include "calib.h"
 #include "jobrun.h"
 #include "predict.h"
+#include "record.h"
 #include "report.h"
 #include "scenario.h"
 #include "step.h"
@@ -92,27 +93,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
 static int record(const struct opts *o, const struct scenario *s, const char *json, struct err *e)
 {
-	struct store st;
-	struct store_run r = {0};
-	char overrides[MAX_SETS * 128] = "";
-	size_t used = 0;
-	int i, rc;
-
-	for (i = 0; i < o->nset && used < sizeof overrides; i++)
-		used += (size_t)snprintf(overrides + used, sizeof overrides - used, "%s\n", o->sets[i]);
-	r.command = "simulate";
-	r.scenario_path = s->file;
-	r.scenario_text = s->text;
-	r.scenario_hash = s->hash;
-	r.overrides = o->nset ? overrides : NULL;
-	r.device = s->gpu.name;
-	r.predicted_json = json;
-	r.output_json = json;
-	rc = store_open(&st, o->db, e);
-	if (!rc)
-		rc = store_add_run(&st, &r, NULL, e);
-	store_close(&st);
-	return rc;
+	return record_run(o->db, "simulate", s, o->sets, o->nset, s->gpu.name, json, NULL, json, e);
 }
 
 int main(int argc, char **argv)
