@@ -154,6 +154,7 @@ struct mem_tape {
 	int gpu;               /* the GPU index it stands for in reports */
 	int64_t *cum_fixed;    /* (n) unrounded live bytes after each event: fixed part */
 	int64_t *cum_ps;       /* (n) and per-sample part */
+	int nonneg;            /* 1: no event has a negative fixed or per-sample size */
 };
 
 struct mem_plan {
@@ -191,6 +192,10 @@ int64_t mem_peak(const struct mem_plan *p, int t, int64_t b);
 
 /* The breakdown at the peak of tape t at micro-batch b. */
 void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d);
+
+/* The same breakdown without what_peak, states_peak and states_setup (left 0):
+ * two passes over the tape instead of one heavier one; what a sweep needs. */
+void mem_detail_peak(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d);
 
 /* The largest micro-batch whose peak fits on every tape (0 = not even one
  * sample); *binding = the tape that limits it. Exact over integers, assuming

@@ -100,7 +100,7 @@ static void unref_grad(struct wk *w, int tsr, int op)
 
 /* ---- lifetimes: recompute regions and when each tensor is freed -------------- */
 
-static int *csr(const int *key, int nitems, int nkeys, int **off_out)
+int *memwalk_csr(const int *key, int nitems, int nkeys, int **off_out)
 {
 	int *off = calloc((size_t)nkeys + 2, sizeof *off), *items, i, k;
 
@@ -430,11 +430,11 @@ static int prepare(struct wk *w)
 	lifetimes(w);
 	for (i = 0; i < nt; i++)
 		key[i] = g->t[i].producer;
-	w->prod = csr(key, nt, no, &w->poff);
+	w->prod = memwalk_csr(key, nt, no, &w->poff);
 	for (i = 0; i < nt; i++)
 		key[i] = g->t[i].held ? -1 : w->fb[i];
-	w->ffree = csr(key, nt, no, &w->foff);
-	w->rfree = csr(w->rs, nt, no, &w->roff);
+	w->ffree = memwalk_csr(key, nt, no, &w->foff);
+	w->rfree = memwalk_csr(w->rs, nt, no, &w->roff);
 	free(key);
 	if (!w->prod || !w->ffree || !w->rfree)
 		return -1;
@@ -448,6 +448,8 @@ static void wk_free(struct wk *w)
 	free(w->poff); free(w->prod); free(w->foff); free(w->ffree); free(w->roff); free(w->rfree);
 	free(w->pg); free(w->castl); free(w->u); free(w->uown); free(w->ul); free(w->ugl);
 	free(w->usg); free(w->G); free(w->pers); free(w->zl); free(w->after);
+	free(w->ufoff); free(w->ufirst); free(w->uloff); free(w->ulast); free(w->uooff); free(w->uops);
+	free(w->znext); free(w->zprev);
 }
 
 int memwalk_build(struct mem_tape *t, int role, const struct scenario *s, const struct graph *g,

@@ -51,6 +51,9 @@ struct wk {
 	struct wunit *u;
 	int nu;
 	int *uown;            /* per op: unit owning its parameters */
+	int *ufoff, *ufirst;  /* units whose first op is op i, ascending (CSR over ops) */
+	int *uloff, *ulast;   /* units whose last op is op i, ascending (CSR over ops) */
+	int *uooff, *uops;    /* ops owning parameters of unit u, descending (CSR over units) */
 	char *ul, *ugl, *usg; /* gathered, unsharded grad, grad shard allocated */
 	int reshard_fwd, fwd_prefetch, bwd_prefetch;
 	int wgat, wug, wsg, wrs, wstage, wmp;
@@ -58,6 +61,7 @@ struct wk {
 	char *zl;             /* ZeRO-3: gathered */
 	int64_t zlive;        /* ZeRO-3: gathered elements */
 	int64_t *after;       /* ZeRO-3: fetched elements after op i (reuse distance) */
+	int *znext, *zprev;   /* ZeRO-3: the next op after / before op i that fetches (G > 0), -1 none */
 	double host;          /* bytes per rank on the host */
 };
 
@@ -66,6 +70,11 @@ struct wk {
  * bytes per sample (ps); pooled = 1 when the framework's allocator serves it. */
 void memwalk_event(struct wk *w, int sign, int cat, int what, int op, int64_t fixed, int64_t ps,
 		   int pooled);
+
+/* Items 0..nitems-1 grouped by key (keys < 0 left out), ascending within a
+ * key: those of key k are items[off[k] .. off[k+1]-1]. Returns the malloc'd
+ * items and sets *off_out (malloc'd), or NULL when out of memory. */
+int *memwalk_csr(const int *key, int nitems, int nkeys, int **off_out);
 
 static inline int64_t cdiv(int64_t a, int64_t b)
 {

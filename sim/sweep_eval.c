@@ -269,9 +269,9 @@ static void breakdown(const struct mem_plan *p, const struct graph *g, int64_t b
 	struct mem_detail d, d2;
 	int t, w, best = 0;
 
-	mem_detail(p, 0, b, &d);
+	mem_detail_peak(p, 0, b, &d);
 	for (t = 1; t < p->ntapes; t++) {
-		mem_detail(p, t, b, &d2);
+		mem_detail_peak(p, t, b, &d2);
 		if (d2.peak > d.peak)
 			d = d2;
 	}
