@@ -36,8 +36,10 @@
 /* Step simulations and memory breakdowns already done for a candidate in the
  * group: cells of other batch sizes often land on the same micro-batch (and
  * three or more micro-steps extrapolate from the same two simulations), and
- * the same inputs give the same bits. */
-#define NMEMO 8
+ * the same inputs give the same bits. A candidate's first simulation in a group
+ * also does those its other cells will need (one task graph for all its
+ * micro-batches, step_resimulate), so the memos hold one entry per batch and
+ * accumulation of the group: 2 x nbatch + 2 (sweep_ctx_create). */
 
 struct step_memo {
 	int64_t mb, ga;           /* 0: empty */
@@ -58,8 +60,8 @@ struct slot {
 	int built[2];
 	int64_t maxb[2];          /* largest micro-batch that fits on each plan */
 	char note[112];           /* why invalid */
-	struct step_memo sm[NMEMO];
-	struct mem_memo mm[NMEMO];
+	struct step_memo *sm;     /* (ctx->nmemo) */
+	struct mem_memo *mm;      /* (ctx->nmemo) */
 	int nsm, nmm;             /* next entry to replace */
 };
 
@@ -76,6 +78,10 @@ struct sweep_ctx {
 	struct graph_opts *go;
 	int ng;
 	struct slot *slots;       /* (ncand) */
+	struct step_memo *sm;     /* (ncand x nmemo) the slots' memos */
+	struct mem_memo *mm;
+	int nmemo;
+	int lo, hi;               /* the cells this context evaluates (sweep_ctx_cells) */
 	struct prediction pred;   /* the job model's input and output (time_to_train) */
 	struct sweep_counts k;
 };
@@ -88,14 +94,25 @@ struct sweep_ctx *sweep_ctx_create(const struct sweep *sw)
 		return NULL;
 	c->sw = sw;
 	c->group = -1;
+	c->lo = 0;
+	c->hi = sw->ncell;
+	c->nmemo = 2 * sw->nbatch + 2;
 	c->g = calloc((size_t)sw->ncand, sizeof *c->g);
 	c->go = calloc((size_t)sw->ncand, sizeof *c->go);
 	c->slots = calloc((size_t)sw->ncand, sizeof *c->slots);
-	if (!c->g || !c->go || !c->slots || step_sim_create(&c->ss)) {
+	c->sm = calloc((size_t)sw->ncand * (size_t)c->nmemo, sizeof *c->sm);
+	c->mm = calloc((size_t)sw->ncand * (size_t)c->nmemo, sizeof *c->mm);
+	if (!c->g || !c->go || !c->slots || !c->sm || !c->mm || step_sim_create(&c->ss)) {
 		sweep_ctx_delete(c);
 		return NULL;
 	}
 	return c;
+}
+
+void sweep_ctx_cells(struct sweep_ctx *c, int lo, int hi)
+{
+	c->lo = lo;
+	c->hi = hi;
 }
 
 static void group_free(struct sweep_ctx *c)
@@ -109,11 +126,16 @@ static void group_free(struct sweep_ctx *c)
 		if (s->built[1])
 			mem_plan_free(&s->plan[1]);
 		memset(s, 0, sizeof *s);
+		s->sm = c->sm + (size_t)i * (size_t)c->nmemo;
+		s->mm = c->mm + (size_t)i * (size_t)c->nmemo;
+		memset(s->sm, 0, (size_t)c->nmemo * sizeof *s->sm);
+		memset(s->mm, 0, (size_t)c->nmemo * sizeof *s->mm);
 	}
 	for (i = 0; i < c->ng; i++)
 		graph_free(&c->g[i]);
 	c->ng = 0;
 	c->group = -1;
+	c->ss.built = 0;  /* its task graph was over a graph just freed */
 }
 
 void sweep_ctx_delete(struct sweep_ctx *c)
@@ -125,6 +147,8 @@ void sweep_ctx_delete(struct sweep_ctx *c)
 	free(c->g);
 	free(c->go);
 	free(c->slots);
+	free(c->sm);
+	free(c->mm);
 	step_sim_delete(&c->ss);
 	free(c);
 }
@@ -132,6 +156,7 @@ void sweep_ctx_delete(struct sweep_ctx *c)
 void sweep_ctx_counts(const struct sweep_ctx *c, struct sweep_counts *k)
 {
 	*k = c->k;
+	k->step_graphs = c->ss.builds;
 }
 
 /* ---- groups and candidates ----------------------------------------------------------- */
@@ -298,7 +323,7 @@ static void memory(struct sweep_ctx *c, struct slot *s, int a, int64_t b, struct
 	struct mem_memo *m;
 	int i;
 
-	for (i = 0; i < NMEMO; i++) {
+	for (i = 0; i < c->nmemo; i++) {
 		m = &s->mm[i];
 		if (m->mb == b && m->a == a) {
 			r->peak = m->r.peak;
@@ -314,7 +339,7 @@ static void memory(struct sweep_ctx *c, struct slot *s, int a, int64_t b, struct
 		}
 	}
 	breakdown(&s->plan[a], &c->g[s->graph], b, r);
-	m = &s->mm[s->nmm++ % NMEMO];
+	m = &s->mm[s->nmm++ % c->nmemo];
 	m->mb = b;
 	m->a = a;
 	m->r = *r;
@@ -331,7 +356,8 @@ static int64_t divisor_upto(int64_t n, int64_t m)
 	return 0;
 }
 
-/* Picks micro-batch and accumulation for candidate i; 0 = nothing fits. */
+/* Picks micro-batch and accumulation for candidate i; 0 = nothing fits, -1 an
+ * error. r (may be NULL) gets max_micro_batch. */
 static int64_t choose(struct sweep_ctx *c, int i, int64_t batch, int64_t *accum, int *a,
 		      struct sweep_result *r, struct err *e)
 {
@@ -342,7 +368,8 @@ static int64_t choose(struct sweep_ctx *c, int i, int64_t batch, int64_t *accum,
 	*a = 0;
 	if (plan(c, i, 0, e))
 		return -1;
-	r->max_micro_batch = s->maxb[0];
+	if (r)
+		r->max_micro_batch = s->maxb[0];
 	switch (c->sw->batch_mode) {
 	case SWEEP_AUTO:
 		return s->maxb[0];
@@ -374,24 +401,88 @@ static int64_t choose(struct sweep_ctx *c, int i, int64_t batch, int64_t *accum,
  * and likewise compute, communication and exposed communication.
  * tests/test_sweep.c checks this against full simulations of every strategy on
  * NVLink and InfiniBand. */
-static const struct step_result *simulate(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga,
-					   struct err *e)
+
+static struct step_memo *memo_find(const struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga)
 {
-	struct step_memo *m;
 	int i;
 
-	for (i = 0; i < NMEMO; i++)
+	for (i = 0; i < c->nmemo; i++)
 		if (s->sm[i].mb == mb && s->sm[i].ga == ga)
-			return &s->sm[i].st;
-	m = &s->sm[s->nsm++ % NMEMO];
+			return &s->sm[i];
+	return NULL;
+}
+
+/* The simulations (micro-batch, accumulation) step() asks of candidate i in
+ * the group's cells that this context evaluates: at most two per batch. */
+static int needed(struct sweep_ctx *c, int i, int64_t *mbs, int64_t *gas, int *n, struct err *e)
+{
+	const struct sweep *sw = c->sw;
+	int bi, cell, a;
+	int64_t mb, accum;
+
+	*n = 0;
+	for (bi = 0; bi < sw->nbatch; bi++) {
+		cell = c->group * sw->nbatch + bi;
+		if (cell < c->lo || cell >= c->hi)
+			continue;
+		if (sw->batch_mode == SWEEP_GLOBAL && sw->batches[bi] % c->work.dp)
+			continue;
+		mb = choose(c, i, sw->batches[bi], &accum, &a, NULL, e);
+		if (mb < 0)
+			return e->code;
+		if (mb == 0)
+			continue;
+		if (accum <= SWEEP_ACCUM_SIMULATED) {
+			mbs[*n] = mb, gas[(*n)++] = accum;
+		} else {
+			mbs[*n] = mb, gas[(*n)++] = SWEEP_ACCUM_SIMULATED - 1;
+			mbs[*n] = mb, gas[(*n)++] = SWEEP_ACCUM_SIMULATED;
+		}
+	}
+	return 0;
+}
+
+/* Simulates (mb, ga) of slot s into its memo; step_resimulate keeps the task
+ * graph when the previous simulation was this candidate's at this ga. */
+static int simulate_one(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga, struct err *e)
+{
+	struct step_memo *m = &s->sm[s->nsm++ % c->nmemo];
+
 	c->work.s.training.grad_accum = ga;
 	m->mb = 0;
-	if (step_simulate(&c->ss, &c->work, &c->g[s->graph], mb, &m->st, e))
-		return NULL;
+	if (step_resimulate(&c->ss, &c->work, &c->g[s->graph], mb, &m->st, e))
+		return e->code ? e->code : ERR_SYSTEM;
 	m->mb = mb;
 	m->ga = ga;
 	c->k.steps++;
 	c->k.events += (long)m->st.events;
+	return 0;
+}
+
+static const struct step_result *simulate(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga,
+					   struct err *e)
+{
+	int64_t mbs[2 * SWEEP_MAX_AXIS], gas[2 * SWEEP_MAX_AXIS];
+	struct step_memo *m = memo_find(c, s, mb, ga);
+	int n, j, pass, i = (int)(s - c->slots);
+
+	if (m)
+		return &m->st;
+	/* the others of the group first, grouped by accumulation (one task graph
+	 * each), then this one if the batches did not name it */
+	if (needed(c, i, mbs, gas, &n, e))
+		return NULL;
+	for (pass = 1; pass <= SWEEP_ACCUM_SIMULATED; pass++)
+		for (j = 0; j < n; j++)
+			if (gas[j] == pass && !memo_find(c, s, mbs[j], gas[j]) &&
+			    simulate_one(c, s, mbs[j], gas[j], e))
+				return NULL;
+	m = memo_find(c, s, mb, ga);
+	if (!m) {
+		if (simulate_one(c, s, mb, ga, e))
+			return NULL;
+		m = memo_find(c, s, mb, ga);
+	}
 	return &m->st;
 }
 
