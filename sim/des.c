@@ -47,6 +47,9 @@ void des_delete(struct des *d)
 	free(d->colls);
 	free(d->waiting);
 	free(d->first);
+	free(d->npred);
+	free(d->soff);
+	free(d->succ);
 	free(d->active);
 	evq_delete(&d->q);
 	memset(d, 0, sizeof *d);
@@ -146,23 +149,22 @@ static inline void start(struct run *r, int i)
 	push(r, r->now + f->delay, f->kind, i);
 }
 
+/* Task i ends now; the tasks waiting for it, in the order of its edge list,
+ * start if it was the last they waited for. */
 static inline void finish(struct run *r, int i)
 {
 	struct des *d = r->d;
-	struct des_task *t = &d->tasks[i];
-	const struct des_edge *edges = d->edges;
+	const int *succ = d->succ, *end = succ + d->soff[i + 1];
 	int *waiting = d->waiting;
-	int e, f = d->first[i].flag;
+	int f = d->first[i].flag;
 
-	t->end = r->now;
+	d->tasks[i].end = r->now;
 	r->compute_busy -= f & DES_ON_COMPUTE;
 	r->comm_busy -= (f & DES_ON_COMM) != 0;
 	r->nleft--;
-	for (e = t->edge; e >= 0; e = edges[e].next) {
-		int to = edges[e].to;
-		if (--waiting[to] == 0)
-			start(r, to);
-	}
+	for (succ += d->soff[i]; succ < end; succ++)
+		if (--waiting[*succ] == 0)
+			start(r, *succ);
 }
 
 /* Brings every active collective's progress up to now at its current rate. */
@@ -272,14 +274,20 @@ static void on_flow(struct run *r, int i, uint32_t ver)
 	reschedule(r);
 }
 
-/* Where each task counts and how its first event comes: from the streams and
- * expose_rank, so kept while the graph is (des_reset and a new expose_rank
- * redo it). */
-static void first_events(struct des *d)
+/* What des_run derives from the graph's structure, kept while the graph is
+ * (des_reset, new tasks, a task shown on another stream or a new expose_rank
+ * redo it): where each task counts, how its first event comes, its
+ * predecessor count, and every task's successors in one array (CSR, in the
+ * order of its edge list). */
+static int structure(struct des *d)
 {
-	int i;
+	int i, e, n;
 
-	for (i = 0; i < d->ntasks; i++) {
+	if (vec_grow((void **)&d->npred, &d->capnpred, d->ntasks, sizeof *d->npred) ||
+	    vec_grow((void **)&d->soff, &d->capsoff, d->ntasks + 1, sizeof *d->soff) ||
+	    vec_grow((void **)&d->succ, &d->capsucc, d->nedges, sizeof *d->succ))
+		return -1;
+	for (i = 0, n = 0; i < d->ntasks; i++) {
 		const struct des_task *t = &d->tasks[i];
 		struct des_first *f = &d->first[i];
 		f->flag = (uint8_t)((on_rank(d, t, DES_COMPUTE) ? DES_ON_COMPUTE : 0) |
@@ -287,9 +295,15 @@ static void first_events(struct des *d)
 			(d->streams[t->stream].rank == d->expose_rank ||
 			 (t->stream2 >= 0 && d->streams[t->stream2].rank == d->expose_rank) ? DES_ON_RANK : 0));
 		f->kind = t->coll < 0 ? EV_DONE : EV_LAT;
+		d->npred[i] = t->npred;
+		d->soff[i] = n;
+		for (e = t->edge; e >= 0; e = d->edges[e].next)
+			d->succ[n++] = d->edges[e].to;
 	}
+	d->soff[d->ntasks] = n;
 	d->first_n = d->ntasks;
 	d->first_rank = d->expose_rank;
+	return 0;
 }
 
 static int prepare(struct des *d)
@@ -299,11 +313,11 @@ static int prepare(struct des *d)
 	if (vec_grow((void **)&d->waiting, &d->capwaiting, d->ntasks, sizeof *d->waiting) ||
 	    vec_grow((void **)&d->first, &d->capfirst, d->ntasks, sizeof *d->first))
 		return -1;
-	if (d->first_n != d->ntasks || d->first_rank != d->expose_rank)
-		first_events(d);
+	if ((d->first_n != d->ntasks || d->first_rank != d->expose_rank) && structure(d))
+		return -1;
+	memcpy(d->waiting, d->npred, (size_t)d->ntasks * sizeof *d->waiting);
 	for (i = 0; i < d->ntasks; i++) {  /* durations and latencies may have changed */
 		const struct des_task *t = &d->tasks[i];
-		d->waiting[i] = t->npred;
 		d->first[i].delay = t->coll < 0 ? t->dur : d->colls[t->coll].c.latency;
 	}
 	for (i = 0; i < d->ncolls; i++) {
@@ -316,21 +330,28 @@ static int prepare(struct des *d)
 	return 0;
 }
 
+/* Makespan, and busy and collective time on the exposure rank, summed in task
+ * order (in locals: the same additions in the same order). */
 static void totals(struct des *d)
 {
-	int i;
+	double busy[DES_CLASS_COUNT] = {0}, comm = 0, makespan = 0;
+	int i, c;
 
 	for (i = 0; i < d->ntasks; i++) {
 		const struct des_task *t = &d->tasks[i];
 		double dt = t->end - t->start;
-		if (t->end > d->tot.makespan)  /* fmax: times are never NaN */
-			d->tot.makespan = t->end;
+		if (t->end > makespan)  /* fmax: times are never NaN */
+			makespan = t->end;
 		if (d->first[i].flag & DES_ON_RANK) {
-			d->tot.busy[d->streams[t->stream].cls] += dt;
+			busy[d->streams[t->stream].cls] += dt;
 			if (t->coll >= 0)
-				d->tot.comm += dt;
+				comm += dt;
 		}
 	}
+	d->tot.makespan = makespan;
+	for (c = 0; c < DES_CLASS_COUNT; c++)
+		d->tot.busy[c] = busy[c];
+	d->tot.comm = comm;
 }
 
 int des_run(struct des *d)

@@ -96,8 +96,13 @@ struct des {
 	int capwaiting;
 	struct des_first *first; /* (ntasks) run-time: each task's first event */
 	int capfirst;
-	int first_n;       /* tasks whose first[].flag and .kind are set (-1 none) */
-	int first_rank;    /* the expose_rank they were set for */
+	int first_n;       /* tasks whose structure (first[].flag and .kind, npred, succ) is
+			      set (-1 none) */
+	int first_rank;    /* the expose_rank it was set for */
+	int *npred;        /* (ntasks) predecessors of each task */
+	int *soff, *succ;  /* (ntasks + 1), (nedges): successors of task i are
+			      succ[soff[i] .. soff[i+1]-1] */
+	int capnpred, capsoff, capsucc;
 	int *active;       /* collectives in a bandwidth phase */
 	int nactive, capactive;
 	struct evq q;

@@ -300,10 +300,17 @@ static int cumulate(struct mem_tape *t)
 	int64_t f = 0, s = 0;
 	int i;
 
-	t->cum_fixed = malloc(((size_t)t->n + 1) * sizeof *t->cum_fixed);
-	t->cum_ps = malloc(((size_t)t->n + 1) * sizeof *t->cum_ps);
-	if (!t->cum_fixed || !t->cum_ps)
-		return -1;
+	if (t->n + 1 > t->cum_cap) {  /* a rebuilt plan keeps its arrays when they are large enough */
+		int64_t *cf = realloc(t->cum_fixed, ((size_t)t->n + 1) * sizeof *cf), *cp;
+		if (!cf)
+			return -1;
+		t->cum_fixed = cf;
+		cp = realloc(t->cum_ps, ((size_t)t->n + 1) * sizeof *cp);
+		if (!cp)
+			return -1;
+		t->cum_ps = cp;
+		t->cum_cap = t->n + 1;
+	}
 	t->nonneg = 1;
 	for (i = 0; i < t->n; i++) {
 		if (t->ev[i].fixed < 0 || t->ev[i].per_sample < 0)
@@ -319,11 +326,27 @@ static int cumulate(struct mem_tape *t)
 int mem_plan_build(struct mem_plan *p, const struct scenario *s, const struct graph *g,
 		   const struct fw_profile *pf, struct err *e)
 {
+	memset(p, 0, sizeof *p);
+	return mem_plan_rebuild(p, s, g, pf, e);
+}
+
+int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct graph *g,
+		     const struct fw_profile *pf, struct err *e)
+{
 	const struct scn_training *t = &s->s.training;
+	struct mem_tape keep[2];
 	double host = 0, h2 = 0;
 	int rc, i;
 
+	memcpy(keep, p->tape, sizeof keep);
 	memset(p, 0, sizeof *p);
+	for (i = 0; i < 2; i++) {  /* the arrays, emptied */
+		p->tape[i].ev = keep[i].ev;
+		p->tape[i].cap = keep[i].cap;
+		p->tape[i].cum_fixed = keep[i].cum_fixed;
+		p->tape[i].cum_ps = keep[i].cum_ps;
+		p->tape[i].cum_cap = keep[i].cum_cap;
+	}
 	p->capacity = (int64_t)s->capacity;
 	p->align = (int64_t)pf->alignment;
 	if (pf->small_pool_max > 0 && s->gpu.memory > 0) {  /* no caching allocator on the CPU backend */

@@ -154,6 +154,7 @@ struct mem_tape {
 	int gpu;               /* the GPU index it stands for in reports */
 	int64_t *cum_fixed;    /* (n) unrounded live bytes after each event: fixed part */
 	int64_t *cum_ps;       /* (n) and per-sample part */
+	int cum_cap;           /* room in cum_fixed and cum_ps */
 	int nonneg;            /* 1: no event has a negative fixed or per-sample size */
 };
 
@@ -186,6 +187,11 @@ int mem_plan_build(struct mem_plan *p, const struct scenario *s, const struct gr
 		   const struct fw_profile *pf, struct err *e);
 
 void mem_plan_free(struct mem_plan *p);
+
+/* mem_plan_build into a plan built before (or zeroed), keeping its arrays: a
+ * sweep builds tape after tape into the same memory. */
+int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct graph *g,
+		     const struct fw_profile *pf, struct err *e);
 
 /* Peak reserved bytes of tape t at micro-batch b. No allocation; the hot path. */
 int64_t mem_peak(const struct mem_plan *p, int t, int64_t b);
