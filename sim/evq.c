@@ -23,6 +23,7 @@ void evq_clear(struct evq *q)
 {
 	q->n = 0;
 	q->seq = 0;
+	q->has_slot = 0;
 }
 
 int evq_grow(struct evq *q)

@@ -37,6 +37,8 @@ struct evq {
 	struct evq_node *h;   /* (cap) heap array, h[0] the earliest */
 	size_t n, cap;
 	uint64_t seq;         /* next insertion count */
+	struct evq_node slot; /* one event kept outside the heap: the earliest of those */
+	int has_slot;         /* pushed since the slot was last popped */
 };
 
 /* Creates an empty queue with room for cap events. Returns 0, or -1 when out of memory. */
@@ -58,15 +60,29 @@ static inline int evq_before(const struct evq_node *a, const struct evq_node *b)
 
 /* Inserts an event. Returns 0, or -1 when time is negative or not finite, or
  * when the array had to grow and could not. Inline: a simulation pushes and
- * pops an event per task. */
+ * pops an event per task. The earliest event pushed since the slot was last
+ * popped waits in the slot, outside the heap: in a task graph the event just
+ * pushed (the next task of a stream) is often the next to come out, and then
+ * neither push nor pop walks the heap. Pops come in (time, seq) order all the
+ * same. */
 static inline int evq_push(struct evq *q, double time, uint32_t kind, uint32_t id)
 {
-	struct evq_node ev = {0, q->seq++, kind, id};
+	struct evq_node ev = {0, q->seq++, kind, id}, later;
 	size_t i, parent;
 
 	if (!(time >= 0) || time > DBL_MAX)  /* negative, NaN or infinite */
 		return -1;
 	memcpy(&ev.t, &time, sizeof ev.t);
+	if (!q->has_slot) {
+		q->slot = ev;
+		q->has_slot = 1;
+		return 0;
+	}
+	if (evq_before(&ev, &q->slot)) {  /* the slot keeps the earlier one */
+		later = q->slot;
+		q->slot = ev;
+		ev = later;
+	}
 	if (q->n == q->cap && evq_grow(q))
 		return -1;
 	/* sift up: move parents down until ev's place is found */
@@ -91,6 +107,14 @@ static inline int evq_pop(struct evq *q, struct evq_event *ev)
 	struct evq_node *h = q->h, last;
 	size_t hole = 0, child, parent, n;
 
+	if (q->has_slot && (q->n == 0 || evq_before(&q->slot, &h[0]))) {
+		memcpy(&ev->time, &q->slot.t, sizeof ev->time);
+		ev->seq = q->slot.seq;
+		ev->kind = q->slot.kind;
+		ev->id = q->slot.id;
+		q->has_slot = 0;
+		return 1;
+	}
 	if (q->n == 0)
 		return 0;
 	memcpy(&ev->time, &h[0].t, sizeof ev->time);
@@ -122,7 +146,7 @@ static inline int evq_pop(struct evq *q, struct evq_event *ev)
 
 static inline size_t evq_size(const struct evq *q)
 {
-	return q->n;
+	return q->n + (size_t)q->has_slot;
 }
 
 #endif
