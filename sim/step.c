@@ -1034,9 +1034,10 @@ static double recompute_flops(const struct graph *g, int mode)
 
 static void results(const struct bld *b, struct step_result *r)
 {
+	const struct step_sim *ss = b->ss;
 	const struct des *d = b->d;
 	const struct scenario *s = b->s;
-	double per_sample = graph_model_flops_per_sample(b->g, &s->model), peak_all;
+	double per_sample = ss->flops_ps, peak_all;
 	int i;
 
 	memset(r, 0, sizeof *r);
@@ -1047,11 +1048,11 @@ static void results(const struct bld *b, struct step_result *r)
 	r->exposed_comm = d->tot.exposed;
 	r->copy = d->tot.busy[DES_COPY];
 	r->host_optimizer = d->tot.busy[DES_HOST];
-	for (i = 0; i < d->ntasks; i++) {
-		const struct des_task *t = &d->tasks[i];
+	for (i = 0; i < ss->nsums; i++) {  /* the TP and optimizer tasks, in task order */
+		const struct des_task *t = &d->tasks[ss->sums[i]];
 		if (t->tag == T_TP)
 			r->comm_tp += t->end - t->start;
-		else if (t->tag == T_OPT)
+		else
 			r->optimizer += t->end - t->start;
 	}
 	r->micro_batch = (int64_t)b->B;
@@ -1061,7 +1062,7 @@ static void results(const struct bld *b, struct step_result *r)
 	r->tokens_per_s = r->samples_per_s * b->g->tokens;
 	peak_all = b->peak * (double)s->world;
 	r->mfu = per_sample * r->samples_per_s / peak_all;
-	r->hfu = (per_sample + recompute_flops(b->g, b->recompute)) * r->samples_per_s / peak_all;
+	r->hfu = (per_sample + ss->flops_rc) * r->samples_per_s / peak_all;
 	r->flops_per_gpu = per_sample * r->samples_per_s / (double)s->world;
 	r->events = d->tot.events;
 }
@@ -1083,6 +1084,8 @@ void step_sim_delete(struct step_sim *ss)
 	free(ss->tpx);
 	free(ss->pos);
 	free(ss->dyn);
+	free(ss->kern);
+	free(ss->sums);
 	free(ss->bkt);
 	free(ss->unit_of);
 	free(ss->gfirst);
@@ -1101,11 +1104,29 @@ static unsigned char op_pattern(const struct step_sim *ss, int i)
 	return (unsigned char)((ss->tf[i] > 0) | (ss->tb[i] > 0) << 1 | (ss->tpb[i] > 0) << 2);
 }
 
-/* Remembers what the graph in ss was built for. */
-static void remember(struct step_sim *ss, const struct scenario *s, const struct graph *g)
+/* Remembers what the graph in ss was built for, and what its runs read: the
+ * kernels (re-timed), the TP and optimizer tasks (summed), the model's FLOPs.
+ * Returns 0 or -1 (out of memory). */
+static int remember(struct step_sim *ss, const struct scenario *s, const struct graph *g, int recompute)
 {
-	int i;
+	const struct des *d = &ss->d;
+	int i, tag;
 
+	ss->nkern = ss->nsums = 0;
+	for (i = 0; i < d->ntasks; i++) {
+		tag = d->tasks[i].tag;
+		if (d->tasks[i].coll < 0 && (tag == T_FWD || tag == T_RECOMP || tag == T_BWD)) {
+			if (vec_grow((void **)&ss->kern, &ss->capkern, ss->nkern + 1, sizeof *ss->kern))
+				return -1;
+			ss->kern[ss->nkern++] = i;
+		} else if (tag == T_TP || tag == T_OPT) {
+			if (vec_grow((void **)&ss->sums, &ss->capsums, ss->nsums + 1, sizeof *ss->sums))
+				return -1;
+			ss->sums[ss->nsums++] = i;
+		}
+	}
+	ss->flops_ps = graph_model_flops_per_sample(g, &s->model);
+	ss->flops_rc = recompute_flops(g, recompute);
 	for (i = 0; i < g->nops; i++)
 		ss->pos[i] = op_pattern(ss, i);
 	ss->built = 1;
@@ -1114,6 +1135,7 @@ static void remember(struct step_sim *ss, const struct scenario *s, const struct
 	memcpy(&ss->bcluster, &s->s.cluster, sizeof ss->bcluster);
 	ss->bdp = s->dp;
 	ss->bworld = s->world;
+	return 0;
 }
 
 /* Whether s's settings are those the graph in ss was built for, the
@@ -1138,15 +1160,9 @@ static void retime(struct bld *b)
 	struct des *d = b->d;
 	int i;
 
-	for (i = 0; i < d->ntasks; i++) {
-		struct des_task *t = &d->tasks[i];
-		double dur;
-		if (t->tag == T_FWD || t->tag == T_RECOMP)
-			dur = ss->tf[t->label];
-		else if (t->tag == T_BWD)
-			dur = ss->tb[t->label];
-		else
-			continue;
+	for (i = 0; i < ss->nkern; i++) {
+		struct des_task *t = &d->tasks[ss->kern[i]];
+		double dur = t->tag == T_BWD ? ss->tb[t->label] : ss->tf[t->label];
 		t->dur = dur > 0 ? dur : 0;  /* as des_work stores it */
 	}
 	for (i = 0; i < ss->ndyn; i++) {
@@ -1174,9 +1190,8 @@ int step_simulate(struct step_sim *ss, const struct scenario *s, const struct gr
 		return err_set(e, ERR_INPUT, s->file, 0, "step simulation needs a micro-batch of at least 1");
 	ss->g = g;
 	ss->built = 0;
-	if (setup(&b, ss, s, g, micro_batch) || build(&b))
+	if (setup(&b, ss, s, g, micro_batch) || build(&b) || remember(ss, s, g, b.recompute))
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the step's task graph");
-	remember(ss, s, g);
 	ss->builds++;
 	return run(&b, r, e);
 }

@@ -70,6 +70,9 @@ struct step_sim {
 	unsigned char *pos;         /* (nops) which of tf, tb, tpb were > 0 */
 	struct step_dyn *dyn;       /* collectives whose bytes scale with the micro-batch */
 	int ndyn, capdyn;
+	int *kern, nkern, capkern;  /* its kernel tasks (re-timed) */
+	int *sums, nsums, capsums;  /* its TP and optimizer tasks (summed in results) */
+	double flops_ps, flops_rc;  /* model FLOPs per sample, recomputed FLOPs per sample */
 	long builds;                /* task graphs built (step_simulate) */
 };
 
