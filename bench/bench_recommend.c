@@ -4,7 +4,8 @@
  * allocation tape evaluated at the batches tried) and, when it fits, a step
  * simulation, in under 1 s on one core: >= 10,000 candidates/s.
  *
- * Usage: bench_recommend SWEEP.ini (run from the repository root). Loading the
+ * Usage: bench_recommend SWEEP.ini [RUNS] (run from the repository root; RUNS
+ * defaults to 3, 1 under valgrind --tool=callgrind). Loading the
  * sweep (reading the catalogs) is outside the timing; building graphs and tapes
  * is inside. CPU time of this process, one core; the best of three runs.
  */
@@ -30,10 +31,12 @@ int main(int argc, char **argv)
 	struct sweep_counts k;
 	struct err e = {0};
 	double t0, t = 0;
-	int cell, rc, fits = 0, i, run;
+	int cell, rc, fits = 0, i, run, runs = 3;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: bench_recommend SWEEP.ini\n");
+	if (argc == 3)
+		runs = atoi(argv[2]);
+	if ((argc != 2 && argc != 3) || runs < 1) {
+		fprintf(stderr, "usage: bench_recommend SWEEP.ini [RUNS]\n");
 		return 2;
 	}
 	rc = sweep_load(&sw, argv[1], &e);
@@ -45,10 +48,10 @@ int main(int argc, char **argv)
 	r = calloc((size_t)sw.ncand, sizeof *r);
 	if (!r)
 		return 1;
-	/* the best of three runs, each with a fresh context (graphs and tapes
+	/* the best of three runs (RUNS), each with a fresh context (graphs and tapes
 	 * built again): the machines are shared, and the best run is the one the
 	 * neighbours disturbed least */
-	for (run = 0; run < 3 && !rc; run++) {
+	for (run = 0; run < runs && !rc; run++) {
 		c = sweep_ctx_create(&sw);
 		if (!c)
 			return 1;
@@ -69,8 +72,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_recommend: %s\n", e.msg);
 		return rc;
 	}
-	printf("bench recommend: %s: %d cells x %d candidates, %ld evaluated (memory), %ld step simulations\n",
-	       argv[1], sw.ncell, sw.ncand, k.candidates, k.steps);
+	printf("bench recommend: %s: %d cells x %d candidates, %ld evaluated (memory), %ld step simulations "
+	       "(%ld task graphs built, the others re-timed at another micro-batch)\n",
+	       argv[1], sw.ncell, sw.ncand, k.candidates, k.steps, k.step_graphs);
 	printf("bench recommend:   %ld allocation tapes and %ld graphs built; %d cells with a fit; %.0f events per step simulation\n",
 	       k.tapes, k.graphs, fits, (double)k.events / (double)k.steps);
 	printf("bench recommend: sweep of %ld candidates in %.3f s   %8.0f candidates/s   (target >= 10000/s, "

@@ -23,11 +23,13 @@ enum { EV_DONE, EV_LAT, EV_FLOW };
 int des_create(struct des *d)
 {
 	memset(d, 0, sizeof *d);
+	d->first_n = -1;
 	return evq_create(&d->q, 256);
 }
 
 void des_reset(struct des *d)
 {
+	d->first_n = -1;
 	d->nstreams = 0;
 	d->ntasks = 0;
 	d->nedges = 0;
@@ -44,6 +46,10 @@ void des_delete(struct des *d)
 	free(d->edges);
 	free(d->colls);
 	free(d->waiting);
+	free(d->first);
+	free(d->npred);
+	free(d->soff);
+	free(d->succ);
 	free(d->active);
 	evq_delete(&d->q);
 	memset(d, 0, sizeof *d);
@@ -63,49 +69,14 @@ int des_stream(struct des *d, int rank, int cls, const char *name)
 	return d->nstreams++;
 }
 
-int des_dep(struct des *d, int from, int to)
+int des_grow_tasks(struct des *d)
 {
-	struct des_edge *e;
-
-	if (from < 0)
-		return 0;
-	if (from >= to || vec_grow((void **)&d->edges, &d->capedges, d->nedges + 1, sizeof *d->edges))
-		return -1;
-	e = &d->edges[d->nedges];
-	e->to = to;
-	e->next = d->tasks[from].edge;
-	d->tasks[from].edge = d->nedges++;
-	d->tasks[to].npred++;
-	return 0;
+	return vec_grow((void **)&d->tasks, &d->captasks, d->ntasks + 1, sizeof *d->tasks);
 }
 
-static int task(struct des *d, int stream, double dur, int coll, int label, int tag)
+int des_grow_edges(struct des *d)
 {
-	struct des_task *t;
-	int i;
-
-	if (vec_grow((void **)&d->tasks, &d->captasks, d->ntasks + 1, sizeof *d->tasks))
-		return -1;
-	i = d->ntasks++;
-	t = &d->tasks[i];
-	t->dur = dur > 0 ? dur : 0;
-	t->start = t->end = 0;
-	t->stream = stream;
-	t->stream2 = -1;
-	t->coll = coll;
-	t->npred = 0;
-	t->edge = -1;
-	t->label = label;
-	t->tag = tag;
-	if (des_dep(d, d->streams[stream].last, i))
-		return -1;
-	d->streams[stream].last = i;
-	return i;
-}
-
-int des_work(struct des *d, int stream, double dur, int label, int tag)
-{
-	return task(d, stream, dur, -1, label, tag);
+	return vec_grow((void **)&d->edges, &d->capedges, d->nedges + 1, sizeof *d->edges);
 }
 
 int des_coll(struct des *d, int stream, const struct coll_cost *c, int label, int tag)
@@ -119,7 +90,7 @@ int des_coll(struct des *d, int stream, const struct coll_cost *c, int label, in
 	k->c = *c;
 	k->phase = -1;
 	k->task = d->ntasks;
-	return task(d, stream, 0, d->ncolls++, label, tag);
+	return des_issue(d, stream, 0, d->ncolls++, label, tag);
 }
 
 /* ---- running ---------------------------------------------------------------- */
@@ -132,6 +103,13 @@ struct run {
 	int nleft;               /* tasks not finished */
 	double flow_t;           /* s: when the active collectives' rates were last set */
 	int oom;
+};
+
+/* Where a task counts (prepare sets them, from the streams and expose_rank). */
+enum {
+	DES_ON_COMPUTE = 1,  /* on a compute stream of the exposure rank */
+	DES_ON_COMM = 2,     /* a collective on a comm stream of the exposure rank */
+	DES_ON_RANK = 4      /* on a stream of the exposure rank (totals) */
 };
 
 static int on_rank(const struct des *d, const struct des_task *t, int cls)
@@ -152,48 +130,41 @@ static void account(struct run *r)
 	r->last = r->now;
 }
 
-static void push(struct run *r, double t, uint32_t kind, int id)
+static inline void push(struct run *r, double t, uint32_t kind, int id)
 {
 	if (evq_push(&r->d->q, t, kind, (uint32_t)id))
 		r->oom = 1;
 }
 
-static void start(struct run *r, int i);
-
-static void finish(struct run *r, int i)
+/* Task i starts now: its first event is its end (work) or the end of its
+ * latency (collective); prepare put the delay and the kind in d->first. */
+static inline void start(struct run *r, int i)
 {
 	struct des *d = r->d;
-	struct des_task *t = &d->tasks[i];
-	int e;
+	const struct des_first *f = &d->first[i];
 
-	t->end = r->now;
-	if (on_rank(d, t, DES_COMPUTE))
-		r->compute_busy--;
-	if (t->coll >= 0 && on_rank(d, t, DES_COMM))
-		r->comm_busy--;
-	r->nleft--;
-	for (e = t->edge; e >= 0; e = d->edges[e].next) {
-		int to = d->edges[e].to;
-		if (--d->waiting[to] == 0)
-			start(r, to);
-	}
+	d->tasks[i].start = r->now;
+	r->compute_busy += f->flag & DES_ON_COMPUTE;
+	r->comm_busy += (f->flag & DES_ON_COMM) != 0;
+	push(r, r->now + f->delay, f->kind, i);
 }
 
-static void start(struct run *r, int i)
+/* Task i ends now; the tasks waiting for it, in the order of its edge list,
+ * start if it was the last they waited for. */
+static inline void finish(struct run *r, int i)
 {
 	struct des *d = r->d;
-	struct des_task *t = &d->tasks[i];
+	const int *succ = d->succ, *end = succ + d->soff[i + 1];
+	int *waiting = d->waiting;
+	int f = d->first[i].flag;
 
-	t->start = r->now;
-	if (on_rank(d, t, DES_COMPUTE))
-		r->compute_busy++;
-	if (t->coll < 0) {
-		push(r, r->now + t->dur, EV_DONE, i);
-		return;
-	}
-	if (on_rank(d, t, DES_COMM))
-		r->comm_busy++;
-	push(r, r->now + d->colls[t->coll].c.latency, EV_LAT, i);
+	d->tasks[i].end = r->now;
+	r->compute_busy -= f & DES_ON_COMPUTE;
+	r->comm_busy -= (f & DES_ON_COMM) != 0;
+	r->nleft--;
+	for (succ += d->soff[i]; succ < end; succ++)
+		if (--waiting[*succ] == 0)
+			start(r, *succ);
 }
 
 /* Brings every active collective's progress up to now at its current rate. */
@@ -226,8 +197,10 @@ static void reschedule(struct run *r)
 		struct des_coll *k = &d->colls[d->active[i]];
 		const struct coll_phase *p = &k->c.ph[k->phase];
 		double slowest = 0, left = k->left > 0 ? k->left : 0;
-		for (l = 0; l < COLL_NLINKS; l++)
-			slowest = fmax(slowest, p->work[l] * users[l]);
+		for (l = 0; l < COLL_NLINKS; l++) {
+			double w = p->work[l] * users[l];
+			slowest = w > slowest ? w : slowest;  /* fmax: work is never NaN */
+		}
 		k->rate = 1 / slowest;
 		k->ver++;
 		push(r, r->now + left * slowest, EV_FLOW | (k->ver << 2), k->task);
@@ -301,14 +274,52 @@ static void on_flow(struct run *r, int i, uint32_t ver)
 	reschedule(r);
 }
 
+/* What des_run derives from the graph's structure, kept while the graph is
+ * (des_reset, new tasks, a task shown on another stream or a new expose_rank
+ * redo it): where each task counts, how its first event comes, its
+ * predecessor count, and every task's successors in one array (CSR, in the
+ * order of its edge list). */
+static int structure(struct des *d)
+{
+	int i, e, n;
+
+	if (vec_grow((void **)&d->npred, &d->capnpred, d->ntasks, sizeof *d->npred) ||
+	    vec_grow((void **)&d->soff, &d->capsoff, d->ntasks + 1, sizeof *d->soff) ||
+	    vec_grow((void **)&d->succ, &d->capsucc, d->nedges, sizeof *d->succ))
+		return -1;
+	for (i = 0, n = 0; i < d->ntasks; i++) {
+		const struct des_task *t = &d->tasks[i];
+		struct des_first *f = &d->first[i];
+		f->flag = (uint8_t)((on_rank(d, t, DES_COMPUTE) ? DES_ON_COMPUTE : 0) |
+			(t->coll >= 0 && on_rank(d, t, DES_COMM) ? DES_ON_COMM : 0) |
+			(d->streams[t->stream].rank == d->expose_rank ||
+			 (t->stream2 >= 0 && d->streams[t->stream2].rank == d->expose_rank) ? DES_ON_RANK : 0));
+		f->kind = t->coll < 0 ? EV_DONE : EV_LAT;
+		d->npred[i] = t->npred;
+		d->soff[i] = n;
+		for (e = t->edge; e >= 0; e = d->edges[e].next)
+			d->succ[n++] = d->edges[e].to;
+	}
+	d->soff[d->ntasks] = n;
+	d->first_n = d->ntasks;
+	d->first_rank = d->expose_rank;
+	return 0;
+}
+
 static int prepare(struct des *d)
 {
 	int i;
 
-	if (vec_grow((void **)&d->waiting, &d->capwaiting, d->ntasks, sizeof *d->waiting))
+	if (vec_grow((void **)&d->waiting, &d->capwaiting, d->ntasks, sizeof *d->waiting) ||
+	    vec_grow((void **)&d->first, &d->capfirst, d->ntasks, sizeof *d->first))
 		return -1;
-	for (i = 0; i < d->ntasks; i++)
-		d->waiting[i] = d->tasks[i].npred;
+	if ((d->first_n != d->ntasks || d->first_rank != d->expose_rank) && structure(d))
+		return -1;
+	memcpy(d->waiting, d->npred, (size_t)d->ntasks * sizeof *d->waiting);
+	for (i = 0; i < d->ntasks; i++) {  /* durations and latencies may have changed */
+		const struct des_task *t = &d->tasks[i];
+		d->first[i].delay = t->coll < 0 ? t->dur : d->colls[t->coll].c.latency;
+	}
 	for (i = 0; i < d->ncolls; i++) {
 		d->colls[i].phase = -1;
 		d->colls[i].ver = 0;
@@ -319,21 +330,28 @@ static int prepare(struct des *d)
 	return 0;
 }
 
+/* Makespan, and busy and collective time on the exposure rank, summed in task
+ * order (in locals: the same additions in the same order). */
 static void totals(struct des *d)
 {
-	int i;
+	double busy[DES_CLASS_COUNT] = {0}, comm = 0, makespan = 0;
+	int i, c;
 
 	for (i = 0; i < d->ntasks; i++) {
 		const struct des_task *t = &d->tasks[i];
-		const struct des_stream *s = &d->streams[t->stream];
 		double dt = t->end - t->start;
-		d->tot.makespan = fmax(d->tot.makespan, t->end);
-		if (s->rank == d->expose_rank || (t->stream2 >= 0 && d->streams[t->stream2].rank == d->expose_rank)) {
-			d->tot.busy[s->cls] += dt;
+		if (t->end > makespan)  /* fmax: times are never NaN */
+			makespan = t->end;
+		if (d->first[i].flag & DES_ON_RANK) {
+			busy[d->streams[t->stream].cls] += dt;
 			if (t->coll >= 0)
-				d->tot.comm += dt;
+				comm += dt;
 		}
 	}
+	d->tot.makespan = makespan;
+	for (c = 0; c < DES_CLASS_COUNT; c++)
+		d->tot.busy[c] = busy[c];
+	d->tot.comm = comm;
 }
 
 int des_run(struct des *d)

@@ -59,6 +59,13 @@ struct des_edge {
 	int to, next;
 };
 
+/* How a task's first event comes once it starts (des_run's). */
+struct des_first {
+	double delay;      /* s: its duration (work) or latency (collective) */
+	uint8_t kind;      /* the event: its end or the end of its latency */
+	uint8_t flag;      /* where it counts: compute or comm of the exposure rank, the rank */
+};
+
 struct des_coll {
 	struct coll_cost c;
 	int phase;         /* current phase, -1 in the latency */
@@ -87,6 +94,15 @@ struct des {
 	int ncolls, capcolls;
 	int *waiting;      /* (ntasks) run-time countdown of predecessors */
 	int capwaiting;
+	struct des_first *first; /* (ntasks) run-time: each task's first event */
+	int capfirst;
+	int first_n;       /* tasks whose structure (first[].flag and .kind, npred, succ) is
+			      set (-1 none) */
+	int first_rank;    /* the expose_rank it was set for */
+	int *npred;        /* (ntasks) predecessors of each task */
+	int *soff, *succ;  /* (ntasks + 1), (nedges): successors of task i are
+			      succ[soff[i] .. soff[i+1]-1] */
+	int capnpred, capsoff, capsucc;
 	int *active;       /* collectives in a bandwidth phase */
 	int nactive, capactive;
 	struct evq q;
@@ -105,17 +121,74 @@ void des_delete(struct des *d);
 /* Adds a stream; returns its index or -1 when there are DES_MAX_STREAMS already. */
 int des_stream(struct des *d, int rank, int cls, const char *name);
 
+/* Grow the task and edge arrays by doubling (the slow paths of the inline
+ * functions below). Return 0, or -1 when out of memory. */
+int des_grow_tasks(struct des *d);
+int des_grow_edges(struct des *d);
+
+/* Makes task to wait for task from (from < to; from = -1 is ignored).
+ * Returns 0, or -1 when out of memory or from >= to. Inline, as des_work: a
+ * step's graph has thousands of tasks, built once per simulation. */
+static inline int des_dep(struct des *d, int from, int to)
+{
+	struct des_edge *e;
+
+	if (from < 0)
+		return 0;
+	if (from >= to || (d->nedges >= d->capedges && des_grow_edges(d)))
+		return -1;
+	e = &d->edges[d->nedges];
+	e->to = to;
+	e->next = d->tasks[from].edge;
+	d->tasks[from].edge = d->nedges++;
+	d->tasks[to].npred++;
+	return 0;
+}
+
+/* Issues a task on stream after the stream's previous task: work of dur
+ * seconds (coll = -1) or collective coll. Returns its index, or -1 when out of
+ * memory. */
+static inline int des_issue(struct des *d, int stream, double dur, int coll, int label, int tag)
+{
+	struct des_task *t;
+	int i;
+
+	if (d->ntasks >= d->captasks && des_grow_tasks(d))
+		return -1;
+	i = d->ntasks++;
+	t = &d->tasks[i];
+	t->dur = dur > 0 ? dur : 0;
+	t->start = t->end = 0;
+	t->stream = stream;
+	t->stream2 = -1;
+	t->coll = coll;
+	t->npred = 0;
+	t->edge = -1;
+	t->label = label;
+	t->tag = tag;
+	if (des_dep(d, d->streams[stream].last, i))
+		return -1;
+	d->streams[stream].last = i;
+	return i;
+}
+
 /* Issues a work task of dur seconds on stream, after the stream's previous task.
  * Returns its index, or -1 when out of memory. */
-int des_work(struct des *d, int stream, double dur, int label, int tag);
+static inline int des_work(struct des *d, int stream, double dur, int label, int tag)
+{
+	return des_issue(d, stream, dur, -1, label, tag);
+}
 
 /* Issues a collective of cost c on stream (after the stream's previous task).
  * Returns its index, or -1 when out of memory. */
 int des_coll(struct des *d, int stream, const struct coll_cost *c, int label, int tag);
 
-/* Makes task to wait for task from (from < to; from = -1 is ignored).
- * Returns 0, or -1 when out of memory or from >= to. */
-int des_dep(struct des *d, int from, int to);
+/* Shows task on stream too (another rank's view of the same collective). */
+static inline void des_also_on(struct des *d, int task, int stream)
+{
+	d->tasks[task].stream2 = stream;
+	d->first_n = -1;  /* where it counts changes */
+}
 
 /* Runs the graph from time 0. Fills each task's start and end and d->tot.
  * Returns 0, or -1 when out of memory or when tasks never ran (a cycle). */

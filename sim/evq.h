@@ -15,8 +15,10 @@
 #ifndef SHARDCAST_EVQ_H
 #define SHARDCAST_EVQ_H
 
+#include <float.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct evq_event {
 	double time;      /* s */
@@ -35,6 +37,8 @@ struct evq {
 	struct evq_node *h;   /* (cap) heap array, h[0] the earliest */
 	size_t n, cap;
 	uint64_t seq;         /* next insertion count */
+	struct evq_node slot; /* one event kept outside the heap: the earliest of those */
+	int has_slot;         /* pushed since the slot was last popped */
 };
 
 /* Creates an empty queue with room for cap events. Returns 0, or -1 when out of memory. */
@@ -43,19 +47,106 @@ int evq_create(struct evq *q, size_t cap);
 /* Empties the queue (keeps its memory) and restarts the insertion count. */
 void evq_clear(struct evq *q);
 
-/* Inserts an event. Returns 0, or -1 when time is negative or not finite, or
- * when the array had to grow and could not. */
-int evq_push(struct evq *q, double time, uint32_t kind, uint32_t id);
-
-/* Removes the earliest event into *ev. Returns 1, or 0 when the queue is empty. */
-int evq_pop(struct evq *q, struct evq_event *ev);
-
 /* Frees the queue's memory. */
 void evq_delete(struct evq *q);
 
+/* Doubles the array (evq_push's slow path). Returns 0, or -1 when out of memory. */
+int evq_grow(struct evq *q);
+
+static inline int evq_before(const struct evq_node *a, const struct evq_node *b)
+{
+	return (a->t < b->t) | ((a->t == b->t) & (a->seq < b->seq));
+}
+
+/* Inserts an event. Returns 0, or -1 when time is negative or not finite, or
+ * when the array had to grow and could not. Inline: a simulation pushes and
+ * pops an event per task. The earliest event pushed since the slot was last
+ * popped waits in the slot, outside the heap: in a task graph the event just
+ * pushed (the next task of a stream) is often the next to come out, and then
+ * neither push nor pop walks the heap. Pops come in (time, seq) order all the
+ * same. */
+static inline int evq_push(struct evq *q, double time, uint32_t kind, uint32_t id)
+{
+	struct evq_node ev = {0, q->seq++, kind, id}, later;
+	size_t i, parent;
+
+	if (!(time >= 0) || time > DBL_MAX)  /* negative, NaN or infinite */
+		return -1;
+	memcpy(&ev.t, &time, sizeof ev.t);
+	if (!q->has_slot) {
+		q->slot = ev;
+		q->has_slot = 1;
+		return 0;
+	}
+	if (evq_before(&ev, &q->slot)) {  /* the slot keeps the earlier one */
+		later = q->slot;
+		q->slot = ev;
+		ev = later;
+	}
+	if (q->n == q->cap && evq_grow(q))
+		return -1;
+	/* sift up: move parents down until ev's place is found */
+	for (i = q->n++; i > 0; i = parent) {
+		parent = (i - 1) / 2;
+		if (!evq_before(&ev, &q->h[parent]))
+			break;
+		q->h[i] = q->h[parent];
+	}
+	q->h[i] = ev;
+	return 0;
+}
+
+/* Removes the earliest event into *ev. Returns 1, or 0 when the queue is empty.
+ * Floyd's bottom-up deletion: the hole left at the root walks down to a leaf
+ * along the smaller children (one comparison per level, done without a
+ * branch), then the former last element is sifted up from there; it came from
+ * the bottom, so it rarely climbs. About half the comparisons of the textbook
+ * pop. */
+static inline int evq_pop(struct evq *q, struct evq_event *ev)
+{
+	struct evq_node *h = q->h, last;
+	size_t hole = 0, child, parent, n;
+
+	if (q->has_slot && (q->n == 0 || evq_before(&q->slot, &h[0]))) {
+		memcpy(&ev->time, &q->slot.t, sizeof ev->time);
+		ev->seq = q->slot.seq;
+		ev->kind = q->slot.kind;
+		ev->id = q->slot.id;
+		q->has_slot = 0;
+		return 1;
+	}
+	if (q->n == 0)
+		return 0;
+	memcpy(&ev->time, &h[0].t, sizeof ev->time);
+	ev->seq = h[0].seq;
+	ev->kind = h[0].kind;
+	ev->id = h[0].id;
+	n = --q->n;
+	if (n == 0)
+		return 1;
+	last = h[n];
+	while ((child = 2 * hole + 1) + 1 < n) {
+		child += (size_t)evq_before(&h[child + 1], &h[child]);
+		h[hole] = h[child];
+		hole = child;
+	}
+	if (child < n) {  /* a lone last child */
+		h[hole] = h[child];
+		hole = child;
+	}
+	for (; hole > 0; hole = parent) {
+		parent = (hole - 1) / 2;
+		if (!evq_before(&last, &h[parent]))
+			break;
+		h[hole] = h[parent];
+	}
+	h[hole] = last;
+	return 1;
+}
+
 static inline size_t evq_size(const struct evq *q)
 {
-	return q->n;
+	return q->n + (size_t)q->has_slot;
 }
 
 #endif

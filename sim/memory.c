@@ -15,6 +15,7 @@
 #include "memory.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,91 +23,181 @@
 
 /* ---- evaluation --------------------------------------------------------------- */
 
-static int64_t round_up(int64_t x, int64_t a)
+/* x rounded up to a multiple of a (a <= 1: x). Powers of two (the profiles'
+ * alignments and segments) take a mask for x >= 0; the result is the same. */
+static inline int64_t round_up(int64_t x, int64_t a)
 {
-	return a > 1 ? (x + a - 1) / a * a : x;
+	if (a <= 1)
+		return x;
+	if ((a & (a - 1)) == 0 && x >= 0)
+		return (x + a - 1) & ~(a - 1);
+	return (x + a - 1) / a * a;
 }
 
-/* Live bytes by pool while a tape is replayed. */
+/* Live bytes by pool while a tape is replayed; each pool's total rounded up to
+ * its segments is kept as the pool changes (no pools: small and mid stay 0). */
 struct pools {
 	int64_t outside, small, mid, big;
+	int64_t rsmall, rmid;  /* small, mid rounded up to small_seg, large_seg */
 };
 
-/* The allocated size of an event's block at micro-batch b (request rounded to
- * the alignment); *pool says where it lives (0 outside the allocator, 1 small,
- * 2 mid, 3 big) and *seg what it takes from that pool (a big block's segment is
- * rounded up to huge_round). */
-static int64_t block(const struct mem_plan *p, const struct mem_event *e, int64_t b, int *pool,
-		     int64_t *seg)
+/* Replays event e at micro-batch b into q; returns the allocated size of its
+ * block (the request rounded to the alignment). A request up to small_max is
+ * served from the small pool, below split_max from the mid pool, larger ones
+ * get a segment of their own rounded up to huge_round; outside the allocator
+ * the request is taken as is. */
+static inline int64_t replay_event(const struct mem_plan *p, const struct mem_event *e, int64_t b,
+				   struct pools *q)
 {
 	int64_t sz = e->fixed + b * e->per_sample;
 
 	if (!e->pooled) {
-		*pool = 0;
-		return *seg = sz;
+		q->outside += e->sign * sz;
+		return sz;
 	}
 	sz = round_up(sz, p->align);
-	*seg = sz;
-	if (p->small_max <= 0)
-		*pool = 3;
-	else if (sz <= p->small_max)
-		*pool = 1;
-	else if (sz < p->split_max)
-		*pool = 2;
-	else {
-		*pool = 3;
-		*seg = round_up(sz, p->huge_round);
+	if (p->small_max <= 0) {
+		q->big += e->sign * sz;
+	} else if (sz <= p->small_max) {
+		q->small += e->sign * sz;
+		q->rsmall = round_up(q->small, p->small_seg);
+	} else if (sz < p->split_max) {
+		q->mid += e->sign * sz;
+		q->rmid = round_up(q->mid, p->large_seg);
+	} else {
+		q->big += e->sign * round_up(sz, p->huge_round);
 	}
 	return sz;
 }
 
-static void pool_add(struct pools *q, int pool, int64_t sz)
+/* What cudaMalloc must provide: outside the allocator as is, each pool in
+ * whole segments. */
+static inline int64_t reserved(const struct pools *q)
 {
-	switch (pool) {
-	case 0: q->outside += sz; break;
-	case 1: q->small += sz; break;
-	case 2: q->mid += sz; break;
-	default: q->big += sz; break;
-	}
+	return q->outside + q->big + q->rsmall + q->rmid;
 }
 
-static int64_t reserved(const struct mem_plan *p, const struct pools *q)
+static int pow2_or_none(int64_t a)
 {
-	if (p->small_max <= 0)
-		return q->outside + q->big;
-	return q->outside + q->big + round_up(q->small, p->small_seg) + round_up(q->mid, p->large_seg);
+	return a <= 1 || (a & (a - 1)) == 0;
+}
+
+/* scan_peak's loop (below) when no size is negative, the alignment and the
+ * huge rounding are powers of two (every profile's) and the small pool's limit
+ * is below the split: each rounding is then a mask, the pools live in
+ * registers, blocks are tested for the large pool first (most blocks are) and
+ * the peak is kept without a branch. Same arithmetic, same results. */
+static int64_t scan_peak_pow2(const struct mem_plan *p, const struct mem_tape *tp, int64_t b,
+			      int64_t limit, int *at)
+{
+	const struct mem_event *ev = tp->ev;
+	const int64_t am = p->align > 1 ? p->align - 1 : 0;
+	const int pools = p->small_max > 0;
+	/* no pools: every pooled block goes to "big", unrounded */
+	const int64_t hm = pools && p->huge_round > 1 ? p->huge_round - 1 : 0;
+	const int64_t small_max = p->small_max, big_min = pools ? p->split_max : 0;
+	const int64_t lim = limit >= 0 ? limit : INT64_MAX;
+	int64_t outside = 0, big = 0, small = 0, mid = 0, rsmall = 0, rmid = 0, peak = 0, sz, cur, sg;
+	int i, a = -1, n = tp->n, take;
+
+	for (i = 0; i < n; i++) {
+		const struct mem_event *e = &ev[i];
+		sg = e->sign;
+		sz = e->fixed + b * e->per_sample;
+		if (!e->pooled) {
+			outside += sg * sz;
+		} else {
+			sz = (sz + am) & ~am;
+			if (sz >= big_min) {
+				big += sg * ((sz + hm) & ~hm);
+			} else if (sz <= small_max) {
+				small += sg * sz;
+				rsmall = round_up(small, p->small_seg);
+			} else {
+				mid += sg * sz;
+				rmid = round_up(mid, p->large_seg);
+			}
+		}
+		cur = outside + big + rsmall + rmid;
+		take = (sg > 0) & (cur >= peak);
+		peak = take ? cur : peak;
+		a = take ? i : a;
+		if (sg > 0 && cur > lim)
+			break;
+	}
+	*at = a;
+	return peak;
+}
+
+/* The peak reserved bytes of tape t at b; *at = the last event at the peak
+ * (-1 none). With limit >= 0, stops at the first event above limit and
+ * returns its reserved bytes. */
+static int64_t scan_peak(const struct mem_plan *p, int t, int64_t b, int64_t limit, int *at)
+{
+	const struct mem_tape *tp = &p->tape[t];
+	struct pools q = {0, 0, 0, 0, 0, 0};
+	int64_t peak = 0, cur;
+	int i, a = -1;
+
+	if (tp->nonneg && b >= 0 && pow2_or_none(p->align) && pow2_or_none(p->huge_round) &&
+	    (p->small_max <= 0 || p->small_max < p->split_max))
+		return scan_peak_pow2(p, tp, b, limit, at);
+	for (i = 0; i < tp->n; i++) {
+		const struct mem_event *e = &tp->ev[i];
+		replay_event(p, e, b, &q);
+		if (e->sign > 0 && (cur = reserved(&q)) >= peak) {
+			peak = cur;
+			a = i;
+			if (limit >= 0 && cur > limit)
+				break;
+		}
+	}
+	*at = a;
+	return peak;
 }
 
 int64_t mem_peak(const struct mem_plan *p, int t, int64_t b)
 {
-	const struct mem_tape *tp = &p->tape[t];
-	struct pools q = {0, 0, 0, 0};
-	int64_t peak = 0, seg, cur;
-	int i, pool;
+	int at;
 
-	for (i = 0; i < tp->n; i++) {
+	return scan_peak(p, t, b, -1, &at);
+}
+
+/* The composition of tape t at b after event at (live, what, slack, op, phase). */
+static void composition(const struct mem_plan *p, int t, int64_t b, int at, struct mem_detail *d)
+{
+	const struct mem_tape *tp = &p->tape[t];
+	struct pools q = {0, 0, 0, 0, 0, 0};
+	int64_t sz, alloc_total = 0;
+	int i;
+
+	d->event = at;
+	for (i = 0; i <= at; i++) {
 		const struct mem_event *e = &tp->ev[i];
-		block(p, e, b, &pool, &seg);
-		pool_add(&q, pool, e->sign * seg);
-		if (e->sign > 0 && (cur = reserved(p, &q)) > peak)
-			peak = cur;
+		sz = e->sign * replay_event(p, e, b, &q);
+		d->live[e->cat] += sz;
+		d->what[e->what] += sz;
+		alloc_total += sz;
 	}
-	return peak;
+	d->slack = d->peak - alloc_total;
+	if (at >= 0) {
+		d->op = tp->ev[at].op;
+		d->phase = tp->ev[at].phase;
+	}
 }
 
 void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d)
 {
 	const struct mem_tape *tp = &p->tape[t];
-	struct pools q = {0, 0, 0, 0};
-	int64_t sz, seg, cur, states = 0, alloc_total = 0, what[W_NWHAT] = {0};
-	int i, pool, at = -1;
+	struct pools q = {0, 0, 0, 0, 0, 0};
+	int64_t sz, cur, states = 0, what[W_NWHAT] = {0};
+	int i, at = -1;
 
 	memset(d, 0, sizeof *d);
 	d->op = -1;
 	for (i = 0; i < tp->n; i++) {
 		const struct mem_event *e = &tp->ev[i];
-		sz = block(p, e, b, &pool, &seg);
-		pool_add(&q, pool, e->sign * seg);
+		sz = replay_event(p, e, b, &q);
 		what[e->what] += e->sign * sz;
 		if (what[e->what] > d->what_peak[e->what])
 			d->what_peak[e->what] = what[e->what];
@@ -117,24 +208,22 @@ void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d
 			if (e->phase == MEM_SETUP)
 				d->states_setup = states;
 		}
-		if (e->sign > 0 && (cur = reserved(p, &q)) >= d->peak) {
+		if (e->sign > 0 && (cur = reserved(&q)) >= d->peak) {
 			d->peak = cur;  /* the last event at the peak: its fullest composition */
 			at = i;
 		}
 	}
-	d->event = at;
-	for (i = 0; i <= at; i++) {  /* the composition at the peak event */
-		const struct mem_event *e = &tp->ev[i];
-		sz = block(p, e, b, &pool, &seg);
-		d->live[e->cat] += e->sign * sz;
-		d->what[e->what] += e->sign * sz;
-		alloc_total += e->sign * sz;
-	}
-	d->slack = d->peak - alloc_total;
-	if (at >= 0) {
-		d->op = tp->ev[at].op;
-		d->phase = tp->ev[at].phase;
-	}
+	composition(p, t, b, at, d);
+}
+
+void mem_detail_peak(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d)
+{
+	int at;
+
+	memset(d, 0, sizeof *d);
+	d->op = -1;
+	d->peak = scan_peak(p, t, b, -1, &at);
+	composition(p, t, b, at, d);
 }
 
 /* ---- max-batch search ----------------------------------------------------------- */
@@ -144,24 +233,29 @@ void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d
 static int64_t linear_bound(const struct mem_plan *p, int t)
 {
 	const struct mem_tape *tp = &p->tape[t];
-	int64_t ub = (int64_t)1 << 40, c;
+	int64_t ub = (int64_t)1 << 40, c, room;
 	int i;
 
 	for (i = 0; i < tp->n; i++) {
 		if (tp->cum_fixed[i] > p->capacity)
 			return -1;
+		/* ub = min(ub, room / cum_ps): floor(room / ps) < ub exactly when
+		 * room < ub x ps, so the division is done only when it lowers ub */
 		if (tp->cum_ps[i] > 0) {
-			c = (p->capacity - tp->cum_fixed[i]) / tp->cum_ps[i];
-			if (c < ub)
-				ub = c;
+			room = p->capacity - tp->cum_fixed[i];
+			if (__builtin_mul_overflow(ub, tp->cum_ps[i], &c) || c > room)
+				ub = room / tp->cum_ps[i];
 		}
 	}
 	return ub;
 }
 
+/* Whether tape t's peak at b fits (the scan stops at the first event over). */
 static int fits(const struct mem_plan *p, int t, int64_t b)
 {
-	return mem_peak(p, t, b) <= p->capacity;
+	int at;
+
+	return scan_peak(p, t, b, p->capacity, &at) <= p->capacity;
 }
 
 static int64_t tape_max(const struct mem_plan *p, int t)
@@ -212,11 +306,21 @@ static int cumulate(struct mem_tape *t)
 	int64_t f = 0, s = 0;
 	int i;
 
-	t->cum_fixed = malloc(((size_t)t->n + 1) * sizeof *t->cum_fixed);
-	t->cum_ps = malloc(((size_t)t->n + 1) * sizeof *t->cum_ps);
-	if (!t->cum_fixed || !t->cum_ps)
-		return -1;
+	if (t->n + 1 > t->cum_cap) {  /* a rebuilt plan keeps its arrays when they are large enough */
+		int64_t *cf = realloc(t->cum_fixed, ((size_t)t->n + 1) * sizeof *cf), *cp;
+		if (!cf)
+			return -1;
+		t->cum_fixed = cf;
+		cp = realloc(t->cum_ps, ((size_t)t->n + 1) * sizeof *cp);
+		if (!cp)
+			return -1;
+		t->cum_ps = cp;
+		t->cum_cap = t->n + 1;
+	}
+	t->nonneg = 1;
 	for (i = 0; i < t->n; i++) {
+		if (t->ev[i].fixed < 0 || t->ev[i].per_sample < 0)
+			t->nonneg = 0;
 		f += t->ev[i].sign * t->ev[i].fixed;
 		s += t->ev[i].sign * t->ev[i].per_sample;
 		t->cum_fixed[i] = f;
@@ -228,11 +332,27 @@ static int cumulate(struct mem_tape *t)
 int mem_plan_build(struct mem_plan *p, const struct scenario *s, const struct graph *g,
 		   const struct fw_profile *pf, struct err *e)
 {
+	memset(p, 0, sizeof *p);
+	return mem_plan_rebuild(p, s, g, pf, e);
+}
+
+int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct graph *g,
+		     const struct fw_profile *pf, struct err *e)
+{
 	const struct scn_training *t = &s->s.training;
+	struct mem_tape keep[2];
 	double host = 0, h2 = 0;
 	int rc, i;
 
+	memcpy(keep, p->tape, sizeof keep);
 	memset(p, 0, sizeof *p);
+	for (i = 0; i < 2; i++) {  /* the arrays, emptied */
+		p->tape[i].ev = keep[i].ev;
+		p->tape[i].cap = keep[i].cap;
+		p->tape[i].cum_fixed = keep[i].cum_fixed;
+		p->tape[i].cum_ps = keep[i].cum_ps;
+		p->tape[i].cum_cap = keep[i].cum_cap;
+	}
 	p->capacity = (int64_t)s->capacity;
 	p->align = (int64_t)pf->alignment;
 	if (pf->small_pool_max > 0 && s->gpu.memory > 0) {  /* no caching allocator on the CPU backend */
@@ -381,9 +501,9 @@ out:
 static void csv_rows(const struct mem_plan *p, const struct graph *g, int t, int64_t b, FILE *f)
 {
 	const struct mem_tape *tp = &p->tape[t];
-	struct pools q = {0, 0, 0, 0};
-	int64_t live[MEM_NCAT] = {0}, sz, seg, total = 0;
-	int i, c, pool;
+	struct pools q = {0, 0, 0, 0, 0, 0};
+	int64_t live[MEM_NCAT] = {0}, sz, total = 0;
+	int i, c;
 
 	fprintf(f, "event,phase,micro,op,what,action,bytes");
 	for (c = 0; c < MEM_NCAT; c++)
@@ -391,8 +511,7 @@ static void csv_rows(const struct mem_plan *p, const struct graph *g, int t, int
 	fprintf(f, ",allocated,reserved\n");
 	for (i = 0; i < tp->n; i++) {
 		const struct mem_event *e = &tp->ev[i];
-		sz = block(p, e, b, &pool, &seg);
-		pool_add(&q, pool, e->sign * seg);
+		sz = replay_event(p, e, b, &q);
 		live[e->cat] += e->sign * sz;
 		total += e->sign * sz;
 		fprintf(f, "%d,%s,%d,%s,%s,%s,%lld", i, mem_phase_name(e->phase), e->micro,
@@ -400,7 +519,7 @@ static void csv_rows(const struct mem_plan *p, const struct graph *g, int t, int
 			e->sign > 0 ? "alloc" : "free", (long long)sz);
 		for (c = 0; c < MEM_NCAT; c++)
 			fprintf(f, ",%lld", (long long)live[c]);
-		fprintf(f, ",%lld,%lld\n", (long long)total, (long long)reserved(p, &q));
+		fprintf(f, ",%lld,%lld\n", (long long)total, (long long)reserved(&q));
 	}
 }
 

@@ -154,6 +154,8 @@ struct mem_tape {
 	int gpu;               /* the GPU index it stands for in reports */
 	int64_t *cum_fixed;    /* (n) unrounded live bytes after each event: fixed part */
 	int64_t *cum_ps;       /* (n) and per-sample part */
+	int cum_cap;           /* room in cum_fixed and cum_ps */
+	int nonneg;            /* 1: no event has a negative fixed or per-sample size */
 };
 
 struct mem_plan {
@@ -186,11 +188,20 @@ int mem_plan_build(struct mem_plan *p, const struct scenario *s, const struct gr
 
 void mem_plan_free(struct mem_plan *p);
 
+/* mem_plan_build into a plan built before (or zeroed), keeping its arrays: a
+ * sweep builds tape after tape into the same memory. */
+int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct graph *g,
+		     const struct fw_profile *pf, struct err *e);
+
 /* Peak reserved bytes of tape t at micro-batch b. No allocation; the hot path. */
 int64_t mem_peak(const struct mem_plan *p, int t, int64_t b);
 
 /* The breakdown at the peak of tape t at micro-batch b. */
 void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d);
+
+/* The same breakdown without what_peak, states_peak and states_setup (left 0):
+ * two passes over the tape instead of one heavier one; what a sweep needs. */
+void mem_detail_peak(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d);
 
 /* The largest micro-batch whose peak fits on every tape (0 = not even one
  * sample); *binding = the tape that limits it. Exact over integers, assuming

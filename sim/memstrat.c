@@ -240,6 +240,25 @@ static void size_wrap_stacks(struct wk *w, int64_t min)
 	}
 }
 
+/* Which units start and end at each op, and which ops each unit owns: the
+ * hooks look these up instead of scanning every unit or op. */
+static int unit_index(struct wk *w)
+{
+	int *key = malloc(((size_t)w->nu + 1) * sizeof *key), u;
+
+	if (!key)
+		return -1;
+	for (u = 0; u < w->nu; u++)
+		key[u] = w->u[u].first;
+	w->ufirst = memwalk_csr(key, w->nu, w->g->nops, &w->ufoff);
+	for (u = 0; u < w->nu; u++)
+		key[u] = w->u[u].last;
+	w->ulast = memwalk_csr(key, w->nu, w->g->nops, &w->uloff);
+	free(key);
+	w->uops = memwalk_csr(w->uown, w->g->nops, w->nu, &w->uooff);
+	return w->ufirst && w->ulast && w->uops ? 0 : -1;
+}
+
 static int build_units(struct wk *w, int policy)
 {
 	const struct graph *g = w->g;
@@ -266,7 +285,9 @@ static int build_units(struct wk *w, int policy)
 	w->ul = calloc((size_t)w->nu + 1, 1);
 	w->ugl = calloc((size_t)w->nu + 1, 1);
 	w->usg = calloc((size_t)w->nu + 1, 1);
-	return w->oom || !w->ul || !w->ugl || !w->usg ? -1 : 0;
+	if (w->oom || !w->ul || !w->ugl || !w->usg)
+		return -1;
+	return unit_index(w);
 }
 
 /* The unit whose parameters op i's gradient lands in (tied: the table's). */
@@ -327,37 +348,44 @@ static void ufree(struct wk *w, int u, int op)
 	w->ul[u] = 0;
 }
 
+/* The units starting at op i in ascending order (units_fwd_pre). */
 static void units_fwd_pre(struct wk *w, int i)
 {
-	int u;
+	int p, u;
 
-	for (u = 0; u < w->nu; u++)
-		if (w->u[u].first == i) {
-			ugather(w, u, i);
-			if (w->fwd_prefetch)
-				ugather(w, next_unit(w, u, 1), i);
-		}
+	for (p = w->ufoff[i]; p < w->ufoff[i + 1]; p++) {
+		u = w->ufirst[p];
+		ugather(w, u, i);
+		if (w->fwd_prefetch)
+			ugather(w, next_unit(w, u, 1), i);
+	}
 }
 
+/* The units ending at op i in descending order. */
 static void units_fwd_post(struct wk *w, int i)
 {
-	int u;
+	int p, u;
 
-	for (u = w->nu - 1; u >= 0; u--)
-		if (w->u[u].last == i && w->reshard_fwd && !w->u[u].root)
+	if (!w->reshard_fwd)
+		return;
+	for (p = w->uloff[i + 1] - 1; p >= w->uloff[i]; p--) {
+		u = w->ulast[p];
+		if (!w->u[u].root)
 			ufree(w, u, i);
+	}
 }
 
+/* The units ending at op i in ascending order. */
 static void units_bwd_pre(struct wk *w, int i)
 {
-	int u;
+	int p, u;
 
-	for (u = 0; u < w->nu; u++)
-		if (w->u[u].last == i) {
-			ugather(w, u, i);
-			if (w->bwd_prefetch == PREFETCH_BACKWARD_PRE)
-				ugather(w, next_unit(w, u, 0), i);
-		}
+	for (p = w->uloff[i]; p < w->uloff[i + 1]; p++) {
+		u = w->ulast[p];
+		ugather(w, u, i);
+		if (w->bwd_prefetch == PREFETCH_BACKWARD_PRE)
+			ugather(w, next_unit(w, u, 0), i);
+	}
 }
 
 /* Parameter gradients of op i into its unit: PyTorch keeps one gradient per
@@ -404,14 +432,15 @@ static void units_param_grads(struct wk *w, int i)
 static void pt_reduce(struct wk *w, int u, int op)
 {
 	int64_t sh = shard(w, w->u[u].elems), flat = sh * w->N * w->wug;
-	int i, k, n;
+	int i, k, n, p;
 	int64_t sz[3];
 
 	alloc(w, MEM_BUFFERS, W_RS_OUT, op, flat);
-	for (i = w->g->nops - 1; i >= 0; i--) {
+	for (p = w->uooff[u + 1] - 1; p >= w->uooff[u]; p--) {  /* u's ops, descending */
+		i = w->uops[p];
 		n = param_tensors(w, i, sz);
 		for (k = 0; k < n; k++)
-			if (w->uown[i] == u && w->pg[i * 3 + k]) {
+			if (w->pg[i * 3 + k]) {
 				release(w, MEM_GRADS, W_UNSHARDED_GRAD, op, sz[k] * w->wug);
 				w->pg[i * 3 + k] = 0;
 			}
@@ -437,13 +466,13 @@ static int prefetch_post(const struct wk *w, int u)
 	return w->bwd_prefetch == PREFETCH_BACKWARD_POST && !w->u[u].root;
 }
 
+/* The units starting at op i in descending order. */
 static void units_bwd_post(struct wk *w, int i)
 {
-	int u;
+	int p, u;
 
-	for (u = w->nu - 1; u >= 0; u--) {
-		if (w->u[u].first != i)
-			continue;
+	for (p = w->ufoff[i + 1] - 1; p >= w->ufoff[i]; p--) {
+		u = w->ufirst[p];
 		if (!pt(w)) {
 			int64_t sh = shard(w, w->u[u].elems);
 			if (w->ugl[u]) {
@@ -558,6 +587,20 @@ static int zero3_arrays(struct wk *w)
 		w->after[i] = acc;
 		acc += w->G[i];
 	}
+	w->znext = malloc(((size_t)g->nops + 1) * sizeof *w->znext);
+	w->zprev = malloc(((size_t)g->nops + 1) * sizeof *w->zprev);
+	if (!w->znext || !w->zprev)
+		return -1;
+	for (k = -1, i = g->nops - 1; i >= 0; i--) {
+		w->znext[i] = k;
+		if (w->G[i] > 0)
+			k = i;
+	}
+	for (k = -1, i = 0; i < g->nops; i++) {
+		w->zprev[i] = k;
+		if (w->G[i] > 0)
+			k = i;
+	}
 	return 0;
 }
 
@@ -592,16 +635,19 @@ static void zrelease(struct wk *w, int j, int op)
 static void zero3_pre(struct wk *w, int i, int dir)
 {
 	const struct scn_training *t = &w->s->s.training;
+	const int *next = dir > 0 ? w->znext : w->zprev;
 	int64_t done = 0;
 	int j;
 
 	if (w->G[i] <= 0)
 		return;
 	zfetch(w, i, i);
-	for (j = i + dir; j >= 0 && j < w->g->nops; j += dir) {
+	/* only the ops that fetch (G > 0) are visited: at the others neither the
+	 * condition's inputs nor anything else changes */
+	for (j = next[i]; j >= 0; j = next[j]) {
 		if ((double)done >= t->zero_prefetch_bucket_size || (double)w->zlive >= t->zero_max_live_parameters)
 			break;
-		if (w->G[j] > 0 && !w->zl[j]) {
+		if (!w->zl[j]) {
 			zfetch(w, j, i);
 			done += w->G[j];
 		}

@@ -22,6 +22,7 @@ struct wk {
 	struct mem_tape *t;
 	int role, mech, fw, strat, eager, mixed, offload, zstage;
 	int phase, micro;
+	int nmicro;           /* micro-steps walked (1, or 2 with accumulation) */
 	int64_t N;            /* ranks sharing model states */
 	int64_t ndp;          /* replicas (dp) */
 	int wp, wg, wm, wo, wcast; /* bytes per element: working params, grads, master, optimizer, autocast */
@@ -51,6 +52,9 @@ struct wk {
 	struct wunit *u;
 	int nu;
 	int *uown;            /* per op: unit owning its parameters */
+	int *ufoff, *ufirst;  /* units whose first op is op i, ascending (CSR over ops) */
+	int *uloff, *ulast;   /* units whose last op is op i, ascending (CSR over ops) */
+	int *uooff, *uops;    /* ops owning parameters of unit u, descending (CSR over units) */
 	char *ul, *ugl, *usg; /* gathered, unsharded grad, grad shard allocated */
 	int reshard_fwd, fwd_prefetch, bwd_prefetch;
 	int wgat, wug, wsg, wrs, wstage, wmp;
@@ -58,14 +62,37 @@ struct wk {
 	char *zl;             /* ZeRO-3: gathered */
 	int64_t zlive;        /* ZeRO-3: gathered elements */
 	int64_t *after;       /* ZeRO-3: fetched elements after op i (reuse distance) */
+	int *znext, *zprev;   /* ZeRO-3: the next op after / before op i that fetches (G > 0), -1 none */
 	double host;          /* bytes per rank on the host */
 };
 
 
-/* Appends one event to the tape (memwalk.c); sizes are bytes (fixed) and
- * bytes per sample (ps); pooled = 1 when the framework's allocator serves it. */
-void memwalk_event(struct wk *w, int sign, int cat, int what, int op, int64_t fixed, int64_t ps,
-		   int pooled);
+/* Makes room for more events on w's tape (memwalk.c). Returns 0, or -1 and
+ * sets w->oom. */
+int memwalk_grow(struct wk *w);
+
+/* Appends one event to the tape; sizes are bytes (fixed) and bytes per sample
+ * (ps); pooled = 1 when the framework's allocator serves it. Empty events are
+ * not recorded. */
+static inline void memwalk_event(struct wk *w, int sign, int cat, int what, int op, int64_t fixed,
+				 int64_t ps, int pooled)
+{
+	struct mem_tape *t = w->t;
+
+	if (fixed == 0 && ps == 0)
+		return;
+	if (t->n == t->cap && memwalk_grow(w))
+		return;
+	t->ev[t->n++] = (struct mem_event){
+		.fixed = fixed, .per_sample = ps, .op = op, .what = (int16_t)what, .cat = (int8_t)cat,
+		.sign = (int8_t)sign, .phase = (int8_t)w->phase, .micro = (int8_t)w->micro,
+		.pooled = (int8_t)pooled, .pad = 0};
+}
+
+/* Items 0..nitems-1 grouped by key (keys < 0 left out), ascending within a
+ * key: those of key k are items[off[k] .. off[k+1]-1]. Returns the malloc'd
+ * items and sets *off_out (malloc'd), or NULL when out of memory. */
+int *memwalk_csr(const int *key, int nitems, int nkeys, int **off_out);
 
 static inline int64_t cdiv(int64_t a, int64_t b)
 {

@@ -445,6 +445,7 @@ static int evaluate(const struct sweep *sw, int lo, int hi, struct sweep_result 
 
 	if (!c)
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	sweep_ctx_cells(c, lo, hi);
 	for (cell = lo; !rc && cell < hi; cell++) {
 		rc = sweep_eval_cell(c, cell, out + (size_t)(cell - lo) * sw->ncand, e);
 		progress_show(p, cell - lo + 1, 0);

@@ -34,11 +34,13 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "units.h"
+#include "vec.h"
 
 enum tag {
 	T_DISPATCH, T_WAIT, T_FWD, T_BWD, T_RECOMP, T_OPT, T_AG, T_RS, T_AR, T_TP, T_BCAST,
@@ -52,6 +54,18 @@ struct step_unit {
 	int ag;            /* the all-gather task of the current gather, -1 */
 	int root;          /* FSDP's root unit */
 };
+
+/* A collective whose bytes scale with the micro-batch (tensor-parallel
+ * all-reduces of activations, DataParallel's gather of outputs): bytes =
+ * x x micro_batch x mult, so step_resimulate can cost it at another batch. */
+struct step_dyn {
+	int coll;          /* index into the des's colls */
+	int op;            /* enum coll_op */
+	int grp;           /* DYN_DP (b->gdp) or DYN_TP (b->gtp) */
+	double x, mult;    /* bytes per sample, multiplier */
+};
+
+enum { DYN_DP, DYN_TP };
 
 #define LIMITER_CAP 64
 
@@ -171,6 +185,28 @@ static int collective(struct bld *b, int st, int op, const struct coll_group *g,
 	return t;
 }
 
+static const struct coll_group *dyn_group(const struct bld *b, int grp)
+{
+	return grp == DYN_TP ? &b->gtp : &b->gdp;
+}
+
+/* A collective of x x micro_batch x mult bytes, recorded for step_resimulate. */
+static int collective_scaled(struct bld *b, int st, int op, int grp, double x, double mult, int after,
+			     int label, int tag)
+{
+	struct step_sim *ss = b->ss;
+	int t = collective(b, st, op, dyn_group(b, grp), x * b->B * mult, after, label, tag);
+
+	if (t < 0)
+		return -1;
+	if (vec_grow((void **)&ss->dyn, &ss->capdyn, ss->ndyn + 1, sizeof *ss->dyn)) {
+		b->oom = 1;
+		return -1;
+	}
+	ss->dyn[ss->ndyn++] = (struct step_dyn){b->d->tasks[t].coll, op, grp, x, mult};
+	return t;
+}
+
 /* A copy of bytes between host and device on copy engine st after task after. */
 static int copy(struct bld *b, int st, double bytes, int after, int label, int tag)
 {
@@ -254,22 +290,23 @@ static void tp_marks(struct bld *b)
 	int i, r, prev = -1;
 
 	for (i = 0; i < g->nops; i++)
-		b->ss->tpb[i] = 0;
+		b->ss->tpb[i] = b->ss->tpx[i] = 0;
 	if (b->tp <= 1)
 		return;
 	for (r = 0; r < g->nops; r++) {
 		const struct gop *o = &g->ops[r];
-		double bytes;
+		double x;
 		if (o->kind == OP_EMBED && o->out >= 0 && o->params > 0) {
 			prev = r;
 			continue;
 		}
 		if (!o->tp_allreduce)
 			continue;
-		bytes = o->out >= 0 ? graph_tensor_bytes(g, o->out) * b->B : 0;
+		x = o->out >= 0 ? graph_tensor_bytes(g, o->out) : 0;
 		for (i = prev + 1; i < r; i++)
 			if (g->ops[i].kind == OP_MATMUL && g->ops[i].layer == o->layer) {
-				b->ss->tpb[i] = bytes;
+				b->ss->tpx[i] = x;
+				b->ss->tpb[i] = x * b->B;
 				break;
 			}
 		prev = r;
@@ -277,7 +314,8 @@ static void tp_marks(struct bld *b)
 	/* the vocabulary-parallel head's input gradient */
 	for (i = g->nops - 1; i >= 0; i--)
 		if (g->ops[i].kind == OP_MATMUL && strcmp(g->ops[i].name, "lm_head") == 0 && g->ops[i].nin > 0) {
-			b->ss->tpb[i] = graph_tensor_bytes(g, g->ops[i].in[0]) * b->B;
+			b->ss->tpx[i] = graph_tensor_bytes(g, g->ops[i].in[0]);
+			b->ss->tpb[i] = b->ss->tpx[i] * b->B;
 			break;
 		}
 }
@@ -287,9 +325,10 @@ static int tp_forward_allreduce(const struct bld *b, const struct gop *o)
 	return b->tp > 1 && (o->tp_allreduce || (o->kind == OP_EMBED && o->params > 0));
 }
 
-static void tp_allreduce(struct bld *b, double bytes, int after, int label)
+/* The all-reduce of x bytes per sample of activations or their gradients. */
+static void tp_allreduce(struct bld *b, double x, int after, int label)
 {
-	int t = collective(b, b->tps, COLL_ALLREDUCE, &b->gtp, bytes, after, label, T_TP);
+	int t = collective_scaled(b, b->tps, COLL_ALLREDUCE, DYN_TP, x, 1, after, label, T_TP);
 	pend(b, t);
 }
 
@@ -583,7 +622,7 @@ static void forward(struct bld *b)
 		if (b->ss->tf[i] > 0)
 			k = kernel(b, b->ss->tf[i], b->disp_f, i, T_FWD);
 		if (tp_forward_allreduce(b, o))
-			tp_allreduce(b, (o->out >= 0 ? graph_tensor_bytes(g, o->out) : 0) * b->B, k, i);
+			tp_allreduce(b, o->out >= 0 ? graph_tensor_bytes(g, o->out) : 0, k, i);
 		if (u >= 0 && b->u[u].last == i)
 			post_forward(b, u, k);
 	}
@@ -611,7 +650,7 @@ static void recompute(struct bld *b, int gu)
 		if (u >= 0)
 			post_forward(b, u, k);
 		if (b->recompute == RECOMPUTE_FULL && tp_forward_allreduce(b, &b->g->ops[i]))
-			tp_allreduce(b, graph_tensor_bytes(b->g, b->g->ops[i].out) * b->B, last_on(b, b->gpu), i);
+			tp_allreduce(b, graph_tensor_bytes(b->g, b->g->ops[i].out), last_on(b, b->gpu), i);
 	}
 }
 
@@ -631,7 +670,7 @@ static void backward(struct bld *b, int sync)
 			k = kernel(b, b->ss->tb[i], b->disp_b, i, T_BWD);
 		grad_ready(b, i, k, sync);
 		if (b->ss->tpb[i] > 0)
-			tp_allreduce(b, b->ss->tpb[i], k, i);
+			tp_allreduce(b, b->ss->tpx[i], k, i);
 		if (u >= 0 && b->u[u].first == i && !b->u[u].root)
 			post_backward(b, u, k);
 	}
@@ -718,7 +757,8 @@ static void zero1_reduce(struct bld *b)
 
 /* ---- nn.DataParallel ---------------------------------------------------------------- */
 
-/* Bytes of the forward outputs a replica returns (the logits the model keeps). */
+/* Bytes per sample of the forward outputs a replica returns (the logits the
+ * model keeps). */
 static double dp_output_bytes(const struct bld *b)
 {
 	const struct graph *g = b->g;
@@ -728,7 +768,7 @@ static double dp_output_bytes(const struct bld *b)
 	for (i = 0; i < g->nt; i++)
 		if (g->t[i].held)
 			bytes += graph_tensor_bytes(g, i);
-	return bytes * b->B;
+	return bytes;
 }
 
 /* One micro-step of DataParallel: GPU 0 (rank 0) and a replica (rank 1) run
@@ -741,7 +781,7 @@ static void dp_microstep(struct bld *b)
 	double params = g->params_rank;
 
 	t = collective(b, b->pg, COLL_BROADCAST, &b->gdp, params * b->pcomm, last_on(b, b->gpu), -1, T_BCAST);
-	b->d->tasks[t].stream2 = b->d->nstreams - 1;
+	des_also_on(b->d, t, b->d->nstreams - 1);
 	pend(b, t);
 	k1 = t;
 	for (i = 0; i < g->nops; i++) {
@@ -756,8 +796,8 @@ static void dp_microstep(struct bld *b)
 		dep(b, t, k1);
 		b->npend = 0;
 	}
-	t = collective(b, b->pg, COLL_GATHER, &b->gdp, dp_output_bytes(b) * n, k0, -1, T_GATHER);
-	b->d->tasks[t].stream2 = b->d->nstreams - 1;
+	t = collective_scaled(b, b->pg, COLL_GATHER, DYN_DP, dp_output_bytes(b), n, k0, -1, T_GATHER);
+	des_also_on(b->d, t, b->d->nstreams - 1);
 	dep(b, k1, t);
 	for (i = g->nops - 1; i >= 0; i--) {
 		if (b->ss->tb[i] <= 0)
@@ -772,7 +812,7 @@ static void dp_microstep(struct bld *b)
 		dep(b, t, k1);
 	}
 	t = collective(b, b->pg, COLL_REDUCE, &b->gdp, params * b->gcomm, k0, -1, T_REDUCE);
-	b->d->tasks[t].stream2 = b->d->nstreams - 1;
+	des_also_on(b->d, t, b->d->nstreams - 1);
 	dep(b, k1, t);
 }
 
@@ -790,13 +830,19 @@ static int grow_ops(struct step_sim *ss, int nops, int ng)
 		double *tpb = realloc(ss->tpb, (size_t)nops * sizeof *tpb);
 		if (tpb)
 			ss->tpb = tpb;
+		double *tpx = realloc(ss->tpx, (size_t)nops * sizeof *tpx);
+		if (tpx)
+			ss->tpx = tpx;
+		unsigned char *pos = realloc(ss->pos, (size_t)nops);
+		if (pos)
+			ss->pos = pos;
 		double *bkt = realloc(ss->bkt, (size_t)nops * sizeof *bkt);
 		if (bkt)
 			ss->bkt = bkt;
 		int *uo = realloc(ss->unit_of, (size_t)nops * sizeof *uo);
 		if (uo)
 			ss->unit_of = uo;
-		if (!tf || !tb || !tpb || !bkt || !uo)
+		if (!tf || !tb || !tpb || !tpx || !pos || !bkt || !uo)
 			return -1;
 		ss->capops = nops;
 	}
@@ -941,6 +987,7 @@ static int build(struct bld *b)
 	int m, last;
 
 	des_reset(b->d);
+	b->ss->ndyn = 0;
 	if (streams(b))
 		return -1;
 	op_times(b);
@@ -987,9 +1034,10 @@ static double recompute_flops(const struct graph *g, int mode)
 
 static void results(const struct bld *b, struct step_result *r)
 {
+	const struct step_sim *ss = b->ss;
 	const struct des *d = b->d;
 	const struct scenario *s = b->s;
-	double per_sample = graph_model_flops_per_sample(b->g, &s->model), peak_all;
+	double per_sample = ss->flops_ps, peak_all;
 	int i;
 
 	memset(r, 0, sizeof *r);
@@ -1000,11 +1048,11 @@ static void results(const struct bld *b, struct step_result *r)
 	r->exposed_comm = d->tot.exposed;
 	r->copy = d->tot.busy[DES_COPY];
 	r->host_optimizer = d->tot.busy[DES_HOST];
-	for (i = 0; i < d->ntasks; i++) {
-		const struct des_task *t = &d->tasks[i];
+	for (i = 0; i < ss->nsums; i++) {  /* the TP and optimizer tasks, in task order */
+		const struct des_task *t = &d->tasks[ss->sums[i]];
 		if (t->tag == T_TP)
 			r->comm_tp += t->end - t->start;
-		else if (t->tag == T_OPT)
+		else
 			r->optimizer += t->end - t->start;
 	}
 	r->micro_batch = (int64_t)b->B;
@@ -1014,7 +1062,7 @@ static void results(const struct bld *b, struct step_result *r)
 	r->tokens_per_s = r->samples_per_s * b->g->tokens;
 	peak_all = b->peak * (double)s->world;
 	r->mfu = per_sample * r->samples_per_s / peak_all;
-	r->hfu = (per_sample + recompute_flops(b->g, b->recompute)) * r->samples_per_s / peak_all;
+	r->hfu = (per_sample + ss->flops_rc) * r->samples_per_s / peak_all;
 	r->flops_per_gpu = per_sample * r->samples_per_s / (double)s->world;
 	r->events = d->tot.events;
 }
@@ -1033,12 +1081,104 @@ void step_sim_delete(struct step_sim *ss)
 	free(ss->tf);
 	free(ss->tb);
 	free(ss->tpb);
+	free(ss->tpx);
+	free(ss->pos);
+	free(ss->dyn);
+	free(ss->kern);
+	free(ss->sums);
 	free(ss->bkt);
 	free(ss->unit_of);
 	free(ss->gfirst);
 	free(ss->glast);
 	free(ss->units);
 	memset(ss, 0, sizeof *ss);
+}
+
+/* ---- simulating again at another micro-batch ------------------------------------- */
+
+/* Which per-op quantities are positive: the only way the micro-batch enters the
+ * graph's structure (a kernel is issued when its time is, a TP all-reduce after
+ * an op's backward when its bytes are). */
+static unsigned char op_pattern(const struct step_sim *ss, int i)
+{
+	return (unsigned char)((ss->tf[i] > 0) | (ss->tb[i] > 0) << 1 | (ss->tpb[i] > 0) << 2);
+}
+
+/* Remembers what the graph in ss was built for, and what its runs read: the
+ * kernels (re-timed), the TP and optimizer tasks (summed), the model's FLOPs.
+ * Returns 0 or -1 (out of memory). */
+static int remember(struct step_sim *ss, const struct scenario *s, const struct graph *g, int recompute)
+{
+	const struct des *d = &ss->d;
+	int i, tag;
+
+	ss->nkern = ss->nsums = 0;
+	for (i = 0; i < d->ntasks; i++) {
+		tag = d->tasks[i].tag;
+		if (d->tasks[i].coll < 0 && (tag == T_FWD || tag == T_RECOMP || tag == T_BWD)) {
+			if (vec_grow((void **)&ss->kern, &ss->capkern, ss->nkern + 1, sizeof *ss->kern))
+				return -1;
+			ss->kern[ss->nkern++] = i;
+		} else if (tag == T_TP || tag == T_OPT) {
+			if (vec_grow((void **)&ss->sums, &ss->capsums, ss->nsums + 1, sizeof *ss->sums))
+				return -1;
+			ss->sums[ss->nsums++] = i;
+		}
+	}
+	ss->flops_ps = graph_model_flops_per_sample(g, &s->model);
+	ss->flops_rc = recompute_flops(g, recompute);
+	for (i = 0; i < g->nops; i++)
+		ss->pos[i] = op_pattern(ss, i);
+	ss->built = 1;
+	ss->bg = g;
+	memcpy(&ss->btrain, &s->s.training, sizeof ss->btrain);
+	memcpy(&ss->bcluster, &s->s.cluster, sizeof ss->bcluster);
+	ss->bdp = s->dp;
+	ss->bworld = s->world;
+	return 0;
+}
+
+/* Whether s's settings are those the graph in ss was built for, the
+ * micro-batch aside. */
+static int same_settings(const struct step_sim *ss, const struct scenario *s, const struct graph *g)
+{
+	const size_t mb = offsetof(struct scn_training, micro_batch), end = mb + sizeof s->s.training.micro_batch;
+	const char *a = (const char *)&ss->btrain, *t = (const char *)&s->s.training;
+
+	return ss->built && ss->bg == g && ss->bdp == s->dp && ss->bworld == s->world &&
+		memcmp(a, t, mb) == 0 && memcmp(a + end, t + end, sizeof ss->btrain - end) == 0 &&
+		memcmp(&ss->bcluster, &s->s.cluster, sizeof ss->bcluster) == 0;
+}
+
+/* Puts the times and costs of micro-batch b->B into the graph in ss: every
+ * kernel's time (tagged with its op, from op_times) and the collectives whose
+ * bytes scale with the batch. The rest (dispatch, parameter collectives,
+ * copies, the optimizer) does not depend on it. */
+static void retime(struct bld *b)
+{
+	struct step_sim *ss = b->ss;
+	struct des *d = b->d;
+	int i;
+
+	for (i = 0; i < ss->nkern; i++) {
+		struct des_task *t = &d->tasks[ss->kern[i]];
+		double dur = t->tag == T_BWD ? ss->tb[t->label] : ss->tf[t->label];
+		t->dur = dur > 0 ? dur : 0;  /* as des_work stores it */
+	}
+	for (i = 0; i < ss->ndyn; i++) {
+		const struct step_dyn *y = &ss->dyn[i];
+		struct des_coll *k = &d->colls[y->coll];
+		coll_cost(y->op, b->algo, y->x * b->B * y->mult, dyn_group(b, y->grp), &k->c);
+		k->left = k->rate = 0;  /* as des_coll leaves them */
+	}
+}
+
+static int run(struct bld *b, struct step_result *r, struct err *e)
+{
+	if (des_run(b->d))
+		return err_set(e, ERR_SYSTEM, NULL, 0, "step simulation failed (out of memory or a cycle in the task graph)");
+	results(b, r);
+	return 0;
 }
 
 int step_simulate(struct step_sim *ss, const struct scenario *s, const struct graph *g,
@@ -1049,12 +1189,31 @@ int step_simulate(struct step_sim *ss, const struct scenario *s, const struct gr
 	if (micro_batch < 1)
 		return err_set(e, ERR_INPUT, s->file, 0, "step simulation needs a micro-batch of at least 1");
 	ss->g = g;
-	if (setup(&b, ss, s, g, micro_batch) || build(&b))
+	ss->built = 0;
+	if (setup(&b, ss, s, g, micro_batch) || build(&b) || remember(ss, s, g, b.recompute))
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the step's task graph");
-	if (des_run(&ss->d))
-		return err_set(e, ERR_SYSTEM, NULL, 0, "step simulation failed (out of memory or a cycle in the task graph)");
-	results(&b, r);
-	return 0;
+	ss->builds++;
+	return run(&b, r, e);
+}
+
+int step_resimulate(struct step_sim *ss, const struct scenario *s, const struct graph *g,
+		    int64_t micro_batch, struct step_result *r, struct err *e)
+{
+	struct bld b;
+	int i;
+
+	if (micro_batch < 1 || !same_settings(ss, s, g))
+		return step_simulate(ss, s, g, micro_batch, r, e);
+	if (setup(&b, ss, s, g, micro_batch))
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the step's task graph");
+	op_times(&b);
+	tp_marks(&b);
+	for (i = 0; i < g->nops; i++)
+		if (op_pattern(ss, i) != ss->pos[i])
+			return step_simulate(ss, s, g, micro_batch, r, e);
+	ss->g = g;
+	retime(&b);
+	return run(&b, r, e);
 }
 
 int step_run(const struct scenario *s, const struct graph *g, struct prediction *p, struct err *e)

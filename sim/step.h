@@ -45,6 +45,7 @@
 #include "scenario.h"
 
 struct step_unit;
+struct step_dyn;
 
 /* Reusable state of step simulations (arrays are kept between runs). */
 struct step_sim {
@@ -52,6 +53,7 @@ struct step_sim {
 	const struct graph *g;      /* of the last run, for trace names */
 	double *tf, *tb;            /* (nops) s per forward / backward kernel */
 	double *tpb;                /* (nops) bytes of the TP all-reduce after the op's backward */
+	double *tpx;                /* (nops) the same per sample */
 	double *bkt;                /* (nops) bytes of the DDP bucket that the op's backward completes */
 	int *unit_of;               /* (nops) gather unit of the op, -1 none */
 	int capops;
@@ -59,6 +61,19 @@ struct step_sim {
 	int capg;
 	struct step_unit *units;
 	int capunits;
+	/* what the graph in d was built for (step_resimulate) */
+	int built;                  /* 1: d holds a graph built by step_simulate */
+	const struct graph *bg;
+	struct scn_training btrain; /* its settings (micro_batch aside) */
+	struct scn_cluster bcluster;
+	int64_t bdp, bworld;
+	unsigned char *pos;         /* (nops) which of tf, tb, tpb were > 0 */
+	struct step_dyn *dyn;       /* collectives whose bytes scale with the micro-batch */
+	int ndyn, capdyn;
+	int *kern, nkern, capkern;  /* its kernel tasks (re-timed) */
+	int *sums, nsums, capsums;  /* its TP and optimizer tasks (summed in results) */
+	double flops_ps, flops_rc;  /* model FLOPs per sample, recomputed FLOPs per sample */
+	long builds;                /* task graphs built (step_simulate) */
 };
 
 int step_sim_create(struct step_sim *ss);
@@ -68,6 +83,18 @@ void step_sim_delete(struct step_sim *ss);
  * micro_batch samples per GPU per micro-step and fills r. Returns 0 or fills e. */
 int step_simulate(struct step_sim *ss, const struct scenario *s, const struct graph *g,
 		  int64_t micro_batch, struct step_result *r, struct err *e);
+
+/* step_simulate at another micro-batch of the graph ss holds: when s and g are
+ * those of ss's last step_simulate but for s->s.training.micro_batch (checked:
+ * g, the training and cluster settings, dp and world; the caller promises that
+ * g and the rest of s, model, device, links, are unchanged too), the task graph
+ * is kept and only what the micro-batch changes is recomputed: kernel times and
+ * the bytes of the activations' collectives. The graph's structure depends on
+ * the micro-batch only through which kernel times and TP bytes are positive,
+ * which is checked. Otherwise it builds, as step_simulate. Either way the
+ * results are step_simulate's, bit for bit. */
+int step_resimulate(struct step_sim *ss, const struct scenario *s, const struct graph *g,
+		    int64_t micro_batch, struct step_result *r, struct err *e);
 
 /* Writes the last simulation of ss as a Chrome trace (JSON object format,
  * openable in Perfetto and chrome://tracing): one process per simulated rank,

@@ -159,6 +159,12 @@ struct sweep_ctx;
 struct sweep_ctx *sweep_ctx_create(const struct sweep *sw);
 void sweep_ctx_delete(struct sweep_ctx *c);
 
+/* The cells [lo, hi) this context will evaluate (all of them by default): a
+ * candidate's step simulations are done together for the cells of its group in
+ * this range (one task graph, step_resimulate). Only the work done depends on
+ * it, never a result. */
+void sweep_ctx_cells(struct sweep_ctx *c, int lo, int hi);
+
 /* Evaluates every candidate of cell into out[0 .. ncand-1] and ranks them.
  * Returns 0 or fills e (I/O or out of memory while setting up a group). */
 int sweep_eval_cell(struct sweep_ctx *c, int cell, struct sweep_result *out, struct err *e);
@@ -167,6 +173,7 @@ int sweep_eval_cell(struct sweep_ctx *c, int cell, struct sweep_result *out, str
 struct sweep_counts {
 	long candidates;     /* evaluated against memory (not invalid/indivisible) */
 	long steps;          /* step simulations */
+	long step_graphs;    /* their task graphs built (the rest re-timed, step_resimulate) */
 	long tapes;          /* allocation tapes built */
 	long graphs;         /* graphs built */
 	long events;         /* events the step simulations processed */

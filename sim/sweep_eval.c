@@ -36,8 +36,10 @@
 /* Step simulations and memory breakdowns already done for a candidate in the
  * group: cells of other batch sizes often land on the same micro-batch (and
  * three or more micro-steps extrapolate from the same two simulations), and
- * the same inputs give the same bits. */
-#define NMEMO 8
+ * the same inputs give the same bits. A candidate's first simulation in a group
+ * also does those its other cells will need (one task graph for all its
+ * micro-batches, step_resimulate), so the memos hold one entry per batch and
+ * accumulation of the group: 2 x nbatch + 2 (sweep_ctx_create). */
 
 struct step_memo {
 	int64_t mb, ga;           /* 0: empty */
@@ -54,12 +56,13 @@ struct mem_memo {
 struct slot {
 	int state;                /* 0 not set up, 1 valid, 2 invalid */
 	int graph;                /* index into ctx->g */
-	struct mem_plan plan[2];  /* [0] grad_accum 1, [1] grad_accum > 1 */
-	int built[2];
-	int64_t maxb[2];          /* largest micro-batch that fits on each plan */
+	int prepared;             /* slot_prepare done */
+	int have[2];              /* maxb[a] known */
+	int64_t maxb[2];          /* largest micro-batch that fits on the tape without (0) and with
+				     (1) accumulation */
 	char note[112];           /* why invalid */
-	struct step_memo sm[NMEMO];
-	struct mem_memo mm[NMEMO];
+	struct step_memo *sm;     /* (ctx->nmemo) */
+	struct mem_memo *mm;      /* (ctx->nmemo) */
 	int nsm, nmm;             /* next entry to replace */
 };
 
@@ -76,6 +79,12 @@ struct sweep_ctx {
 	struct graph_opts *go;
 	int ng;
 	struct slot *slots;       /* (ncand) */
+	struct mem_plan scratch;  /* the tapes of one candidate: built, evaluated, built over */
+	int sc_slot, sc_a;        /* whose (-1 none) and which */
+	struct step_memo *sm;     /* (ncand x nmemo) the slots' memos */
+	struct mem_memo *mm;
+	int nmemo;
+	int lo, hi;               /* the cells this context evaluates (sweep_ctx_cells) */
 	struct prediction pred;   /* the job model's input and output (time_to_train) */
 	struct sweep_counts k;
 };
@@ -88,32 +97,46 @@ struct sweep_ctx *sweep_ctx_create(const struct sweep *sw)
 		return NULL;
 	c->sw = sw;
 	c->group = -1;
+	c->lo = 0;
+	c->hi = sw->ncell;
+	c->sc_slot = -1;
+	c->nmemo = 2 * sw->nbatch + 2;
 	c->g = calloc((size_t)sw->ncand, sizeof *c->g);
 	c->go = calloc((size_t)sw->ncand, sizeof *c->go);
 	c->slots = calloc((size_t)sw->ncand, sizeof *c->slots);
-	if (!c->g || !c->go || !c->slots || step_sim_create(&c->ss)) {
+	c->sm = calloc((size_t)sw->ncand * (size_t)c->nmemo, sizeof *c->sm);
+	c->mm = calloc((size_t)sw->ncand * (size_t)c->nmemo, sizeof *c->mm);
+	if (!c->g || !c->go || !c->slots || !c->sm || !c->mm || step_sim_create(&c->ss)) {
 		sweep_ctx_delete(c);
 		return NULL;
 	}
 	return c;
 }
 
+void sweep_ctx_cells(struct sweep_ctx *c, int lo, int hi)
+{
+	c->lo = lo;
+	c->hi = hi;
+}
+
 static void group_free(struct sweep_ctx *c)
 {
 	int i;
 
+	c->sc_slot = -1;
 	for (i = 0; i < c->sw->ncand; i++) {
 		struct slot *s = &c->slots[i];
-		if (s->built[0])
-			mem_plan_free(&s->plan[0]);
-		if (s->built[1])
-			mem_plan_free(&s->plan[1]);
 		memset(s, 0, sizeof *s);
+		s->sm = c->sm + (size_t)i * (size_t)c->nmemo;
+		s->mm = c->mm + (size_t)i * (size_t)c->nmemo;
+		memset(s->sm, 0, (size_t)c->nmemo * sizeof *s->sm);
+		memset(s->mm, 0, (size_t)c->nmemo * sizeof *s->mm);
 	}
 	for (i = 0; i < c->ng; i++)
 		graph_free(&c->g[i]);
 	c->ng = 0;
 	c->group = -1;
+	c->ss.built = 0;  /* its task graph was over a graph just freed */
 }
 
 void sweep_ctx_delete(struct sweep_ctx *c)
@@ -125,6 +148,9 @@ void sweep_ctx_delete(struct sweep_ctx *c)
 	free(c->g);
 	free(c->go);
 	free(c->slots);
+	free(c->sm);
+	free(c->mm);
+	mem_plan_free(&c->scratch);
 	step_sim_delete(&c->ss);
 	free(c);
 }
@@ -132,6 +158,7 @@ void sweep_ctx_delete(struct sweep_ctx *c)
 void sweep_ctx_counts(const struct sweep_ctx *c, struct sweep_counts *k)
 {
 	*k = c->k;
+	k->step_graphs = c->ss.builds;
 }
 
 /* ---- groups and candidates ----------------------------------------------------------- */
@@ -242,22 +269,36 @@ static int slot_setup(struct sweep_ctx *c, int i, struct err *e)
 	return profile(c, c->work.s.training.framework, e);
 }
 
-/* The tape of candidate i without (a = 0) or with (a = 1) accumulation. */
+/* The tape of candidate i without (a = 0) or with (a = 1) accumulation, in
+ * the context's scratch plan (its memory reused; what was there is dropped),
+ * and the largest micro-batch that fits on it. */
 static int plan(struct sweep_ctx *c, int i, int a, struct err *e)
 {
 	struct slot *s = &c->slots[i];
 	int bind;
 
-	if (s->built[a])
+	if (c->sc_slot == i && c->sc_a == a)
 		return 0;
+	c->sc_slot = -1;
 	c->work.s.training.grad_accum = a ? 2 : 1;
-	if (mem_plan_build(&s->plan[a], &c->work, &c->g[s->graph], &c->prof[c->work.s.training.framework], e)) {
-		mem_plan_free(&s->plan[a]);
+	if (mem_plan_rebuild(&c->scratch, &c->work, &c->g[s->graph], &c->prof[c->work.s.training.framework], e))
 		return e->code;
+	c->sc_slot = i;
+	c->sc_a = a;
+	if (!s->have[a]) {
+		s->maxb[a] = mem_max_batch(&c->scratch, &bind);
+		s->have[a] = 1;
 	}
-	s->built[a] = 1;
-	s->maxb[a] = mem_max_batch(&s->plan[a], &bind);
 	c->k.tapes++;
+	return 0;
+}
+
+/* s->maxb[a] of candidate i, its tape built if not known yet. */
+static int max_batch(struct sweep_ctx *c, int i, int a, int64_t *m, struct err *e)
+{
+	if (!c->slots[i].have[a] && plan(c, i, a, e))
+		return e->code;
+	*m = c->slots[i].maxb[a];
 	return 0;
 }
 
@@ -269,9 +310,9 @@ static void breakdown(const struct mem_plan *p, const struct graph *g, int64_t b
 	struct mem_detail d, d2;
 	int t, w, best = 0;
 
-	mem_detail(p, 0, b, &d);
+	mem_detail_peak(p, 0, b, &d);
 	for (t = 1; t < p->ntapes; t++) {
-		mem_detail(p, t, b, &d2);
+		mem_detail_peak(p, t, b, &d2);
 		if (d2.peak > d.peak)
 			d = d2;
 	}
@@ -292,13 +333,14 @@ static void breakdown(const struct mem_plan *p, const struct graph *g, int64_t b
 			 d.op >= 0 ? ", " : "", d.op >= 0 ? g->ops[d.op].name : "");
 }
 
-/* breakdown() of candidate slot s's plan a, through its memo. */
-static void memory(struct sweep_ctx *c, struct slot *s, int a, int64_t b, struct sweep_result *r)
+/* breakdown() of candidate i's plan a, through its memo. Returns 0 or fills e. */
+static int memory(struct sweep_ctx *c, int ci, int a, int64_t b, struct sweep_result *r, struct err *e)
 {
+	struct slot *s = &c->slots[ci];
 	struct mem_memo *m;
 	int i;
 
-	for (i = 0; i < NMEMO; i++) {
+	for (i = 0; i < c->nmemo; i++) {
 		m = &s->mm[i];
 		if (m->mb == b && m->a == a) {
 			r->peak = m->r.peak;
@@ -310,14 +352,17 @@ static void memory(struct sweep_ctx *c, struct slot *s, int a, int64_t b, struct
 			r->buffers = m->r.buffers;
 			r->overhead = m->r.overhead;
 			memcpy(r->note, m->r.note, sizeof r->note);
-			return;
+			return 0;
 		}
 	}
-	breakdown(&s->plan[a], &c->g[s->graph], b, r);
-	m = &s->mm[s->nmm++ % NMEMO];
+	if (plan(c, ci, a, e))
+		return e->code;
+	breakdown(&c->scratch, &c->g[s->graph], b, r);
+	m = &s->mm[s->nmm++ % c->nmemo];
 	m->mb = b;
 	m->a = a;
 	m->r = *r;
+	return 0;
 }
 
 /* The largest divisor of n that is <= m (0 when m < 1). */
@@ -331,39 +376,90 @@ static int64_t divisor_upto(int64_t n, int64_t m)
 	return 0;
 }
 
-/* Picks micro-batch and accumulation for candidate i; 0 = nothing fits. */
+/* Whether a global batch needs the tape with accumulation: it does not fit
+ * without (m0 samples do), and accumulation could help (more than one sample
+ * per rank, one fits). Accumulation never lowers the peak (its tape is the one
+ * without plus a micro-step before the last; test_sweep.c checks it), so when
+ * one sample does not fit without it, nothing fits. */
+static int needs_accum(const struct sweep_ctx *c, int64_t batch, int64_t m0)
+{
+	int64_t per = batch / c->work.dp;
+
+	return c->sw->batch_mode == SWEEP_GLOBAL && per > m0 && per != 1 && m0 != 0;
+}
+
+/* Picks micro-batch and accumulation for candidate i; 0 = nothing fits, -1 an
+ * error. r (may be NULL) gets max_micro_batch. */
 static int64_t choose(struct sweep_ctx *c, int i, int64_t batch, int64_t *accum, int *a,
 		      struct sweep_result *r, struct err *e)
 {
-	struct slot *s = &c->slots[i];
-	int64_t per, d;
+	int64_t per, d, m0 = 0, m1 = 0;
 
 	*accum = 1;
 	*a = 0;
-	if (plan(c, i, 0, e))
+	if (max_batch(c, i, 0, &m0, e))
 		return -1;
-	r->max_micro_batch = s->maxb[0];
+	if (r)
+		r->max_micro_batch = m0;
 	switch (c->sw->batch_mode) {
 	case SWEEP_AUTO:
-		return s->maxb[0];
+		return m0;
 	case SWEEP_MICRO:
-		return batch <= s->maxb[0] ? batch : 0;
+		return batch <= m0 ? batch : 0;
 	default:
 		per = batch / c->work.dp;
-		if (per <= s->maxb[0])
-			return per;
-		/* accumulation never lowers the peak (its tape is the one without
-		 * plus a micro-step before the last; test_sweep.c checks it), so
-		 * when one sample does not fit without it, nothing fits */
-		if (per == 1 || s->maxb[0] == 0)
-			return 0;
-		if (plan(c, i, 1, e))
+		if (!needs_accum(c, batch, m0))
+			return per <= m0 ? per : 0;
+		if (max_batch(c, i, 1, &m1, e))
 			return -1;
 		*a = 1;
-		d = divisor_upto(per, s->maxb[1] < per - 1 ? s->maxb[1] : per - 1);
+		d = divisor_upto(per, m1 < per - 1 ? m1 : per - 1);
 		*accum = d ? per / d : 1;
 		return d;
 	}
+}
+
+/* Whether batch index bi is a cell of the group this context evaluates, with a
+ * global batch the data-parallel degree divides. */
+static int batch_here(const struct sweep_ctx *c, int bi)
+{
+	const struct sweep *sw = c->sw;
+	int cell = c->group * sw->nbatch + bi;
+
+	return cell >= c->lo && cell < c->hi &&
+		!(sw->batch_mode == SWEEP_GLOBAL && sw->batches[bi] % c->work.dp);
+}
+
+/* What candidate i's memory gives in every cell of the group this context
+ * evaluates, done at its first cell while each tape is at hand: the tape
+ * without accumulation and the breakdowns at the micro-batches it decides,
+ * then, if a batch needs it, the tape with accumulation and its breakdowns.
+ * The cells then read the memos; each tape is built once and evaluated while
+ * it is in the cache. */
+static int slot_prepare(struct sweep_ctx *c, int i, struct err *e)
+{
+	const struct sweep *sw = c->sw;
+	struct sweep_result r;
+	int64_t m0 = 0, mb, accum;
+	int bi, pass, a;
+
+	if (c->slots[i].prepared)
+		return 0;
+	c->slots[i].prepared = 1;
+	if (max_batch(c, i, 0, &m0, e))
+		return e->code;
+	for (pass = 0; pass < 2; pass++)
+		for (bi = 0; bi < sw->nbatch; bi++) {
+			if (!batch_here(c, bi) || needs_accum(c, sw->batches[bi], m0) != pass)
+				continue;
+			mb = choose(c, i, sw->batches[bi], &accum, &a, NULL, e);
+			if (mb < 0)
+				return e->code;
+			memset(&r, 0, sizeof r);
+			if (memory(c, i, a, mb > 0 ? mb : 1, &r, e))
+				return e->code;
+		}
+	return 0;
 }
 
 /* One optimizer step of micro-batch mb and grad_accum ga. Every micro-step but
@@ -374,24 +470,85 @@ static int64_t choose(struct sweep_ctx *c, int i, int64_t batch, int64_t *accum,
  * and likewise compute, communication and exposed communication.
  * tests/test_sweep.c checks this against full simulations of every strategy on
  * NVLink and InfiniBand. */
-static const struct step_result *simulate(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga,
-					   struct err *e)
+
+static struct step_memo *memo_find(const struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga)
 {
-	struct step_memo *m;
 	int i;
 
-	for (i = 0; i < NMEMO; i++)
+	for (i = 0; i < c->nmemo; i++)
 		if (s->sm[i].mb == mb && s->sm[i].ga == ga)
-			return &s->sm[i].st;
-	m = &s->sm[s->nsm++ % NMEMO];
+			return &s->sm[i];
+	return NULL;
+}
+
+/* The simulations (micro-batch, accumulation) step() asks of candidate i in
+ * the group's cells that this context evaluates: at most two per batch. */
+static int needed(struct sweep_ctx *c, int i, int64_t *mbs, int64_t *gas, int *n, struct err *e)
+{
+	const struct sweep *sw = c->sw;
+	int bi, a;
+	int64_t mb, accum;
+
+	*n = 0;
+	for (bi = 0; bi < sw->nbatch; bi++) {
+		if (!batch_here(c, bi))
+			continue;
+		mb = choose(c, i, sw->batches[bi], &accum, &a, NULL, e);
+		if (mb < 0)
+			return e->code;
+		if (mb == 0)
+			continue;
+		if (accum <= SWEEP_ACCUM_SIMULATED) {
+			mbs[*n] = mb, gas[(*n)++] = accum;
+		} else {
+			mbs[*n] = mb, gas[(*n)++] = SWEEP_ACCUM_SIMULATED - 1;
+			mbs[*n] = mb, gas[(*n)++] = SWEEP_ACCUM_SIMULATED;
+		}
+	}
+	return 0;
+}
+
+/* Simulates (mb, ga) of slot s into its memo; step_resimulate keeps the task
+ * graph when the previous simulation was this candidate's at this ga. */
+static int simulate_one(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga, struct err *e)
+{
+	struct step_memo *m = &s->sm[s->nsm++ % c->nmemo];
+
 	c->work.s.training.grad_accum = ga;
 	m->mb = 0;
-	if (step_simulate(&c->ss, &c->work, &c->g[s->graph], mb, &m->st, e))
-		return NULL;
+	if (step_resimulate(&c->ss, &c->work, &c->g[s->graph], mb, &m->st, e))
+		return e->code ? e->code : ERR_SYSTEM;
 	m->mb = mb;
 	m->ga = ga;
 	c->k.steps++;
 	c->k.events += (long)m->st.events;
+	return 0;
+}
+
+static const struct step_result *simulate(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga,
+					   struct err *e)
+{
+	int64_t mbs[2 * SWEEP_MAX_AXIS], gas[2 * SWEEP_MAX_AXIS];
+	struct step_memo *m = memo_find(c, s, mb, ga);
+	int n, j, pass, i = (int)(s - c->slots);
+
+	if (m)
+		return &m->st;
+	/* the others of the group first, grouped by accumulation (one task graph
+	 * each), then this one if the batches did not name it */
+	if (needed(c, i, mbs, gas, &n, e))
+		return NULL;
+	for (pass = 1; pass <= SWEEP_ACCUM_SIMULATED; pass++)
+		for (j = 0; j < n; j++)
+			if (gas[j] == pass && !memo_find(c, s, mbs[j], gas[j]) &&
+			    simulate_one(c, s, mbs[j], gas[j], e))
+				return NULL;
+	m = memo_find(c, s, mb, ga);
+	if (!m) {
+		if (simulate_one(c, s, mb, ga, e))
+			return NULL;
+		m = memo_find(c, s, mb, ga);
+	}
 	return &m->st;
 }
 
@@ -495,12 +652,15 @@ static int eval_cand(struct sweep_ctx *c, int i, int64_t batch, struct sweep_res
 		return 0;
 	}
 	c->k.candidates++;
+	if (slot_prepare(c, i, e))
+		return e->code;
 	mb = choose(c, i, batch, &accum, &a, r, e);
 	if (mb < 0)
 		return e->code;
 	if (mb == 0) {
 		r->status = SWEEP_NOFIT;
-		memory(c, s, a, 1, r);
+		if (memory(c, i, a, 1, r, e))
+			return e->code;
 		if (c->sw->batch_mode == SWEEP_MICRO && s->maxb[0] > 0)
 			snprintf(r->note, sizeof r->note, "largest micro-batch that fits is %lld", (long long)s->maxb[0]);
 		else if (a && s->maxb[0] > 0)
@@ -513,7 +673,8 @@ static int eval_cand(struct sweep_ctx *c, int i, int64_t batch, struct sweep_res
 		return 0;
 	}
 	c->work.s.training.micro_batch = mb;
-	memory(c, s, a, mb, r);
+	if (memory(c, i, a, mb, r, e))
+		return e->code;
 	if (step(c, s, mb, accum, &st, e))
 		return e->code;
 	r->status = SWEEP_OK;

@@ -72,6 +72,46 @@ Test(evq, pops_in_order_while_interleaved)
 	evq_delete(&q);
 }
 
+Test(evq, any_interleaving_pops_by_time_then_insertion)
+{
+	/* pushes and pops interleaved at random over few distinct times (many
+	 * ties), as a simulation does: every pop must be the earliest pending event
+	 * by (time, insertion), found here by a plain scan of what is pending; the
+	 * event kept outside the heap (evq.h) must not change that order */
+	struct evq q;
+	struct evq_event ev;
+	double t[4096];
+	uint32_t seq[4096];
+	int live[4096], n = 0, i, j, best, step;
+	unsigned seed = 11;
+	uint32_t next = 0;
+
+	cr_assert_eq(evq_create(&q, 4), 0);
+	for (step = 0; step < 20000; step++) {
+		if (n < 4096 && (n == 0 || rand_r(&seed) % 5 < 3)) {
+			t[n] = (double)(rand_r(&seed) % 8);
+			seq[n] = next;
+			live[n] = 1;
+			cr_assert_eq(evq_push(&q, t[n], 0, next++), 0);
+			n++;
+			continue;
+		}
+		for (best = -1, j = 0; j < n; j++)
+			if (live[j] && (best < 0 || t[j] < t[best] || (t[j] == t[best] && seq[j] < seq[best])))
+				best = j;
+		cr_assert(evq_pop(&q, &ev));
+		cr_assert_eq(ev.id, seq[best], "step %d: popped %u, expected %u", step, ev.id, seq[best]);
+		cr_assert_eq(ev.time, t[best]);
+		live[best] = 0;
+		for (i = 0, j = 0; j < n; j++)  /* compact */
+			if (live[j])
+				t[i] = t[j], seq[i] = seq[j], live[i++] = 1;
+		n = i;
+	}
+	cr_expect_eq(evq_size(&q), (size_t)n);
+	evq_delete(&q);
+}
+
 /* ---- collective costs ------------------------------------------------------------ */
 
 Test(coll, ring_allreduce_is_nccl_bus_bandwidth_formula)

@@ -378,6 +378,46 @@ Test(memory, max_batch_is_exact)
 	}
 }
 
+/* The sweep's breakdown (mem_detail_peak: two light passes) is mem_detail's,
+ * field for field, and its peak is mem_peak's: the same allocator arithmetic
+ * reached by different loops, for every strategy and framework, with pools
+ * (PyTorch, DeepSpeed) and without (shardcast), at several batches. */
+Test(memory, detail_peak_matches_detail)
+{
+	const char *sets[] = {"model.name=gpt2", "model.seq_len=256", NULL, NULL, "cluster.gpus_per_node=4",
+			      "training.activation_checkpointing=selective"};
+	static const int64_t bs[] = {0, 1, 3, 8, 29};
+	struct ctx c;
+	struct mem_detail a, d;
+	int st, fw, t, k, w;
+
+	for (st = 0; st < 7; st++)
+		for (fw = 0; fw < 3; fw++) {
+			if (!valid(st, fw))
+				continue;
+			sets[2] = strategies[st];
+			sets[3] = frameworks[fw];
+			sets[4] = st == 0 ? "cluster.gpus_per_node=1" : "cluster.gpus_per_node=4";
+			load(&c, base, sets, 6);
+			for (t = 0; t < c.p.ntapes; t++)
+				for (k = 0; k < (int)(sizeof bs / sizeof bs[0]); k++) {
+					mem_detail(&c.p, t, bs[k], &d);
+					mem_detail_peak(&c.p, t, bs[k], &a);
+					cr_expect_eq(a.peak, d.peak, "%s %s b=%lld", sets[2], sets[3], (long long)bs[k]);
+					cr_expect_eq(mem_peak(&c.p, t, bs[k]), d.peak);
+					cr_expect_eq(a.slack, d.slack);
+					cr_expect_eq(a.event, d.event);
+					cr_expect_eq(a.op, d.op);
+					cr_expect_eq(a.phase, d.phase);
+					for (w = 0; w < MEM_NCAT; w++)
+						cr_expect_eq(a.live[w], d.live[w]);
+					for (w = 0; w < W_NWHAT; w++)
+						cr_expect_eq(a.what[w], d.what[w]);
+				}
+			drop(&c);
+		}
+}
+
 /* Model states: zero3 <= zero2 <= zero1 <= ddp under one framework. */
 Test(memory, zero_stages_order_model_states)
 {

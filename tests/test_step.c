@@ -179,6 +179,60 @@ Test(step, a_reused_simulation_repeats_bit_for_bit)
 	scenario_free(&sb);
 }
 
+Test(step, resimulate_equals_a_fresh_simulation)
+{
+	/* step_resimulate keeps the task graph and re-times it at another
+	 * micro-batch (kernels, TP all-reduces, DataParallel's gather): each result
+	 * must be a fresh step_simulate's, byte for byte, for every strategy, with
+	 * tensor parallelism, recomputation and accumulation; and a settings change
+	 * (here the accumulation) must not reuse the graph */
+	static const char *const strat[] = {"training.strategy=dp", "training.strategy=ddp",
+		"training.strategy=zero1", "training.strategy=zero2", "training.strategy=zero3",
+		"training.strategy=fsdp", "training.fsdp_sharding_strategy=hybrid_shard"};
+	static const int64_t mbs[] = {1, 3, 8, 2};
+	const char *sets[] = {"cluster.nodes=2", "cluster.gpus_per_node=8", NULL, "training.precision=bf16",
+			      "training.tensor_parallel=2", "training.activation_checkpointing=selective",
+			      "training.grad_accum=2", "model.name=llama-2-7b", "model.seq_len=512",
+			      "training.strategy=fsdp"};
+	struct scenario s;
+	struct graph g;
+	struct graph_opts o;
+	struct step_sim ss, fresh;
+	struct step_result r, want;
+	struct err e = {0};
+	int k, j, n;
+	long builds;
+
+	cr_assert_eq(step_sim_create(&ss), 0);
+	cr_assert_eq(step_sim_create(&fresh), 0);
+	for (k = 0; k < 7; k++) {
+		sets[2] = strat[k];
+		sets[0] = k == 0 ? "cluster.nodes=1" : "cluster.nodes=2";  /* DataParallel: one node, */
+		sets[4] = k == 0 ? "training.tensor_parallel=1" : "training.tensor_parallel=2";  /* no TP */
+		n = k == 6 ? 10 : 9;  /* hybrid_shard is an fsdp setting */
+		cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
+		predict_graph_opts(&s, &o);
+		cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+		builds = ss.builds;
+		for (j = 0; j < 4; j++) {
+			cr_assert_eq(step_resimulate(&ss, &s, &g, mbs[j], &r, &e), 0, "%s", e.msg);
+			cr_assert_eq(step_simulate(&fresh, &s, &g, mbs[j], &want, &e), 0, "%s", e.msg);
+			cr_expect_eq(memcmp(&r, &want, sizeof r), 0, "%s mb=%lld", strat[k], (long long)mbs[j]);
+		}
+		cr_expect_eq(ss.builds, builds + 1, "%s: one graph for four micro-batches", strat[k]);
+		s.s.training.grad_accum = 3;
+		cr_assert_eq(step_resimulate(&ss, &s, &g, 2, &r, &e), 0, "%s", e.msg);
+		cr_assert_eq(step_simulate(&fresh, &s, &g, 2, &want, &e), 0, "%s", e.msg);
+		cr_expect_eq(memcmp(&r, &want, sizeof r), 0, "%s grad_accum=3", strat[k]);
+		cr_expect_eq(ss.builds, builds + 2, "%s: another accumulation, another graph", strat[k]);
+		graph_free(&g);
+		scenario_free(&s);
+		ss.built = 0;  /* the graph it was built over is freed */
+	}
+	step_sim_delete(&ss);
+	step_sim_delete(&fresh);
+}
+
 Test(step, ddp_with_one_giant_bucket_exposes_its_communication)
 {
 	/* one bucket holding every gradient is all-reduced after the last gradient
