@@ -39,7 +39,7 @@ static uint64_t xorshift(uint64_t *s)
 static double hold_rate(int pending, int events)
 {
 	struct evq q;
-	struct evq_event ev;
+	struct evq_event ev = {0};
 	uint64_t seed = 88172645463325252ull;
 	double t0, sink = 0;
 	int i;
