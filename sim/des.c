@@ -47,6 +47,7 @@ void des_delete(struct des *d)
 	free(d->colls);
 	free(d->first);
 	free(d->succ);
+	free(d->roots);
 	free(d->active);
 	evq_delete(&d->q);
 	memset(d, 0, sizeof *d);
@@ -281,8 +282,10 @@ static int structure(struct des *d)
 {
 	int i, e, k, n = 0;
 
-	if (vec_grow((void **)&d->succ, &d->capsucc, d->nedges, sizeof *d->succ))
+	if (vec_grow((void **)&d->succ, &d->capsucc, d->nedges, sizeof *d->succ) ||
+	    vec_grow((void **)&d->roots, &d->caproots, d->ntasks, sizeof *d->roots))
 		return -1;
+	d->nroots = 0;
 	for (i = 0; i < d->ntasks; i++) {
 		const struct des_task *t = &d->tasks[i];
 		struct des_first *f = &d->first[i];
@@ -291,6 +294,7 @@ static int structure(struct des *d)
 			(d->streams[t->stream].rank == d->expose_rank ||
 			 (t->stream2 >= 0 && d->streams[t->stream2].rank == d->expose_rank) ? DES_ON_RANK : 0));
 		f->kind = t->coll < 0 ? EV_DONE : EV_LAT;
+		f->cls = (uint8_t)d->streams[t->stream].cls;
 		f->s0 = f->s1 = -1;
 		f->soff = n;
 		for (k = 0, e = t->edge; e >= 0; e = d->edges[e].next, k++) {
@@ -302,6 +306,8 @@ static int structure(struct des *d)
 				d->succ[n++] = d->edges[e].to;
 		}
 		f->nsucc = k;
+		if (t->npred == 0)
+			d->roots[d->nroots++] = i;
 	}
 	d->first_n = d->ntasks;
 	d->first_rank = d->expose_rank;
@@ -332,26 +338,36 @@ static int prepare(struct des *d)
 }
 
 /* Makespan, and busy and collective time on the exposure rank, summed in task
- * order (in locals: the same additions in the same order). */
+ * order. The sums stay in registers: each class's sum gets dt or +0.0 (x + 0.0
+ * is x for these sums of durations, which are never -0.0), so each receives
+ * the same additions in the same order as with busy[cls] += dt. */
 static void totals(struct des *d)
 {
-	double busy[DES_CLASS_COUNT] = {0}, comm = 0, makespan = 0;
+	double b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, comm = 0, makespan = 0, dt;
 	int i, c;
 
+	_Static_assert(DES_CLASS_COUNT == 5, "one sum per class");
 	for (i = 0; i < d->ntasks; i++) {
 		const struct des_task *t = &d->tasks[i];
-		double dt = t->end - t->start;
 		if (t->end > makespan)  /* fmax: times are never NaN */
 			makespan = t->end;
-		if (d->first[i].flag & DES_ON_RANK) {
-			busy[d->streams[t->stream].cls] += dt;
-			if (t->coll >= 0)
-				comm += dt;
-		}
+		if (!(d->first[i].flag & DES_ON_RANK))
+			continue;
+		dt = t->end - t->start;
+		c = d->first[i].cls;
+		b0 += c == 0 ? dt : 0.0;
+		b1 += c == 1 ? dt : 0.0;
+		b2 += c == 2 ? dt : 0.0;
+		b3 += c == 3 ? dt : 0.0;
+		b4 += c == 4 ? dt : 0.0;
+		comm += t->coll >= 0 ? dt : 0.0;
 	}
 	d->tot.makespan = makespan;
-	for (c = 0; c < DES_CLASS_COUNT; c++)
-		d->tot.busy[c] = busy[c];
+	d->tot.busy[0] = b0;
+	d->tot.busy[1] = b1;
+	d->tot.busy[2] = b2;
+	d->tot.busy[3] = b3;
+	d->tot.busy[4] = b4;
 	d->tot.comm = comm;
 }
 
@@ -461,9 +477,8 @@ int des_run(struct des *d)
 
 	if (prepare(d))
 		return -1;
-	for (i = 0; i < d->ntasks; i++)
-		if (d->first[i].waiting == 0)
-			start(&r, i);
+	for (i = 0; i < d->nroots; i++)  /* those that wait for nothing, in task order */
+		start(&r, d->roots[i]);
 	loop(&r);
 	if (r.oom || r.nleft != 0)
 		return -1;

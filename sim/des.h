@@ -69,6 +69,7 @@ struct des_first {
 	int32_t soff;      /* the others at succ[soff ..] */
 	uint8_t kind;      /* the first event: its end or the end of its latency */
 	uint8_t flag;      /* where it counts: compute or comm of the exposure rank, the rank */
+	uint8_t cls;       /* its stream's enum des_class */
 };
 
 struct des_coll {
@@ -104,6 +105,7 @@ struct des {
 	int first_rank;    /* the expose_rank it was set for */
 	int *succ;         /* successors after each task's first two */
 	int capsucc;
+	int *roots, nroots, caproots; /* the tasks that wait for nothing, in task order */
 	int *active;       /* collectives in a bandwidth phase */
 	int nactive, capactive;
 	struct evq q;
