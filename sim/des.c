@@ -45,11 +45,9 @@ void des_delete(struct des *d)
 	free(d->tasks);
 	free(d->edges);
 	free(d->colls);
-	free(d->waiting);
 	free(d->first);
-	free(d->npred);
-	free(d->soff);
 	free(d->succ);
+	free(d->roots);
 	free(d->active);
 	evq_delete(&d->q);
 	memset(d, 0, sizeof *d);
@@ -97,7 +95,7 @@ int des_coll(struct des *d, int stream, const struct coll_cost *c, int label, in
 
 struct run {
 	struct des *d;
-	double now, last;        /* s: current event time, last accounting time */
+	double now;              /* s: current event time */
 	int compute_busy;        /* tasks running on the exposure rank's compute streams */
 	int comm_busy;           /* collectives in flight on the exposure rank */
 	int nleft;               /* tasks not finished */
@@ -121,15 +119,6 @@ static int on_rank(const struct des *d, const struct des_task *t, int cls)
 		(s2 && s2->cls == cls && s2->rank == d->expose_rank);
 }
 
-static void account(struct run *r)
-{
-	double dt = r->now - r->last;
-
-	if (dt > 0 && r->comm_busy > 0 && r->compute_busy == 0)
-		r->d->tot.exposed += dt;
-	r->last = r->now;
-}
-
 static inline void push(struct run *r, double t, uint32_t kind, int id)
 {
 	if (evq_push(&r->d->q, t, kind, (uint32_t)id))
@@ -149,22 +138,33 @@ static inline void start(struct run *r, int i)
 	push(r, r->now + f->delay, f->kind, i);
 }
 
-/* Task i ends now; the tasks waiting for it, in the order of its edge list,
- * start if it was the last they waited for. */
+/* Successor to of a task that ended: it starts if that was the last it waited for. */
+static inline void release(struct run *r, int to)
+{
+	if (--r->d->first[to].waiting == 0)
+		start(r, to);
+}
+
+/* Task i ends now; its successors, in the order of its edge list, start if it
+ * was the last they waited for. */
 static inline void finish(struct run *r, int i)
 {
 	struct des *d = r->d;
-	const int *succ = d->succ, *end = succ + d->soff[i + 1];
-	int *waiting = d->waiting;
-	int f = d->first[i].flag;
+	const struct des_first *f = &d->first[i];
+	int k, n = f->nsucc;
 
 	d->tasks[i].end = r->now;
-	r->compute_busy -= f & DES_ON_COMPUTE;
-	r->comm_busy -= (f & DES_ON_COMM) != 0;
+	r->compute_busy -= f->flag & DES_ON_COMPUTE;
+	r->comm_busy -= (f->flag & DES_ON_COMM) != 0;
 	r->nleft--;
-	for (succ += d->soff[i]; succ < end; succ++)
-		if (--waiting[*succ] == 0)
-			start(r, *succ);
+	if (n == 0)
+		return;
+	release(r, f->s0);
+	if (n == 1)
+		return;
+	release(r, f->s1);
+	for (k = 0; k < n - 2; k++)
+		release(r, d->succ[f->soff + k]);
 }
 
 /* Brings every active collective's progress up to now at its current rate. */
@@ -276,18 +276,17 @@ static void on_flow(struct run *r, int i, uint32_t ver)
 
 /* What des_run derives from the graph's structure, kept while the graph is
  * (des_reset, new tasks, a task shown on another stream or a new expose_rank
- * redo it): where each task counts, how its first event comes, its
- * predecessor count, and every task's successors in one array (CSR, in the
- * order of its edge list). */
+ * redo it): where each task counts, how its first event comes, and its
+ * successors in the order of its edge list (the first two in its record). */
 static int structure(struct des *d)
 {
-	int i, e, n;
+	int i, e, k, n = 0;
 
-	if (vec_grow((void **)&d->npred, &d->capnpred, d->ntasks, sizeof *d->npred) ||
-	    vec_grow((void **)&d->soff, &d->capsoff, d->ntasks + 1, sizeof *d->soff) ||
-	    vec_grow((void **)&d->succ, &d->capsucc, d->nedges, sizeof *d->succ))
+	if (vec_grow((void **)&d->succ, &d->capsucc, d->nedges, sizeof *d->succ) ||
+	    vec_grow((void **)&d->roots, &d->caproots, d->ntasks, sizeof *d->roots))
 		return -1;
-	for (i = 0, n = 0; i < d->ntasks; i++) {
+	d->nroots = 0;
+	for (i = 0; i < d->ntasks; i++) {
 		const struct des_task *t = &d->tasks[i];
 		struct des_first *f = &d->first[i];
 		f->flag = (uint8_t)((on_rank(d, t, DES_COMPUTE) ? DES_ON_COMPUTE : 0) |
@@ -295,12 +294,21 @@ static int structure(struct des *d)
 			(d->streams[t->stream].rank == d->expose_rank ||
 			 (t->stream2 >= 0 && d->streams[t->stream2].rank == d->expose_rank) ? DES_ON_RANK : 0));
 		f->kind = t->coll < 0 ? EV_DONE : EV_LAT;
-		d->npred[i] = t->npred;
-		d->soff[i] = n;
-		for (e = t->edge; e >= 0; e = d->edges[e].next)
-			d->succ[n++] = d->edges[e].to;
+		f->cls = (uint8_t)d->streams[t->stream].cls;
+		f->s0 = f->s1 = -1;
+		f->soff = n;
+		for (k = 0, e = t->edge; e >= 0; e = d->edges[e].next, k++) {
+			if (k == 0)
+				f->s0 = d->edges[e].to;
+			else if (k == 1)
+				f->s1 = d->edges[e].to;
+			else
+				d->succ[n++] = d->edges[e].to;
+		}
+		f->nsucc = k;
+		if (t->npred == 0)
+			d->roots[d->nroots++] = i;
 	}
-	d->soff[d->ntasks] = n;
 	d->first_n = d->ntasks;
 	d->first_rank = d->expose_rank;
 	return 0;
@@ -310,14 +318,13 @@ static int prepare(struct des *d)
 {
 	int i;
 
-	if (vec_grow((void **)&d->waiting, &d->capwaiting, d->ntasks, sizeof *d->waiting) ||
-	    vec_grow((void **)&d->first, &d->capfirst, d->ntasks, sizeof *d->first))
+	if (vec_grow((void **)&d->first, &d->capfirst, d->ntasks, sizeof *d->first))
 		return -1;
 	if ((d->first_n != d->ntasks || d->first_rank != d->expose_rank) && structure(d))
 		return -1;
-	memcpy(d->waiting, d->npred, (size_t)d->ntasks * sizeof *d->waiting);
 	for (i = 0; i < d->ntasks; i++) {  /* durations and latencies may have changed */
 		const struct des_task *t = &d->tasks[i];
+		d->first[i].waiting = t->npred;
 		d->first[i].delay = t->coll < 0 ? t->dur : d->colls[t->coll].c.latency;
 	}
 	for (i = 0; i < d->ncolls; i++) {
@@ -331,50 +338,148 @@ static int prepare(struct des *d)
 }
 
 /* Makespan, and busy and collective time on the exposure rank, summed in task
- * order (in locals: the same additions in the same order). */
+ * order. The sums stay in registers: each class's sum gets dt or +0.0 (x + 0.0
+ * is x for these sums of durations, which are never -0.0), so each receives
+ * the same additions in the same order as with busy[cls] += dt. */
 static void totals(struct des *d)
 {
-	double busy[DES_CLASS_COUNT] = {0}, comm = 0, makespan = 0;
+	double b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, comm = 0, makespan = 0, dt;
 	int i, c;
 
+	_Static_assert(DES_CLASS_COUNT == 5, "one sum per class");
 	for (i = 0; i < d->ntasks; i++) {
 		const struct des_task *t = &d->tasks[i];
-		double dt = t->end - t->start;
 		if (t->end > makespan)  /* fmax: times are never NaN */
 			makespan = t->end;
-		if (d->first[i].flag & DES_ON_RANK) {
-			busy[d->streams[t->stream].cls] += dt;
-			if (t->coll >= 0)
-				comm += dt;
-		}
+		if (!(d->first[i].flag & DES_ON_RANK))
+			continue;
+		dt = t->end - t->start;
+		c = d->first[i].cls;
+		b0 += c == 0 ? dt : 0.0;
+		b1 += c == 1 ? dt : 0.0;
+		b2 += c == 2 ? dt : 0.0;
+		b3 += c == 3 ? dt : 0.0;
+		b4 += c == 4 ? dt : 0.0;
+		comm += t->coll >= 0 ? dt : 0.0;
 	}
 	d->tot.makespan = makespan;
-	for (c = 0; c < DES_CLASS_COUNT; c++)
-		d->tot.busy[c] = busy[c];
+	d->tot.busy[0] = b0;
+	d->tot.busy[1] = b1;
+	d->tot.busy[2] = b2;
+	d->tot.busy[3] = b3;
+	d->tot.busy[4] = b4;
 	d->tot.comm = comm;
+}
+
+/* The run's event loop. Task ends (most events) are handled here with the
+ * queue's slot (evq.h) and the counters in locals, so that one event leads to
+ * the next without a trip through memory; the rest (collectives) go through
+ * the run struct and the queue, the slot put back in it meanwhile. The events,
+ * their insertion counts and their order are those of evq_push / evq_pop. */
+static void loop(struct run *r)
+{
+	struct des *d = r->d;
+	struct evq *q = &d->q;
+	struct des_first *first = d->first;
+	struct des_task *tasks = d->tasks;
+	const int *succ = d->succ;
+	struct evq_node slot = q->slot, x, ev;
+	int has = q->has_slot, compute_busy = r->compute_busy, comm_busy = r->comm_busy;
+	int nleft = r->nleft, oom = 0, i, k, n, to;
+	uint64_t seq = q->seq, events = 0;
+	double now = 0, last = 0, exposed = 0, dt, t;
+
+	q->has_slot = 0;
+	while (!oom) {
+		if (has && (q->n == 0 || evq_before(&slot, &q->h[0]))) {
+			x = slot;
+			has = 0;
+		} else if (q->n > 0) {
+			x = evq_heap_pop(q);
+		} else {
+			break;
+		}
+		events++;
+		memcpy(&now, &x.t, sizeof now);
+		dt = now - last;  /* exposure since the last event (account()) */
+		exposed += (dt > 0) & (comm_busy > 0) & (compute_busy == 0) ? dt : 0.0;
+		last = now;
+		if (EV_KIND(x.kind) != EV_DONE) {
+			q->slot = slot;
+			q->has_slot = has;
+			q->seq = seq;
+			r->now = now;
+			r->compute_busy = compute_busy;
+			r->comm_busy = comm_busy;
+			r->nleft = nleft;
+			if (EV_KIND(x.kind) == EV_LAT)
+				on_latency(r, (int)x.id);
+			else
+				on_flow(r, (int)x.id, EV_VER(x.kind));
+			oom = r->oom;
+			slot = q->slot;
+			has = q->has_slot;
+			q->has_slot = 0;
+			seq = q->seq;
+			compute_busy = r->compute_busy;
+			comm_busy = r->comm_busy;
+			nleft = r->nleft;
+			continue;
+		}
+		/* finish(x.id) */
+		i = (int)x.id;
+		tasks[i].end = now;
+		compute_busy -= first[i].flag & DES_ON_COMPUTE;
+		comm_busy -= (first[i].flag & DES_ON_COMM) != 0;
+		nleft--;
+		n = first[i].nsucc;
+		for (k = 0; k < n; k++) {
+			to = k == 0 ? first[i].s0 : k == 1 ? first[i].s1 : succ[first[i].soff + k - 2];
+			if (--first[to].waiting != 0)
+				continue;
+			/* start(to): its first event, pushed */
+			tasks[to].start = now;
+			compute_busy += first[to].flag & DES_ON_COMPUTE;
+			comm_busy += (first[to].flag & DES_ON_COMM) != 0;
+			t = now + first[to].delay;
+			ev.seq = seq++;
+			ev.kind = first[to].kind;
+			ev.id = (uint32_t)to;
+			if (!(t >= 0) || t > DBL_MAX) {
+				oom = 1;  /* as evq_push refuses it */
+				continue;
+			}
+			memcpy(&ev.t, &t, sizeof ev.t);
+			if (!has) {
+				slot = ev;
+				has = 1;
+			} else if (evq_before(&ev, &slot)) {
+				oom |= evq_heap_push(q, slot);
+				slot = ev;
+			} else {
+				oom |= evq_heap_push(q, ev);
+			}
+		}
+	}
+	q->slot = slot;
+	q->has_slot = has;
+	q->seq = seq;
+	r->oom |= oom;
+	r->nleft = nleft;
+	d->tot.events = events;
+	d->tot.exposed = exposed;
 }
 
 int des_run(struct des *d)
 {
-	struct run r = {d, 0, 0, 0, 0, d->ntasks, 0, 0};
-	struct evq_event ev;
+	struct run r = {d, 0, 0, 0, d->ntasks, 0, 0};
 	int i;
 
 	if (prepare(d))
 		return -1;
-	for (i = 0; i < d->ntasks; i++)
-		if (d->waiting[i] == 0)
-			start(&r, i);
-	while (!r.oom && evq_pop(&d->q, &ev)) {
-		d->tot.events++;
-		r.now = ev.time;
-		account(&r);
-		switch (EV_KIND(ev.kind)) {
-		case EV_DONE: finish(&r, (int)ev.id); break;
-		case EV_LAT: on_latency(&r, (int)ev.id); break;
-		case EV_FLOW: on_flow(&r, (int)ev.id, EV_VER(ev.kind)); break;
-		}
-	}
+	for (i = 0; i < d->nroots; i++)  /* those that wait for nothing, in task order */
+		start(&r, d->roots[i]);
+	loop(&r);
 	if (r.oom || r.nleft != 0)
 		return -1;
 	totals(d);

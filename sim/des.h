@@ -59,11 +59,17 @@ struct des_edge {
 	int to, next;
 };
 
-/* How a task's first event comes once it starts (des_run's). */
+/* What des_run reads of a task as it ends and its successors start, in one
+ * record: an event leads to the next through one load per task. */
 struct des_first {
-	double delay;      /* s: its duration (work) or latency (collective) */
-	uint8_t kind;      /* the event: its end or the end of its latency */
+	double delay;      /* s: its duration (work) or latency (collective): its first event */
+	int32_t waiting;   /* predecessors not finished */
+	int32_t nsucc;     /* successors, in the order of its edge list: */
+	int32_t s0, s1;    /* the first two, */
+	int32_t soff;      /* the others at succ[soff ..] */
+	uint8_t kind;      /* the first event: its end or the end of its latency */
 	uint8_t flag;      /* where it counts: compute or comm of the exposure rank, the rank */
+	uint8_t cls;       /* its stream's enum des_class */
 };
 
 struct des_coll {
@@ -92,17 +98,14 @@ struct des {
 	int nedges, capedges;
 	struct des_coll *colls;
 	int ncolls, capcolls;
-	int *waiting;      /* (ntasks) run-time countdown of predecessors */
-	int capwaiting;
-	struct des_first *first; /* (ntasks) run-time: each task's first event */
+	struct des_first *first; /* (ntasks) run-time record of each task */
 	int capfirst;
-	int first_n;       /* tasks whose structure (first[].flag and .kind, npred, succ) is
+	int first_n;       /* tasks whose structure (first[] but delay and waiting, succ) is
 			      set (-1 none) */
 	int first_rank;    /* the expose_rank it was set for */
-	int *npred;        /* (ntasks) predecessors of each task */
-	int *soff, *succ;  /* (ntasks + 1), (nedges): successors of task i are
-			      succ[soff[i] .. soff[i+1]-1] */
-	int capnpred, capsoff, capsucc;
+	int *succ;         /* successors after each task's first two */
+	int capsucc;
+	int *roots, nroots, caproots; /* the tasks that wait for nothing, in task order */
 	int *active;       /* collectives in a bandwidth phase */
 	int nactive, capactive;
 	struct evq q;
