@@ -75,8 +75,9 @@ int main(int argc, char **argv)
 	printf("bench recommend: %s: %d cells x %d candidates, %ld evaluated (memory), %ld step simulations "
 	       "(%ld task graphs built, the others re-timed at another micro-batch)\n",
 	       argv[1], sw.ncell, sw.ncand, k.candidates, k.steps, k.step_graphs);
-	printf("bench recommend:   %ld allocation tapes and %ld graphs built; %d cells with a fit; %.0f events per step simulation\n",
-	       k.tapes, k.graphs, fits, (double)k.events / (double)k.steps);
+	printf("bench recommend:   %ld allocation tapes (%ld of them replayed from a recorded walk) and %ld graphs built; "
+	       "%d cells with a fit; %.0f events per step simulation\n",
+	       k.tapes, k.tapes_replayed, k.graphs, fits, (double)k.events / (double)k.steps);
 	printf("bench recommend: sweep of %ld candidates in %.3f s   %8.0f candidates/s   (target >= 10000/s, "
 	       ">= 10000 candidates in < 1 s) %s\n", k.candidates, t, k.candidates / t,
 	       k.candidates >= 10000 && t < 1.0 ? "ok" : "MISSED");

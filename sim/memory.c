@@ -341,11 +341,13 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 {
 	const struct scn_training *t = &s->s.training;
 	struct mem_tape keep[2];
+	struct mem_scripts *scripts = p->scripts;
 	double host = 0, h2 = 0;
 	int rc, i;
 
 	memcpy(keep, p->tape, sizeof keep);
 	memset(p, 0, sizeof *p);
+	p->scripts = scripts;
 	for (i = 0; i < 2; i++) {  /* the arrays, emptied */
 		p->tape[i].ev = keep[i].ev;
 		p->tape[i].cap = keep[i].cap;
@@ -365,13 +367,13 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 	p->batch_mult = s->dp * t->grad_accum;
 	if (t->strategy == STRAT_DP && s->world > 1) {
 		p->ntapes = 2;
-		rc = memwalk_build(&p->tape[0], ROLE_DP_MASTER, s, g, pf, &host, e);
+		rc = memwalk_build(&p->tape[0], ROLE_DP_MASTER, s, g, pf, &host, p->scripts, e);
 		if (!rc)
-			rc = memwalk_build(&p->tape[1], ROLE_DP_REPLICA, s, g, pf, &h2, e);
+			rc = memwalk_build(&p->tape[1], ROLE_DP_REPLICA, s, g, pf, &h2, p->scripts, e);
 		p->tape[1].gpu = 1;
 	} else {
 		p->ntapes = 1;
-		rc = memwalk_build(&p->tape[0], ROLE_RANK, s, g, pf, &host, e);
+		rc = memwalk_build(&p->tape[0], ROLE_RANK, s, g, pf, &host, p->scripts, e);
 	}
 	p->host = host;
 	for (i = 0; !rc && i < p->ntapes; i++)

@@ -158,6 +158,8 @@ struct mem_tape {
 	int nonneg;            /* 1: no event has a negative fixed or per-sample size */
 };
 
+struct mem_scripts;
+
 struct mem_plan {
 	struct mem_tape tape[2];
 	int ntapes;
@@ -166,6 +168,8 @@ struct mem_plan {
 	int64_t small_max, small_seg, split_max, large_seg, huge_round; /* bytes; small_max 0 = no pools */
 	double host;           /* bytes of host memory per node (offload) */
 	int64_t batch_mult;    /* global batch = micro-batch x this (dp x grad_accum) */
+	struct mem_scripts *scripts; /* the walks to replay (memwalk.h), NULL none: set by the
+					caller, kept by mem_plan_rebuild */
 };
 
 /* The breakdown at the peak of one tape, at one micro-batch. */

@@ -30,7 +30,76 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vec.h"
+
 /* ---- events ------------------------------------------------------------------ */
+
+/* The strategy's hooks (memstrat.c) as the walk calls them. While a script is
+ * recorded (memwalk_build), each call is written into it, with the phase and
+ * micro-step its events take, between the walk's own events. */
+enum hook {
+	H_MICRO_BEGIN, H_FWD_PRE, H_FWD_POST, H_FWD_END, H_BWD_BEGIN, H_BWD_PRE, H_REPLAY_FETCH,
+	H_PARAM_GRADS, H_BWD_POST, H_BWD_END, H_MICRO_END
+};
+
+static void call_hook(struct wk *w, int h, int i, int arg)
+{
+	switch (h) {
+	case H_MICRO_BEGIN: memstrat_micro_begin(w); break;
+	case H_FWD_PRE: memstrat_fwd_pre(w, i); break;
+	case H_FWD_POST: memstrat_fwd_post(w, i); break;
+	case H_FWD_END: memstrat_fwd_end(w); break;
+	case H_BWD_BEGIN: memstrat_bwd_begin(w); break;
+	case H_BWD_PRE: memstrat_bwd_pre(w, i); break;
+	case H_REPLAY_FETCH: memstrat_replay_fetch(w, i, arg); break;
+	case H_PARAM_GRADS: memstrat_param_grads(w, i); break;
+	case H_BWD_POST: memstrat_bwd_post(w, i); break;
+	case H_BWD_END: memstrat_bwd_end(w, arg); break;
+	case H_MICRO_END: memstrat_micro_end(w); break;
+	}
+}
+
+static void hook(struct wk *w, int h, int i, int arg)
+{
+	struct mem_script *sc = w->rec;
+
+	if (sc) {
+		if (sc->n == sc->cap) {
+			int ncap = sc->cap ? 2 * sc->cap : 4096;
+			struct mem_event *ne = realloc(sc->ev, (size_t)ncap * sizeof *ne);
+			if (!ne) {
+				w->oom = 1;
+				return;
+			}
+			sc->ev = ne;
+			sc->cap = ncap;
+		}
+		/* a hook: sign 0, what = the hook, op = its op, fixed = its argument */
+		sc->ev[sc->n++] = (struct mem_event){.fixed = arg, .op = i, .what = (int16_t)h, .sign = 0,
+			.phase = (int8_t)w->phase, .micro = (int8_t)w->micro};
+	}
+	w->in_hook = 1;
+	call_hook(w, h, i, arg);
+	w->in_hook = 0;
+}
+
+int memwalk_record(struct wk *w, const struct mem_event *e)
+{
+	struct mem_script *sc = w->rec;
+
+	if (sc->n == sc->cap) {
+		int ncap = sc->cap ? 2 * sc->cap : 4096;
+		struct mem_event *ne = realloc(sc->ev, (size_t)ncap * sizeof *ne);
+		if (!ne) {
+			w->oom = 1;
+			return -1;
+		}
+		sc->ev = ne;
+		sc->cap = ncap;
+	}
+	sc->ev[sc->n++] = *e;
+	return 0;
+}
 
 int memwalk_grow(struct wk *w)
 {
@@ -239,7 +308,7 @@ static void fwd_op(struct wk *w, int i)
 	const struct gop *o = &w->g->ops[i];
 	int k, p;
 
-	memstrat_fwd_pre(w, i);
+	hook(w, H_FWD_PRE, i, 0);
 	cast_alloc(w, i);
 	for (p = w->poff[i]; p < w->poff[i + 1]; p++) {
 		act(w, +1, act_what(w, w->prod[p]), i, w->prod[p], MEM_ACT);
@@ -251,7 +320,7 @@ static void fwd_op(struct wk *w, int i)
 		fwd_maybe_free(w, i, w->prod[p]);
 	if (w->reg[i] >= 0)  /* the cast is recomputed with the region */
 		cast_free(w, i);
-	memstrat_fwd_post(w, i);
+	hook(w, H_FWD_POST, i, 0);
 }
 
 static void replay_free(struct wk *w, int i, int t, int f, int l)
@@ -271,7 +340,7 @@ static void replay(struct wk *w, int R)
 
 	for (i = f; i <= l; i++) {
 		const struct gop *o = &w->g->ops[i];
-		memstrat_replay_fetch(w, i, l);
+		hook(w, H_REPLAY_FETCH, i, l);
 		cast_alloc(w, i);
 		for (p = w->poff[i]; p < w->poff[i + 1]; p++) {
 			act(w, +1, W_RECOMPUTE, i, w->prod[p], MEM_ACT);
@@ -317,13 +386,13 @@ static void bwd_op(struct wk *w, int i)
 	int R = w->reg[i], gout = o->out >= 0 ? w->gblk[o->out] : -1, p, t;
 	int runs = o->kind == OP_LOSS || gout >= 0 || has_param_grads(w, i);
 
-	memstrat_bwd_pre(w, i);  /* FSDP's pre-backward unshard precedes the recompute */
+	hook(w, H_BWD_PRE, i, 0);  /* FSDP's pre-backward unshard precedes the recompute */
 	if (R >= 0 && i == w->rlast[R])
 		replay(w, R);
 	if (runs) {
 		input_grads(w, i, gout);
 		if (has_param_grads(w, i))
-			memstrat_param_grads(w, i);
+			hook(w, H_PARAM_GRADS, i, 0);
 	}
 	if (o->out >= 0)
 		unref_grad(w, o->out, i);
@@ -342,7 +411,7 @@ static void bwd_op(struct wk *w, int i)
 		}
 	}
 	cast_free(w, i);
-	memstrat_bwd_post(w, i);
+	hook(w, H_BWD_POST, i, 0);
 }
 
 /* Everything the micro-step still holds (held outputs; anything a graph without
@@ -363,7 +432,7 @@ static void micro_end(struct wk *w)
 		}
 		unref_grad(w, t, -1);
 	}
-	memstrat_micro_end(w);
+	hook(w, H_MICRO_END, -1, 0);
 }
 
 static void micro_step(struct wk *w, int last)
@@ -372,7 +441,7 @@ static void micro_step(struct wk *w, int last)
 	int i, t;
 
 	w->phase = MEM_FWD;
-	memstrat_micro_begin(w);
+	hook(w, H_MICRO_BEGIN, -1, 0);
 	for (t = 0; t < g->nt; t++)
 		if (g->t[t].producer < 0) {
 			act(w, +1, W_INPUT, -1, t, MEM_ACT);
@@ -380,12 +449,12 @@ static void micro_step(struct wk *w, int last)
 		}
 	for (i = 0; i < g->nops; i++)
 		fwd_op(w, i);
-	memstrat_fwd_end(w);
+	hook(w, H_FWD_END, -1, 0);
 	w->phase = MEM_BWD;
-	memstrat_bwd_begin(w);
+	hook(w, H_BWD_BEGIN, -1, 0);
 	for (i = g->nops - 1; i >= 0; i--)
 		bwd_op(w, i);
-	memstrat_bwd_end(w, last);
+	hook(w, H_BWD_END, -1, last);
 	micro_end(w);
 }
 
@@ -403,10 +472,9 @@ static int prepare(struct wk *w)
 	w->fl = calloc((size_t)nt, 1);
 	w->rl = calloc((size_t)nt, 1);
 	w->reg = malloc((size_t)no * sizeof *w->reg);
-	w->pg = calloc((size_t)no * 3, 1);
 	w->castl = calloc((size_t)no, 1);
 	key = calloc((size_t)nt + 1, sizeof *key);
-	if (!w->fb || !w->rs || !w->lastr || !w->gblk || !w->fl || !w->rl || !w->reg || !w->pg ||
+	if (!w->fb || !w->rs || !w->lastr || !w->gblk || !w->fl || !w->rl || !w->reg ||
 	    !w->castl || !key || regions(w)) {
 		free(key);
 		return -1;
@@ -422,9 +490,7 @@ static int prepare(struct wk *w)
 	w->ffree = memwalk_csr(key, nt, no, &w->foff);
 	w->rfree = memwalk_csr(w->rs, nt, no, &w->roff);
 	free(key);
-	if (!w->prod || !w->ffree || !w->rfree)
-		return -1;
-	return memstrat_configure(w);
+	return !w->prod || !w->ffree || !w->rfree ? -1 : 0;
 }
 
 static void wk_free(struct wk *w)
@@ -438,11 +504,43 @@ static void wk_free(struct wk *w)
 	free(w->znext); free(w->zprev);
 }
 
+/* Whether script sc holds the walk of w (its graph, checkpointing,
+ * micro-steps and autocast copies: all the walk's own events depend on). */
+static int script_fits(const struct mem_script *sc, const struct wk *w)
+{
+	return sc->valid && sc->g == w->g && sc->recompute == w->s->s.training.recompute &&
+		sc->nmicro == w->nmicro && sc->wcast == w->wcast && sc->table == w->table;
+}
+
+/* The tape from a recorded script: its events copied, its hooks called. */
+static void replay_script(struct wk *w, const struct mem_script *sc)
+{
+	const struct mem_event *e;
+	struct mem_tape *t = w->t;
+	int i;
+
+	for (i = 0; i < sc->n; i++) {
+		e = &sc->ev[i];
+		if (e->sign) {
+			if (t->n == t->cap && memwalk_grow(w))
+				return;
+			t->ev[t->n++] = *e;
+			continue;
+		}
+		w->phase = e->phase;
+		w->micro = e->micro;
+		w->in_hook = 1;
+		call_hook(w, e->what, e->op, (int)e->fixed);
+		w->in_hook = 0;
+	}
+}
+
 int memwalk_build(struct mem_tape *t, int role, const struct scenario *s, const struct graph *g,
-		  const struct fw_profile *pf, double *host, struct err *e)
+		  const struct fw_profile *pf, double *host, struct mem_scripts *cache, struct err *e)
 {
 	struct wk w;
-	int rc = 0, nmicro = s->s.training.grad_accum > 1 ? 2 : 1, m;
+	struct mem_script *sc = NULL;
+	int rc = 0, nmicro = s->s.training.grad_accum > 1 ? 2 : 1, m, k, replay = 0;
 
 	memset(&w, 0, sizeof w);
 	w.s = s;
@@ -451,20 +549,79 @@ int memwalk_build(struct mem_tape *t, int role, const struct scenario *s, const 
 	w.t = t;
 	w.role = role;
 	w.nmicro = nmicro;
-	if (prepare(&w)) {
-		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
-		goto out;
+	w.pg = calloc((size_t)g->nops * 3 + 1, 1);
+	if (!w.pg || memstrat_configure(&w))
+		goto oom;
+	/* the walk's own events do not depend on the strategy but through the
+	 * autocast copies, nor do they read its state, except DataParallel's
+	 * gather (which drops the outputs): those of every other mechanism are
+	 * recorded once and replayed */
+	if (cache && w.mech != MECH_DP) {
+		for (k = 0; k < cache->n && !script_fits(&cache->s[k], &w); k++)
+			;
+		if (k < cache->n) {
+			sc = &cache->s[k];
+			replay = 1;
+		} else {
+			for (k = 0; k < cache->n && cache->s[k].valid; k++)
+				;
+			if (k == cache->n && vec_grow((void **)&cache->s, &cache->cap, cache->n + 1, sizeof *cache->s))
+				goto oom;
+			if (k == cache->n)
+				memset(&cache->s[cache->n++], 0, sizeof *cache->s);
+			sc = &cache->s[k];
+			sc->n = 0;
+			sc->g = g;
+			sc->recompute = s->s.training.recompute;
+			sc->nmicro = nmicro;
+			sc->wcast = w.wcast;
+			sc->table = w.table;
+		}
 	}
+	if (!replay && prepare(&w))
+		goto oom;
 	memstrat_setup(&w);
-	for (m = 0; m < nmicro; m++) {
-		w.micro = m;
-		micro_step(&w, m == nmicro - 1);
+	if (replay) {
+		replay_script(&w, sc);
+		cache->replayed++;
+	} else {
+		w.rec = sc;
+		for (m = 0; m < nmicro; m++) {
+			w.micro = m;
+			micro_step(&w, m == nmicro - 1);
+		}
+		w.rec = NULL;
+		if (sc && !w.oom) {
+			sc->valid = 1;
+			cache->recorded++;
+		}
 	}
 	memstrat_step(&w);
 	if (w.oom)
-		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
+		goto oom;
 	*host = w.host * (double)s->s.cluster.gpus_per_node;
 out:
 	wk_free(&w);
 	return rc;
+oom:
+	rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
+	goto out;
+}
+
+void mem_scripts_clear(struct mem_scripts *c)
+{
+	int i;
+
+	for (i = 0; i < c->n; i++)
+		c->s[i].valid = 0;
+}
+
+void mem_scripts_free(struct mem_scripts *c)
+{
+	int i;
+
+	for (i = 0; i < c->n; i++)
+		free(c->s[i].ev);
+	free(c->s);
+	memset(c, 0, sizeof *c);
 }

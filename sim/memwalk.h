@@ -16,10 +16,36 @@ enum memwalk_role {
 	ROLE_DP_REPLICA  /* nn.DataParallel's other GPUs */
 };
 
+/* The walk's own events of the micro-steps (activations, their gradients,
+ * autocast copies) with the strategy's hooks between them: what every
+ * strategy but DataParallel shares for one graph, checkpointing, number of
+ * micro-steps and autocast. Recorded by one walk, replayed by the others. */
+struct mem_script {
+	struct mem_event *ev;  /* (n) events, and hooks (sign 0, what = the hook) */
+	int n, cap;
+	int valid;
+	const struct graph *g; /* the key */
+	int recompute, nmicro, wcast;
+	int64_t table;
+};
+
+/* The scripts of a sweep's group (graphs stay while it lasts). */
+struct mem_scripts {
+	struct mem_script *s;
+	int n, cap;
+	long recorded, replayed;  /* walks recorded into a script, replayed from one */
+};
+
 /* Appends the events of one step for role to t. *host receives the host bytes
- * per node that offload keeps (ROLE_RANK and ROLE_DP_MASTER). Returns 0 or
- * fills e (out of memory). */
+ * per node that offload keeps (ROLE_RANK and ROLE_DP_MASTER). With cache, the
+ * walk's own events are replayed from a script when one fits (else recorded
+ * into one): the same tape, at a fraction of the walk. Returns 0 or fills e
+ * (out of memory). */
 int memwalk_build(struct mem_tape *t, int role, const struct scenario *s, const struct graph *g,
-		  const struct fw_profile *pf, double *host, struct err *e);
+		  const struct fw_profile *pf, double *host, struct mem_scripts *cache, struct err *e);
+
+/* Forgets every script (their graphs are about to go); keeps the memory. */
+void mem_scripts_clear(struct mem_scripts *c);
+void mem_scripts_free(struct mem_scripts *c);
 
 #endif

@@ -23,6 +23,8 @@ struct wk {
 	int role, mech, fw, strat, eager, mixed, offload, zstage;
 	int phase, micro;
 	int nmicro;           /* micro-steps walked (1, or 2 with accumulation) */
+	struct mem_script *rec; /* the script being recorded, NULL none */
+	int in_hook;          /* 1: events come from a strategy hook (not recorded) */
 	int64_t N;            /* ranks sharing model states */
 	int64_t ndp;          /* replicas (dp) */
 	int wp, wg, wm, wo, wcast; /* bytes per element: working params, grads, master, optimizer, autocast */
@@ -71,6 +73,10 @@ struct wk {
  * sets w->oom. */
 int memwalk_grow(struct wk *w);
 
+/* Appends the walk's own event e to the script being recorded. Returns 0, or
+ * -1 and sets w->oom. */
+int memwalk_record(struct wk *w, const struct mem_event *e);
+
 /* Appends one event to the tape; sizes are bytes (fixed) and bytes per sample
  * (ps); pooled = 1 when the framework's allocator serves it. Empty events are
  * not recorded. */
@@ -87,6 +93,8 @@ static inline void memwalk_event(struct wk *w, int sign, int cat, int what, int 
 		.fixed = fixed, .per_sample = ps, .op = op, .what = (int16_t)what, .cat = (int8_t)cat,
 		.sign = (int8_t)sign, .phase = (int8_t)w->phase, .micro = (int8_t)w->micro,
 		.pooled = (int8_t)pooled, .pad = 0};
+	if (w->rec && !w->in_hook)
+		memwalk_record(w, &t->ev[t->n - 1]);
 }
 
 /* Items 0..nitems-1 grouped by key (keys < 0 left out), ascending within a

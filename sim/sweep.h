@@ -175,6 +175,7 @@ struct sweep_counts {
 	long steps;          /* step simulations */
 	long step_graphs;    /* their task graphs built (the rest re-timed, step_resimulate) */
 	long tapes;          /* allocation tapes built */
+	long tapes_replayed; /* of which from a recorded walk (memwalk.h scripts) */
 	long graphs;         /* graphs built */
 	long events;         /* events the step simulations processed */
 };

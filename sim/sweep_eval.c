@@ -29,6 +29,7 @@
 #include "graph.h"
 #include "jobrun.h"
 #include "memory.h"
+#include "memwalk.h"
 #include "predict.h"
 #include "profile.h"
 #include "step.h"
@@ -80,6 +81,7 @@ struct sweep_ctx {
 	int ng;
 	struct slot *slots;       /* (ncand) */
 	struct mem_plan scratch;  /* the tapes of one candidate: built, evaluated, built over */
+	struct mem_scripts scripts; /* the group's walks, replayed by its tapes (memwalk.h) */
 	int sc_slot, sc_a;        /* whose (-1 none) and which */
 	struct step_memo *sm;     /* (ncand x nmemo) the slots' memos */
 	struct mem_memo *mm;
@@ -124,6 +126,7 @@ static void group_free(struct sweep_ctx *c)
 	int i;
 
 	c->sc_slot = -1;
+	mem_scripts_clear(&c->scripts);  /* over the graphs freed below */
 	for (i = 0; i < c->sw->ncand; i++) {
 		struct slot *s = &c->slots[i];
 		memset(s, 0, sizeof *s);
@@ -151,6 +154,7 @@ void sweep_ctx_delete(struct sweep_ctx *c)
 	free(c->sm);
 	free(c->mm);
 	mem_plan_free(&c->scratch);
+	mem_scripts_free(&c->scripts);
 	step_sim_delete(&c->ss);
 	free(c);
 }
@@ -159,6 +163,7 @@ void sweep_ctx_counts(const struct sweep_ctx *c, struct sweep_counts *k)
 {
 	*k = c->k;
 	k->step_graphs = c->ss.builds;
+	k->tapes_replayed = c->scripts.replayed;
 }
 
 /* ---- groups and candidates ----------------------------------------------------------- */
@@ -280,6 +285,7 @@ static int plan(struct sweep_ctx *c, int i, int a, struct err *e)
 	if (c->sc_slot == i && c->sc_a == a)
 		return 0;
 	c->sc_slot = -1;
+	c->scratch.scripts = &c->scripts;
 	c->work.s.training.grad_accum = a ? 2 : 1;
 	if (mem_plan_rebuild(&c->scratch, &c->work, &c->g[s->graph], &c->prof[c->work.s.training.framework], e))
 		return e->code;

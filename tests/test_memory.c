@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "memory.h"
+#include "memwalk.h"
 #include "predict.h"
 #include "profile.h"
 
@@ -416,6 +417,108 @@ Test(memory, detail_peak_matches_detail)
 				}
 			drop(&c);
 		}
+}
+
+/* Index of the first event where tapes a and b differ (field by field), -1 none. */
+static int tape_diff(const struct mem_tape *a, const struct mem_tape *b)
+{
+	int i;
+
+	if (a->n != b->n)
+		return a->n < b->n ? a->n : b->n;
+	for (i = 0; i < a->n; i++) {
+		const struct mem_event *x = &a->ev[i], *y = &b->ev[i];
+		if (x->fixed != y->fixed || x->per_sample != y->per_sample || x->op != y->op ||
+		    x->what != y->what || x->cat != y->cat || x->sign != y->sign || x->phase != y->phase ||
+		    x->micro != y->micro || x->pooled != y->pooled)
+			return i;
+	}
+	return -1;
+}
+
+/* A tape built from a replayed walk (memwalk.h scripts, what a sweep does)
+ * is the walked one, event for event, field for field: for every strategy and
+ * framework, checkpointing mode, with and without accumulation, the scripts
+ * shared over one graph by the strategies that fit them (autocast copies or
+ * not), in both orders of first use. */
+Test(memory, replayed_walk_equals_the_walk, .timeout = 60)
+{
+	static const char *const rc[] = {"training.activation_checkpointing=none",
+		"training.activation_checkpointing=selective", "training.activation_checkpointing=full"};
+	const char *sets[] = {"model.name=gpt2", "model.seq_len=128", NULL, NULL, NULL, NULL,
+			      "cluster.gpus_per_node=4"};
+	struct mem_scripts cache = {0};
+	struct mem_plan p;
+	struct ctx c;
+	struct err e = {0};
+	int fw, r, ga, st, k, t;
+
+	for (fw = 0; fw < 3; fw++)
+		for (r = 0; r < 3; r++)
+			for (ga = 1; ga <= 2; ga++)
+				for (k = 0; k < 14; k++) {
+					st = k < 7 ? k : 13 - k;  /* forwards, then backwards */
+					if (!valid(st, fw))
+						continue;
+					sets[2] = strategies[st];
+					sets[3] = frameworks[fw];
+					sets[4] = rc[r];
+					sets[5] = ga == 1 ? "training.grad_accum=1" : "training.grad_accum=2";
+					sets[6] = st == 0 ? "cluster.gpus_per_node=1" : "cluster.gpus_per_node=4";
+					load(&c, base, sets, 7);
+					memset(&p, 0, sizeof p);
+					p.scripts = &cache;
+					cr_assert_eq(mem_plan_rebuild(&p, &c.s, &c.g, &c.pf, &e), 0, "%s", e.msg);
+					cr_assert_eq(p.ntapes, c.p.ntapes);
+					for (t = 0; t < p.ntapes; t++)
+						cr_expect_eq(tape_diff(&p.tape[t], &c.p.tape[t]), -1, "%s %s %s %s",
+							     sets[2], sets[3], sets[4], sets[5]);
+					mem_plan_free(&p);
+					/* the next scenario's graph is another object: its scripts
+					 * go, unless the same graph is kept (below) */
+					mem_scripts_clear(&cache);
+					drop(&c);
+				}
+	/* one graph kept for every strategy of a framework: the scripts are shared */
+	for (fw = 0; fw < 3; fw++) {
+		sets[2] = strategies[2];
+		sets[3] = frameworks[fw];
+		sets[4] = rc[1];
+		sets[5] = "training.grad_accum=2";
+		sets[6] = "cluster.gpus_per_node=4";
+		load(&c, base, sets, 7);
+		for (k = 0; k < 14; k++) {
+			struct scenario s2 = c.s;
+			struct mem_plan ref;
+			st = k < 7 ? k : 13 - k;
+			if (!valid(st, fw) || st == 0)
+				continue;
+			s2.s.training.strategy = c.s.s.training.strategy;
+			{
+				struct scenario tmp;
+				const char *one[] = {sets[0], sets[1], strategies[st], sets[3], sets[4], sets[5], sets[6]};
+				cr_assert_eq(scenario_load(&tmp, path, one, 7, &e), 0, "%s", e.msg);
+				s2.s.training = tmp.s.training;
+				s2.dp = tmp.dp;
+				s2.world = tmp.world;
+				scenario_free(&tmp);
+			}
+			cr_assert_eq(mem_plan_build(&ref, &s2, &c.g, &c.pf, &e), 0, "%s", e.msg);
+			memset(&p, 0, sizeof p);
+			p.scripts = &cache;
+			cr_assert_eq(mem_plan_rebuild(&p, &s2, &c.g, &c.pf, &e), 0, "%s", e.msg);
+			for (t = 0; t < p.ntapes; t++)
+				cr_expect_eq(tape_diff(&p.tape[t], &ref.tape[t]), -1, "%s %s shared", strategies[st],
+					     sets[3]);
+			mem_plan_free(&p);
+			mem_plan_free(&ref);
+		}
+		mem_scripts_clear(&cache);
+		drop(&c);
+	}
+	cr_expect_gt(cache.recorded, 0);
+	cr_expect_gt(cache.replayed, 12, "the shared graph's strategies replay");
+	mem_scripts_free(&cache);
 }
 
 /* Model states: zero3 <= zero2 <= zero1 <= ddp under one framework. */
