@@ -72,7 +72,7 @@ LIB := $(BUILD)/libshardcast.a
 RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o) $(CUDA_C_SRCS:%.c=$(BUILD)/%.o)
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
-.PHONY: all test check bench run deps clean readme-keys gpu-test plots
+.PHONY: all test check bench run deps clean readme-keys gpu-test plots run-only test-only bench-only plots-only
 all: $(BIN)/simulate $(BIN)/results $(BIN)/validate $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
@@ -181,10 +181,17 @@ deps:
 	    || { echo "deps: apt-get failed"; exit 1; }; \
 	else echo "deps: all present ✓"; fi
 
-run: deps all
+# The user targets install first and then build in a second make, so that the
+# flags read from the installed tools (mpicc --showme) exist on a clean machine.
+run: deps
+	@$(MAKE) --no-print-directory run-only
+run-only: all
 	$(BIN)/simulate scenarios/default.ini
 
-test: deps all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/store_writer $(if $(NVCC),$(BIN)/gpu_tests $(BIN)/gpu_bench)
+test: deps
+	@$(MAKE) --no-print-directory test-only
+test-only: all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/store_writer $(if $(NVCC),$(BIN)/gpu_tests $(BIN)/gpu_bench)
+	tests/paths.sh
 	$(BIN)/unit_tests --jobs 2
 	tests/golden.sh $(BIN)
 	tests/mpi.sh $(BIN)
@@ -205,7 +212,9 @@ check: deps
 	tests/golden.sh bin-san
 	ASAN_OPTIONS=detect_leaks=0 tests/recommend.sh bin-san  # Open MPI's own allocations are not ours
 
-bench: deps all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_job $(BIN)/bench_recommend
+bench: deps
+	@$(MAKE) --no-print-directory bench-only
+bench-only: all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_job $(BIN)/bench_recommend
 	$(BIN)/bench_memory scenarios/gpt3-175b-zero3.ini
 	$(BIN)/bench_step
 	$(BIN)/bench_job
@@ -214,7 +223,9 @@ bench: deps all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_job $(BIN)/be
 # the gnuplot scripts of results/plots rendered from the results database
 # (the shipped sweeps are recorded into it first when it has no recommend run)
 PLOTS_DB ?= results/results.db
-plots: deps all
+plots: deps
+	@$(MAKE) --no-print-directory plots-only
+plots-only: all
 	results/plots/render.sh $(BIN) $(PLOTS_DB) results/out/plots
 
 # regenerate README.md's key reference from the loader's table

@@ -5,6 +5,7 @@
  * command-line side (exit 2, messages, equal --json output) is tests/golden.sh.
  */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,10 +244,14 @@ Test(hf, a_scenario_takes_hf_config_instead_of_name)
 {
 	struct scenario s;
 	struct err e = {0};
+	char cfg[PATH_MAX], text[PATH_MAX + 128];
 
-	cr_assert_eq(load(&s, "[model]\nhf_config = /work/wt/imp/tests/data/hf/llama-3-8b\n"
-			  "seq_len = 2048\n[cluster]\ngpu = h100-sxm5-80gb\n", NULL, 0, &e), ERR_OK,
-		     "%s", e.msg);
+	/* the scenario lives in a temporary folder, so it names the checkout's
+	 * copy of the config by its absolute path, found from the test's cwd */
+	cr_assert(realpath("tests/data/hf/llama-3-8b", cfg), "run the tests from the repository root");
+	snprintf(text, sizeof text, "[model]\nhf_config = %s\nseq_len = 2048\n[cluster]\n"
+		 "gpu = h100-sxm5-80gb\n", cfg);
+	cr_assert_eq(load(&s, text, NULL, 0, &e), ERR_OK, "%s", e.msg);
 	cr_expect_eq(s.model.kv_heads, 8);
 	cr_expect_eq(graph_param_count(&s.model), 8030261248);
 	scenario_free(&s);
