@@ -4,6 +4,7 @@
 #   make test    install what is missing, build, run every test
 #   make check   the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench   speed targets of the simulator
+#   make snapshots  rewrite tests/snapshots/ (simulate/recommend of every shipped scenario)
 #   make deps    install the Debian packages shardcast needs (idempotent)
 
 # ---- settings ---------------------------------------------------------------
@@ -72,7 +73,8 @@ LIB := $(BUILD)/libshardcast.a
 RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o) $(CUDA_C_SRCS:%.c=$(BUILD)/%.o)
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
-.PHONY: all test check bench run deps clean readme-keys gpu-test plots run-only test-only bench-only plots-only
+.PHONY: all test check bench run deps clean readme-keys gpu-test plots run-only test-only bench-only plots-only \
+        snapshots snapshots-only
 all: $(BIN)/simulate $(BIN)/results $(BIN)/validate $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
@@ -197,7 +199,14 @@ test-only: all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/store_writer $(if $(N
 	tests/mpi.sh $(BIN)
 	tests/validate.sh $(BIN)
 	tests/recommend.sh $(BIN)
+	tests/snapshots.sh $(BIN)
 	@if [ -n "$(NVCC)" ]; then $(BIN)/gpu_tests; else echo "gpu_tests: not built (✗ nvcc not found)"; fi
+
+# rewrite the whole-scenario snapshots on purpose (review and commit the diff)
+snapshots: deps
+	@$(MAKE) --no-print-directory snapshots-only
+snapshots-only: $(BIN)/simulate $(BIN)/recommend
+	tests/snapshots.sh $(BIN) --update
 
 # the CUDA kernels against the cpu reference on this machine's GPU
 gpu-test: $(if $(NVCC),$(BIN)/gpu_tests $(BIN)/gpu_bench,no-nvcc)
