@@ -39,7 +39,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # ---- sources ----------------------------------------------------------------
 SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
-                sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c \
+                sim/scenario.c sim/plan.c sim/graph.c sim/predict.c sim/report.c sim/store.c \
                 sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
                 sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
@@ -52,7 +52,7 @@ TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/te
              tests/test_store.c tests/test_coll.c tests/test_step.c \
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
              tests/test_job.c tests/test_runtime.c tests/test_reference.c tests/test_grid.c \
-             tests/test_cuda.c tests/test_gemm.c tests/test_sweep.c
+             tests/test_cuda.c tests/test_gemm.c tests/test_sweep.c tests/test_plan.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
                runtime/rtckpt.c runtime/search.c cuda/gemm.c

@@ -38,7 +38,7 @@ int rt_trial(const struct scenario *s, struct backend *be, struct rt_comm *world
 	o.agree = 1;
 	if (capacity > 0)
 		o.capacity = capacity;
-	if (o.strategy == STRAT_DP)
+	if (o.plan.mech == MECH_DP)
 		o.devices = (int)s->world;
 	rc = strat_init(&st, &o, &s->model, (int)s->seq_len, s->dropout, be, world, e);
 	rc = agree_rc(be, world, rc, e);

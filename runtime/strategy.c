@@ -6,26 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum mech { M_REPL, M_DP, M_ZERO12, M_UNITS };
-
 void strat_opts_from(struct strat_opts *o, const struct scenario *s)
 {
 	const struct scn_training *t = &s->s.training;
 
 	memset(o, 0, sizeof *o);
-	o->strategy = t->strategy;
-	o->sharding = t->fsdp_sharding;
-	o->bwd_prefetch = t->strategy == STRAT_FSDP ? t->fsdp_backward_prefetch : PREFETCH_NONE;
-	o->fwd_prefetch = t->strategy == STRAT_FSDP && t->fsdp_forward_prefetch;
-	o->wrap = t->strategy == STRAT_FSDP ? t->fsdp_wrap : WRAP_TRANSFORMER;
+	o->plan = s->plan;
 	o->recompute = t->recompute;
-	o->optimizer = t->optimizer;
+	o->optimizer = s->plan.optimizer;
 	o->micro_batch = t->micro_batch > 0 ? (int)t->micro_batch : 1;
 	o->grad_accum = (int)t->grad_accum;
-	o->group = (int)s->s.cluster.gpus_per_node;
-	o->devices = t->strategy == STRAT_DP ? (int)s->world : 1;
+	o->group = (int)s->plan.shard_n;
+	o->devices = s->plan.mech == MECH_DP ? (int)s->world : 1;
 	o->bucket_mb = t->ddp_bucket_mb;
-	o->bucket_view = t->ddp_gradient_as_bucket_view;
 	o->zero_bucket = t->zero_reduce_bucket_size;
 	o->capacity = s->capacity;
 	o->lr = 1e-3;
@@ -39,27 +32,11 @@ void strat_opts_from(struct strat_opts *o, const struct scenario *s)
 
 int strat_parse(const char *spec, struct strat_opts *o)
 {
-	static const struct { const char *name; int strategy, sharding; } t[] = {
-		{"single", STRAT_SINGLE, 0}, {"dp", STRAT_DP, 0}, {"ddp", STRAT_DDP, 0},
-		{"zero1", STRAT_ZERO1, 0}, {"zero2", STRAT_ZERO2, 0}, {"zero3", STRAT_ZERO3, 0},
-		{"fsdp", STRAT_FSDP, SHARD_FULL}, {"fsdp:full_shard", STRAT_FSDP, SHARD_FULL},
-		{"fsdp:shard_grad_op", STRAT_FSDP, SHARD_GRAD_OP}, {"fsdp:no_shard", STRAT_FSDP, SHARD_NONE},
-		{"fsdp:hybrid_shard", STRAT_FSDP, SHARD_HYBRID},
-		{"fsdp:hybrid_shard_zero2", STRAT_FSDP, SHARD_HYBRID_ZERO2}};
-	size_t i;
-
 	if (strncmp(spec, "dp:", 3) == 0) {
-		o->strategy = STRAT_DP;
 		o->devices = atoi(spec + 3);
-		return o->devices >= 1 && o->devices <= STRAT_MAX_DEV ? 0 : -1;
+		return o->devices >= 1 && o->devices <= STRAT_MAX_DEV ? plan_from_spec(&o->plan, "dp") : -1;
 	}
-	for (i = 0; i < sizeof t / sizeof t[0]; i++)
-		if (strcmp(spec, t[i].name) == 0) {
-			o->strategy = t[i].strategy;
-			o->sharding = t[i].sharding;
-			return 0;
-		}
-	return -1;
+	return plan_from_spec(&o->plan, spec);
 }
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -122,9 +99,9 @@ static float *h_param(void *ctx, int p)
 	struct sunit *u;
 
 	switch (s->mech) {
-	case M_DP:
+	case MECH_DP:
 		return s->dpp[s->cur][p];
-	case M_UNITS:
+	case MECH_UNITS:
 		u = &s->u[s->punit[p]];
 		return (s->gathers ? u->pg : s->params + u->soff) + (q->goff - u->cstart);
 	default:
@@ -139,9 +116,9 @@ static float *h_grad(void *ctx, int p)
 	struct sunit *u;
 
 	switch (s->mech) {
-	case M_DP:
+	case MECH_DP:
 		return s->tmp && s->tmp_p == p ? s->tmp : s->dpg[s->cur][p];
-	case M_UNITS:
+	case MECH_UNITS:
 		u = &s->u[s->punit[p]];
 		return (s->gathers ? u->ug : s->grads + u->soff) + (q->goff - u->cstart);
 	default:
@@ -179,12 +156,12 @@ static int h_fwd_pre(void *ctx, int op, struct err *e)
 	struct strat *s = ctx;
 	int u, rc = 0;
 
-	if (s->mech != M_UNITS)
+	if (s->mech != MECH_UNITS)
 		return 0;
 	for (u = 0; u < s->nu && !rc; u++)
 		if (s->u[u].first == op) {
 			rc = gather(s, u, e);
-			if (!rc && s->o.fwd_prefetch)
+			if (!rc && s->o.plan.fwd_prefetch)
 				rc = gather(s, next_unit(s, u, 1), e);
 		}
 	return rc;
@@ -196,7 +173,7 @@ static int h_fwd_post(void *ctx, int op, struct err *e)
 	int u;
 
 	(void)e;
-	if (s->mech != M_UNITS || !s->reshard_fwd)
+	if (s->mech != MECH_UNITS || !s->reshard_fwd)
 		return 0;
 	for (u = s->nu - 1; u >= 1; u--)
 		if (s->u[u].last == op)
@@ -209,12 +186,12 @@ static int h_bwd_pre(void *ctx, int op, struct err *e)
 	struct strat *s = ctx;
 	int u, rc = 0;
 
-	if (s->mech != M_UNITS)
+	if (s->mech != MECH_UNITS)
 		return 0;
 	for (u = 0; u < s->nu && !rc; u++)
 		if (s->u[u].last == op) {
 			rc = gather(s, u, e);
-			if (!rc && s->o.bwd_prefetch == PREFETCH_BACKWARD_PRE)
+			if (!rc && s->o.plan.bwd_prefetch == PREFETCH_BACKWARD_PRE)
 				rc = gather(s, next_unit(s, u, 0), e);
 		}
 	return rc;
@@ -238,7 +215,7 @@ static int h_pgrad_begin(void *ctx, int op, struct err *e)
 	struct rtm *m = &s->m;
 	int rc = 0, w = m->op_w[op], u;
 
-	if (s->mech == M_DP) {
+	if (s->mech == MECH_DP) {
 		/* the op's own tensors (weight, bias), then a tied table */
 		if (w >= 0 && m->p[w].op == op)
 			rc = dp_grad(s, w, e);
@@ -248,7 +225,7 @@ static int h_pgrad_begin(void *ctx, int op, struct err *e)
 			rc = dp_grad(s, w, e);
 		return rc;
 	}
-	if (s->mech != M_UNITS || !s->gathers)
+	if (s->mech != MECH_UNITS || !s->gathers)
 		return 0;
 	u = s->punit[w >= 0 ? w : m->op_b[op]];
 	if (!s->u[u].ug)
@@ -263,13 +240,13 @@ static int bucket_ready(struct strat *s, struct ddp_bucket *b, struct err *e)
 
 	for (i = b->p_hi; !rc && i >= b->p_lo; i--) {
 		float *g = s->grads + s->m.p[i].goff;
-		if (s->o.bucket_view)  /* the gradient is the bucket: reduce it in place */
+		if (s->o.plan.ddp_bucket_view)  /* the gradient is the bucket: reduce it in place */
 			rc = s->be->allreduce(&s->world, g, s->m.p[i].n, e);
 		else
 			s->be->copy(s->bucket + off, g, s->m.p[i].n * sizeof(float), COPY_D2D);
 		off += s->m.p[i].n;
 	}
-	if (!rc && !s->o.bucket_view)
+	if (!rc && !s->o.plan.ddp_bucket_view)
 		rc = s->be->allreduce_start(&s->world, s->bucket + b->off, b->n, &b->req, e);
 	return rc;
 }
@@ -281,7 +258,7 @@ static int h_pgrad_end(void *ctx, int op, struct err *e)
 	int k, p;
 
 	(void)e;
-	if (s->mech == M_DP && s->tmp) {
+	if (s->mech == MECH_DP && s->tmp) {
 		s->be->axpy(s->dpg[s->cur][s->tmp_p], s->tmp, 1.0f, s->m.p[s->tmp_p].n);
 		release(s, &s->tmp);
 	}
@@ -306,7 +283,7 @@ static int h_bwd_post(void *ctx, int op, struct err *e)
 	struct strat *s = ctx;
 	int u, rc = 0;
 
-	if (s->mech != M_UNITS)
+	if (s->mech != MECH_UNITS)
 		return 0;
 	for (u = s->nu - 1; u >= 0 && !rc; u--) {
 		struct sunit *un = &s->u[u];
@@ -328,7 +305,7 @@ static int h_bwd_post(void *ctx, int op, struct err *e)
 				rc = s->be->allreduce(&s->world, s->grads + un->soff, un->n, e);
 		}
 		release(s, &un->pg);
-		if (!rc && u > 0 && s->o.bwd_prefetch == PREFETCH_BACKWARD_POST)
+		if (!rc && u > 0 && s->o.plan.bwd_prefetch == PREFETCH_BACKWARD_POST)
 			rc = gather(s, next_unit(s, u, 0), e);
 	}
 	return rc;
@@ -339,9 +316,9 @@ static int h_bwd_post(void *ctx, int op, struct err *e)
 static int make_units(struct strat *s, struct err *e)
 {
 	struct rtm *m = &s->m;
-	int nb = s->o.wrap == WRAP_NONE ? 0 : m->g.nblocks, u, p, i;
+	int nb = s->o.plan.wrap == WRAP_NONE ? 0 : m->g.nblocks, u, p, i;
 
-	if (s->o.wrap == WRAP_SIZE)
+	if (s->o.plan.wrap == WRAP_SIZE)
 		return err_set(e, ERR_INPUT, NULL, 0,
 			       "fsdp_auto_wrap_policy = size_based_wrap is not implemented by the runtime; use "
 			       "transformer_based_wrap or no_wrap");
@@ -424,18 +401,18 @@ static int setup_flat(struct strat *s, struct err *e)
 	size_t P = s->P, np = P, no = P, ng = P;
 	int rc;
 
-	if (s->mech == M_ZERO12) {
+	if (s->mech == MECH_ZERO12) {
 		s->sh = (P + (size_t)s->N - 1) / (size_t)s->N;
 		no = s->sh;
 		if (s->zstage == 2)
 			ng = s->sh;
-	} else if (s->mech == M_UNITS) {
+	} else if (s->mech == MECH_UNITS) {
 		np = no = ng = s->S;
 	}
 	/* memory.h S3 order: params, master (none in fp32), optimizer states, grads */
 	rc = arena_alloc(A(s), (void **)&s->params, np * sizeof(float), "params", e);
 	if (!rc) {
-		if (s->mech == M_UNITS)
+		if (s->mech == MECH_UNITS)
 			for (int u = 0; u < s->nu; u++)
 				init_range(s, s->params + s->u[u].soff, s->u[u].cstart + (size_t)(s->N > 1 ? s->shard.rank : 0) * s->u[u].sh,
 					   s->u[u].sh, s->u[u].cstart + s->u[u].n);
@@ -453,9 +430,9 @@ static int setup_flat(struct strat *s, struct err *e)
 				       "(smaller buckets are not implemented)", P);
 		rc = alloc_zero(s, &s->bucket, P, "zero bucket", e);
 	}
-	if (!rc && s->mech == M_REPL && s->o.strategy == STRAT_DDP) {
+	if (!rc && s->mech == MECH_REPL && s->o.plan.reduce == REDUCE_DDP) {
 		rc = make_buckets(s, e);
-		if (!rc && !s->o.bucket_view)
+		if (!rc && !s->o.plan.ddp_bucket_view)
 			rc = alloc_zero(s, &s->bucket, P, "ddp buckets", e);
 	}
 	return rc;
@@ -495,31 +472,31 @@ static int setup_dp(struct strat *s, struct err *e)
 int strat_init(struct strat *s, const struct strat_opts *o, const struct model *m, int T,
 	       double dropout, struct backend *be, struct rt_comm *world, struct err *e)
 {
-	int rc, d, st = o->strategy;
+	const struct plan *p = &o->plan;
+	int rc, d;
 
 	memset(s, 0, sizeof *s);
 	s->o = *o;
 	s->be = be;
 	s->world = *world;
 	s->tmp_p = -1;
-	s->mech = st == STRAT_DP ? M_DP : st == STRAT_SINGLE || st == STRAT_DDP ? M_REPL :
-		st == STRAT_ZERO1 || st == STRAT_ZERO2 ? M_ZERO12 : M_UNITS;
-	s->zstage = st == STRAT_ZERO1 ? 1 : st == STRAT_ZERO2 ? 2 : 0;
-	s->sharding = st == STRAT_FSDP ? o->sharding : SHARD_FULL;
+	if (p->engine != FW_SHARDCAST || p->mech == MECH_ZERO3)
+		return err_set(e, ERR_INPUT, NULL, 0, "%s: the runtime runs framework = shardcast's plan", p->name);
+	s->mech = p->mech;
+	s->zstage = p->zero_stage <= 2 ? p->zero_stage : 0;
+	s->sharding = p->sharding;
 	if (s->o.zero_bucket <= 0)
 		s->o.zero_bucket = 5e8;  /* DeepSpeed's reduce_bucket_size default */
-	if (st != STRAT_FSDP)
-		s->o.bwd_prefetch = PREFETCH_NONE, s->o.fwd_prefetch = 0, s->o.wrap = WRAP_TRANSFORMER;
-	s->gathers = s->mech == M_UNITS && s->sharding != SHARD_NONE;
-	s->reshard_fwd = s->sharding == SHARD_FULL || s->sharding == SHARD_HYBRID;
-	s->ndev = s->mech == M_DP ? o->devices : 1;
-	if ((st == STRAT_SINGLE || st == STRAT_DP) && world->size != 1)
+	s->gathers = p->gathers;
+	s->reshard_fwd = p->reshard_fwd;
+	s->ndev = s->mech == MECH_DP ? o->devices : 1;
+	if (p->one_process && world->size != 1)
 		return err_set(e, ERR_INPUT, NULL, 0, "strategy %s runs in one process; started with %d ranks",
-			       st == STRAT_DP ? "dp" : "single", world->size);
+			       p->name, world->size);
 	if (s->ndev < 1 || s->ndev > STRAT_MAX_DEV)
 		return err_set(e, ERR_INPUT, NULL, 0, "dp: %d devices; expected 1..%d", s->ndev, STRAT_MAX_DEV);
-	s->dp_rank = s->mech == M_DP ? 0 : world->rank;
-	s->dp_size = s->mech == M_DP ? s->ndev : world->size;
+	s->dp_rank = s->mech == MECH_DP ? 0 : world->rank;
+	s->dp_size = s->mech == MECH_DP ? s->ndev : world->size;
 	for (d = 0; d < s->ndev; d++)
 		arena_init(&s->ar[d], &be->dev, (size_t)o->capacity, d);
 	rc = rtm_init(&s->m, m, T, dropout, o->recompute, be, e);
@@ -530,8 +507,7 @@ int strat_init(struct strat *s, const struct strat_opts *o, const struct model *
 				    h_pgrad_begin, h_pgrad_end, h_bwd_post};
 	s->m.seed = o->seed;
 	s->shard = *world;
-	if (s->mech == M_UNITS && (s->sharding == SHARD_HYBRID || s->sharding == SHARD_HYBRID_ZERO2) &&
-	    o->group >= 1 && o->group < world->size) {
+	if (s->mech == MECH_UNITS && p->hybrid && o->group >= 1 && o->group < world->size) {
 		if (world->size % o->group) {
 			rc = err_set(e, ERR_INPUT, NULL, 0, "hybrid sharding: %d ranks do not split into groups of %d",
 				     world->size, o->group);
@@ -549,10 +525,10 @@ int strat_init(struct strat *s, const struct strat_opts *o, const struct model *
 			s->have_groups = 1;
 		}
 	}
-	s->N = s->mech == M_ZERO12 ? world->size : s->mech == M_UNITS && s->gathers ? s->shard.size : 1;
-	if (s->mech == M_UNITS && (rc = make_units(s, e)))
+	s->N = s->mech == MECH_ZERO12 ? world->size : s->mech == MECH_UNITS && s->gathers ? s->shard.size : 1;
+	if (s->mech == MECH_UNITS && (rc = make_units(s, e)))
 		goto fail;
-	rc = s->mech == M_DP ? setup_dp(s, e) : setup_flat(s, e);
+	rc = s->mech == MECH_DP ? setup_dp(s, e) : setup_flat(s, e);
 	if (rc)
 		goto fail;
 	return 0;
@@ -600,7 +576,7 @@ static int ddp_finish(struct strat *s, struct err *e)
 		int r2 = s->be->wait(&b->req, e);
 		size_t off = b->off;
 		rc = rc ? rc : r2;
-		if (!rc && b->pending == 0 && !s->o.bucket_view)
+		if (!rc && b->pending == 0 && !s->o.plan.ddp_bucket_view)
 			for (i = b->p_hi; i >= b->p_lo; i--) {
 				s->be->copy(s->grads + s->m.p[i].goff, s->bucket + off, s->m.p[i].n * sizeof(float),
 					    COPY_D2D);
@@ -687,7 +663,7 @@ static void dp_drop(struct strat *s)
 static int micro(struct strat *s, int a, int d, int32_t *ids, struct err *e)
 {
 	int B = s->o.micro_batch, j, rc;
-	int rank = s->mech == M_DP ? d : s->dp_rank;
+	int rank = s->mech == MECH_DP ? d : s->dp_rank;
 
 	for (j = 0; j < B; j++) {
 		uint64_t sample = (((uint64_t)s->step * s->o.grad_accum + a) * s->dp_size + rank) * B + j;
@@ -743,17 +719,17 @@ static int update(struct strat *s, struct err *e)
 
 	s->cur = 0;
 	switch (s->mech) {
-	case M_DP:
+	case MECH_DP:
 		for (p = 0; p < s->m.np; p++) {
 			adam_or_sgd(s, s->dpp[0][p], s->dmg[p], s->dpm[p], s->dpv[p], s->m.p[p].n);
 			release(s, &s->dmg[p]);   /* zero_grad(set_to_none=True) */
 		}
 		return 0;
-	case M_REPL:
+	case MECH_REPL:
 		adam_or_sgd(s, s->params, s->grads, s->opt, s->opt + s->P, s->P);
 		s->be->zero(s->grads, s->P * sizeof(float));
 		return 0;
-	case M_UNITS:
+	case MECH_UNITS:
 		adam_or_sgd(s, s->params, s->grads, s->opt, s->opt + s->S, s->S);
 		s->be->zero(s->grads, s->S * sizeof(float));
 		return 0;
@@ -797,7 +773,7 @@ int strat_step(struct strat *s, struct err *e)
 	s->m.loss_scale = 1.0f / (float)((double)s->m.T * s->o.micro_batch * s->dp_size * s->o.grad_accum);
 	for (a = 0; a < s->o.grad_accum && !rc; a++) {
 		s->sync = a == s->o.grad_accum - 1;
-		if (s->mech == M_DP) {
+		if (s->mech == MECH_DP) {
 			rc = dp_micro(s, a, ids, &loss, e);
 			continue;
 		}
@@ -844,13 +820,13 @@ int strat_gather_params(struct strat *s, float *host, struct err *e)
 	int u, p, rc = 0;
 
 	s->cur = 0;
-	if (s->mech == M_DP) {
+	if (s->mech == MECH_DP) {
 		for (p = 0; p < s->m.np; p++)
 			s->be->copy(host + s->m.p[p].goff, s->dpp[0][p], s->m.p[p].n * sizeof(float), COPY_D2H);
 		return 0;
 	}
-	if (s->mech != M_UNITS || !s->gathers) {
-		if (s->mech == M_UNITS)
+	if (s->mech != MECH_UNITS || !s->gathers) {
+		if (s->mech == MECH_UNITS)
 			for (u = 0; u < s->nu; u++)
 				s->be->copy(host + s->u[u].cstart, s->params + s->u[u].soff, s->u[u].n * sizeof(float),
 					    COPY_D2H);
@@ -876,7 +852,7 @@ int strat_state(struct strat *s, float **buf, size_t *n, int max)
 {
 	int k = 0, p, c = opt_copies(s);
 
-	if (s->mech == M_DP) {
+	if (s->mech == MECH_DP) {
 		for (p = 0; p < s->m.np && k + 3 <= max; p++) {
 			buf[k] = s->dpp[0][p], n[k++] = s->m.p[p].n;
 			if (c >= 1)
@@ -887,10 +863,10 @@ int strat_state(struct strat *s, float **buf, size_t *n, int max)
 		return k;
 	}
 	buf[k] = s->params;
-	n[k++] = s->mech == M_UNITS ? s->S : s->P;
+	n[k++] = s->mech == MECH_UNITS ? s->S : s->P;
 	if (c && k < max) {
 		buf[k] = s->opt;
-		n[k++] = (size_t)c * (s->mech == M_UNITS ? s->S : s->mech == M_ZERO12 ? s->sh : s->P);
+		n[k++] = (size_t)c * (s->mech == MECH_UNITS ? s->S : s->mech == MECH_ZERO12 ? s->sh : s->P);
 	}
 	return k;
 }

@@ -48,12 +48,10 @@
 
 enum { STRAT_MAX_DEV = 16 };
 
-/* What the strategy runs: the scenario's training settings, resolved. */
+/* What the strategy runs: the scenario's plan (plan.h, the shardcast engine)
+ * and the runtime's own settings. */
 struct strat_opts {
-	int strategy;              /* enum strategy */
-	int sharding;              /* enum fsdp_sharding (fsdp) */
-	int bwd_prefetch;          /* enum fsdp_prefetch (fsdp) */
-	int fwd_prefetch;
+	struct plan plan;          /* mechanism, sharding, prefetch, wrap (plan_from_spec for tests) */
 	int recompute;             /* enum recompute */
 	int optimizer;             /* enum optimizer */
 	int micro_batch;           /* samples per device per micro-step */
@@ -61,9 +59,7 @@ struct strat_opts {
 	int group;                 /* hybrid: ranks per shard group */
 	int devices;               /* dp: devices in this process */
 	double bucket_mb;          /* ddp bucket cap, MiB */
-	int bucket_view;           /* ddp_gradient_as_bucket_view */
 	double zero_bucket;        /* zero_reduce_bucket_size, elements (0: 5e8) */
-	int wrap;                  /* enum fsdp_wrap (fsdp) */
 	double capacity;           /* bytes per device, 0 = unlimited */
 	double lr, beta1, beta2, eps, weight_decay, momentum;
 	uint64_t seed;             /* weights, data and dropout */
@@ -95,7 +91,7 @@ struct strat {
 	struct rt_comm world;      /* a copy of the caller's (not freed here) */
 	struct rt_comm shard, repl;  /* shard group, replicate group (hybrid) */
 	int have_groups;
-	int mech;                  /* internal enum mech */
+	int mech;                  /* enum plan_mech (of the shardcast engine: no MECH_ZERO3) */
 	int sharding;              /* enum fsdp_sharding of the unit mechanism */
 	int gathers;               /* units are gathered (all but no_shard) */
 	int reshard_fwd;           /* units freed after their forward */
@@ -153,8 +149,9 @@ void strat_free(struct strat *s);
  * device 0, as this rank keeps them): up to max buffers. Returns the count. */
 int strat_state(struct strat *s, float **buf, size_t *n, int max);
 
-/* Parses a strategy spec for tests and tools: "single", "ddp", "zero1",
- * "fsdp:shard_grad_op", "dp:4", ... into o. Returns 0 or -1. */
+/* Parses a strategy spec for tests and tools: a name of plan.h's strategy
+ * table ("single", "ddp", "zero1", "fsdp:shard_grad_op", ...) or "dp:N" (N
+ * devices) into o->plan (and o->devices). Returns 0 or -1. */
 int strat_parse(const char *spec, struct strat_opts *o);
 
 #endif

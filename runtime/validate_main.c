@@ -40,7 +40,7 @@ static void usage(FILE *f)
 		"\n"
 		"options:\n"
 		"  --backend cpu|cuda     the device backend (default cpu; cuda: one GPU per rank)\n"
-		"  --json                 print DESIGN.md's validate JSON object\n"
+		"  --json                 print the validate JSON object of docs/CONTRACT.md\n"
 		"  --db FILE              record the run (predicted and measured) in this SQLite database\n"
 		"  --memory-limit SIZE    capacity per rank, e.g. 8MiB (default: the scenario's gpu_memory)\n"
 		"  --set SECTION.KEY=VAL  override a scenario key (repeatable)\n"
@@ -142,10 +142,10 @@ static int check_runnable(const struct scenario *s, const struct opts *o, const 
 	if (t->tensor_parallel > 1 || t->offload != OFFLOAD_NONE)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] %s: not implemented by the runtime",
 			       t->tensor_parallel > 1 ? "tensor_parallel > 1" : "offload");
-	if (t->strategy == STRAT_DP && world->size != 1)
+	if (s->plan.mech == MECH_DP && world->size != 1)
 		return err_set(e, ERR_INPUT, s->file, 0, "strategy = dp is one process driving %lld devices; "
 			       "run it without mpirun", (long long)s->world);
-	if (t->strategy != STRAT_DP && !o->emulate && world->size != s->world)
+	if (s->plan.mech != MECH_DP && !o->emulate && world->size != s->world)
 		return err_set(e, ERR_INPUT, s->file, 0, "the scenario has %lld ranks (nodes x gpus_per_node) but "
 			       "%d were started: use mpirun -np %lld, or --emulate-world %lld",
 			       (long long)s->world, world->size, (long long)s->world, (long long)s->world);
@@ -226,10 +226,9 @@ static void print_text(const struct scenario *s, const struct backend *be, int w
 	printf("shardcast validate — %s\n\n", s->file);
 	printf("Runtime   backend %s, %d rank%s%s, %s%s%s, micro-batch search: %d trials\n", be->name,
 	       world, world > 1 ? "s" : "", emulated ? " (rank 0 alone, an emulated world)" : "",
-	       scenario_strategy_name(s->s.training.strategy),
-	       s->s.training.strategy == STRAT_FSDP ? " " : "",
-	       s->s.training.strategy == STRAT_FSDP ?
-	       scenario_enum_name("training", "fsdp_sharding_strategy", s->s.training.fsdp_sharding) : "", m->trials);
+	       scenario_strategy_name(s->plan.strategy), s->plan.strategy == STRAT_FSDP ? " " : "",
+	       s->plan.strategy == STRAT_FSDP ?
+	       scenario_enum_name("training", "fsdp_sharding_strategy", s->plan.sharding) : "", m->trials);
 	printf("Model     %s, seq_len %lld, activation checkpointing %s, grad_accum %lld\n", s->model.name,
 	       (long long)s->seq_len, scenario_enum_name("training", "activation_checkpointing", s->s.training.recompute),
 	       (long long)s->s.training.grad_accum);
@@ -275,7 +274,7 @@ static int run(const struct opts *o, struct backend *be, struct rt_comm *mpiw, s
 	int rc;
 
 	rc = scenario_load(&s, o->scenario, o->sets, o->nset, e);
-	if (!rc && s.s.training.framework != FW_SHARDCAST)  /* the runtime is shardcast's */
+	if (!rc && s.plan.engine != FW_SHARDCAST)  /* the runtime is shardcast's */
 		rc = scenario_set(&s, "training.framework=shardcast", e);
 	if (!rc)
 		rc = check_runnable(&s, o, be, mpiw, e);

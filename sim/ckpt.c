@@ -9,29 +9,6 @@
 
 #include "units.h"
 
-/* Bytes per parameter of the saved training state. */
-static double bytes_per_param(const struct scenario *s)
-{
-	const struct scn_training *t = &s->s.training;
-	int mixed = t->precision == PREC_FP16 || t->precision == PREC_BF16;
-	double b;
-
-	/* PyTorch mixed precision (autocast, FSDP MixedPrecision) keeps the
-	 * parameters in fp32; DeepSpeed and our runtime keep a 16-bit module and
-	 * fp32 masters inside the optimizer */
-	if (mixed && t->framework != FW_PYTORCH)
-		b = 2 + 4;
-	else
-		b = 4;
-	if (t->optimizer == OPT_ADAM || t->optimizer == OPT_ADAMW)
-		b += 8;          /* m and v, fp32 */
-	else if (t->optimizer == OPT_SGD_MOMENTUM)
-		b += 4;          /* momentum buffer, fp32 */
-	if (s->s.checkpoint.include_grads)
-		b += mixed && t->framework != FW_PYTORCH ? 2 : 4;
-	return b;
-}
-
 __attribute__((format(printf, 2, 3)))
 static void warn(struct ckpt_cost *c, const char *fmt, ...)
 {
@@ -79,12 +56,12 @@ void ckpt_cost(const struct scenario *s, double params, int mode, struct ckpt_co
 	double d2h;
 
 	memset(c, 0, sizeof *c);
-	c->bytes_per_param = bytes_per_param(s);
+	c->bytes_per_param = s->plan.ckpt_bytes_per_param;  /* what it holds: plan.h */
 	c->bytes = c->bytes_per_param * params;
 	c->node_bw = k->node_bandwidth > 0 ? k->node_bandwidth
 		: (double)s->s.cluster.nics_per_node * s->inter.bandwidth * s->inter.efficiency;
 	if (k->state_dict == CKPT_SHARDED) {
-		c->shard = c->bytes / (double)s->world;
+		c->shard = c->bytes / (double)s->plan.ckpt_ranks;
 		c->write_bw = min2(k->storage_bandwidth, nodes * c->node_bw);
 		c->write = c->bytes / c->write_bw;
 		c->load = c->write;

@@ -4,9 +4,9 @@
  *
  * Size: the training state the framework saves, per parameter — the weights
  * as the optimizer sees them (fp32, or a 16-bit module plus fp32 masters),
- * the optimizer's moments, the gradients if asked — times the parameters
- * (REFERENCE.md "Checkpoint size": 12–14 B/param for mixed-precision Adam
- * without gradients, 16 with).
+ * the optimizer's moments, the gradients if asked; what it holds is the
+ * plan's (plan.h ckpt_*) — times the parameters (REFERENCE.md "Checkpoint
+ * size": 12–14 B/param for mixed-precision Adam without gradients, 16 with).
  *
  * Writes:
  *   sharded  every rank writes its own share at once (torch.distributed.

@@ -78,7 +78,8 @@
  *              params, master, optimizer states and grads, summed into the
  *              flat buffers of S3. N is the data-parallel degree, or for
  *              hybrid_shard(_zero2) the ranks of a node (gpus_per_node /
- *              tensor_parallel) when that is smaller. A unit is gathered (one
+ *              tensor_parallel, at least 1) when that is smaller (plan.h
+ *              shard_n, the one rule of every model). A unit is gathered (one
  *              buffer of the gathered size) before its first op in forward and
  *              freed after its last op (full_shard, hybrid_shard, zero3) or kept
  *              to the end of its backward (shard_grad_op, hybrid_shard_zero2).

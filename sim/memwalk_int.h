@@ -7,8 +7,6 @@
 
 #include "memwalk.h"
 
-enum mech { MECH_REPL, MECH_DP, MECH_ZERO12, MECH_UNITS, MECH_ZERO3 };
-
 struct wunit {
 	int first, last;     /* op range */
 	int64_t elems;       /* parameters it owns (per TP rank) */
@@ -19,8 +17,9 @@ struct wk {
 	const struct scenario *s;
 	const struct graph *g;
 	const struct fw_profile *pf;
+	const struct plan *pl;  /* the strategy's plan (s->plan) */
 	struct mem_tape *t;
-	int role, mech, fw, strat, eager, mixed, offload, zstage;
+	int role, mech, eager, mixed, offload, zstage; /* copies of the plan's */
 	int phase, micro;
 	int nmicro;           /* micro-steps walked (1, or 2 with accumulation) */
 	struct mem_script *rec; /* the script being recorded, NULL none */
@@ -153,9 +152,11 @@ static inline int64_t shard(const struct wk *w, int64_t n)
 	return cdiv(n, w->N);
 }
 
+/* PyTorch's or DeepSpeed's engine (per-tensor autograd gradients, their
+ * buffers), not the shardcast runtime's flat buffers. */
 static inline int pt(const struct wk *w)
 {
-	return w->fw != FW_SHARDCAST;
+	return w->pl->engine != FW_SHARDCAST;
 }
 
 static inline int has_param_grads(const struct wk *w, int i)

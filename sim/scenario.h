@@ -2,7 +2,7 @@
  * scenario.h — a training scenario: model, cluster, training, failures,
  * checkpoint and job, loaded from INI and resolved against the catalogs.
  *
- * The keys are DESIGN.md's contract; scenario.c's table is the single place
+ * The keys are docs/CONTRACT.md's contract; scenario.c's table is the single place
  * they are defined (type, unit, range, default, help) and `simulate --keys`
  * prints it for the README.
  */
@@ -17,6 +17,7 @@
 #include "failures.h"
 #include "hw.h"
 #include "model.h"
+#include "plan.h"
 
 enum strategy { STRAT_SINGLE, STRAT_DP, STRAT_DDP, STRAT_ZERO1, STRAT_ZERO2, STRAT_ZERO3, STRAT_FSDP };
 enum fsdp_sharding { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE, SHARD_HYBRID, SHARD_HYBRID_ZERO2 };
@@ -141,6 +142,8 @@ struct scenario {
 	double capacity;          /* bytes per GPU: gpu_memory or the device's */
 	int64_t world;            /* nodes * gpus_per_node */
 	int64_t dp;               /* data-parallel degree: world / tensor_parallel */
+	struct plan plan;         /* what the strategy does (plan.h): every model reads this,
+				     not the [training] strategy keys */
 	struct fail_catalog failures; /* [failures] catalog, loaded when has_failures */
 };
 
@@ -160,11 +163,11 @@ int scenario_load(struct scenario *s, const char *path, const char *const *sets,
 int scenario_load_text(struct scenario *s, const char *path, char *text, size_t len,
 		       const char *const *sets, int nset, struct err *e);
 
-/* Checks the training settings against the model and cluster (the rules that
- * scenario_load applies: strategy vs GPU count, offload vs strategy, tensor
- * parallel vs heads, precision vs device). A sweep calls it for each candidate
- * it builds in memory. Returns 0 or ERR_INPUT with e saying why. */
-int scenario_check_training(struct scenario *s, struct err *e);
+/* An ERR_INPUT error about key (section, key) of s, located where it was set:
+ * the scenario's line, --set, or the imported file's line and field. Returns
+ * ERR_INPUT. */
+int scenario_error(const struct scenario *s, struct err *e, const char *section, const char *key,
+		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Applies one more override to an already loaded scenario and re-resolves it. */
 int scenario_set(struct scenario *s, const char *assignment, struct err *e);

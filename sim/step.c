@@ -75,7 +75,8 @@ struct bld {
 	const struct scenario *s;
 	const struct graph *g;
 	const struct compute_eff *ce;
-	int strat, shard, tp, dp, gpn, nodes, accum, algo, recompute;
+	const struct plan *p;      /* what the strategy does (s->plan) */
+	int tp, dp, gpn, nodes, accum, algo, recompute;
 	double B;                  /* micro-batch, samples */
 	double peak, peak_vec;     /* FLOP/s: products at the precision, other ops (CUDA cores) */
 	double mem_bw;             /* bytes/s achievable */
@@ -95,7 +96,9 @@ struct bld {
 	int pend[16], npend;
 	/* gather units (fsdp, zero3) */
 	struct step_unit *u;
-	int nu, has_units, is_fsdp, is_zero3;
+	int nu, has_units;
+	int wrapped;               /* wrap units (FSDP, shardcast zero3), gathered and reduced per unit */
+	int modules;               /* DeepSpeed ZeRO-3's per-module fetch */
 	int lim[LIMITER_CAP], lhead, ltail;  /* FSDP free-event queue */
 	/* gradient bucket (zero2, zero3) */
 	double bucket;             /* elements accumulated */
@@ -357,8 +360,8 @@ static int fsdp_units(struct bld *b)
 {
 	const struct graph *g = b->g;
 	int i, n = 1, *map = b->ss->unit_of;
-	int wrap = b->s->s.training.fsdp_wrap;
-	double minp = b->s->s.training.fsdp_min_num_params;
+	int wrap = b->p->wrap;
+	double minp = b->p->wrap_min_params;
 
 	if (grow_units(b->ss, g->nblocks + 1))
 		return -1;
@@ -420,7 +423,7 @@ static int zero3_units(struct bld *b)
 /* FSDP's rate limiter: with two free events queued, the host waits for the oldest. */
 static void limiter_wait(struct bld *b)
 {
-	if (!b->is_fsdp || !b->s->s.training.fsdp_limit_all_gathers)
+	if (!b->p->limit_all_gathers)
 		return;
 	if (b->ltail - b->lhead >= 2)
 		host_wait(b, b->lim[b->lhead++ % LIMITER_CAP]);
@@ -428,7 +431,7 @@ static void limiter_wait(struct bld *b)
 
 static void limiter_push(struct bld *b, int free_event)
 {
-	if (!b->is_fsdp || !b->s->s.training.fsdp_limit_all_gathers)
+	if (!b->p->limit_all_gathers)
 		return;
 	if (b->ltail - b->lhead == LIMITER_CAP)
 		b->lhead++;  /* older events precede newer ones on the compute stream */
@@ -437,7 +440,7 @@ static void limiter_push(struct bld *b, int free_event)
 
 static const struct coll_group *shard_group(const struct bld *b)
 {
-	return b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2 ? &b->gshard : &b->gdp;
+	return b->p->hybrid ? &b->gshard : &b->gdp;
 }
 
 static void gather(struct bld *b, int u)
@@ -447,7 +450,7 @@ static void gather(struct bld *b, int u)
 
 	if (un->gathered)
 		return;
-	if (b->is_fsdp && b->shard == SHARD_NONE) {
+	if (!b->p->gathers) {
 		un->gathered = 1;  /* nothing is sharded */
 		return;
 	}
@@ -481,7 +484,7 @@ static void prefetch(struct bld *b, int u, int dir)
 	double budget = b->s->s.training.zero_prefetch_bucket_size;
 	int v = next_unit(b, u, dir);
 
-	if (b->is_fsdp) {
+	if (b->wrapped) {
 		if (v >= 0)
 			gather(b, v);
 		return;
@@ -495,22 +498,22 @@ static void prefetch(struct bld *b, int u, int dir)
 
 static int reshard_after_forward(const struct bld *b, int u)
 {
-	if (b->is_zero3)
+	if (b->modules)
 		return 1;
-	return !b->u[u].root && (b->shard == SHARD_FULL || b->shard == SHARD_HYBRID);
+	return !b->u[u].root && b->p->reshard_fwd;
 }
 
 static void pre_forward(struct bld *b, int u)
 {
 	gather(b, u);
 	pend(b, b->u[u].ag);
-	if (b->is_zero3 || b->s->s.training.fsdp_forward_prefetch)
+	if (b->modules || b->p->fwd_prefetch)
 		prefetch(b, u, +1);
 }
 
 static void post_forward(struct bld *b, int u, int last_kernel)
 {
-	if (b->shard == SHARD_NONE && b->is_fsdp)
+	if (!b->p->gathers)
 		return;
 	if (!reshard_after_forward(b, u))
 		return;
@@ -522,7 +525,7 @@ static void pre_backward(struct bld *b, int u)
 {
 	gather(b, u);
 	pend(b, b->u[u].ag);
-	if (b->is_zero3 || b->s->s.training.fsdp_backward_prefetch == PREFETCH_BACKWARD_PRE)
+	if (b->modules || b->p->bwd_prefetch == PREFETCH_BACKWARD_PRE)
 		prefetch(b, u, -1);
 }
 
@@ -533,13 +536,13 @@ static void reduce_grads(struct bld *b, double n, int after, int label)
 
 	if (n <= 0)
 		return;
-	if (b->is_fsdp && b->shard == SHARD_NONE) {
+	if (b->wrapped && !b->p->gathers) {
 		t = collective(b, b->pg, COLL_ALLREDUCE, &b->gdp, n * b->gcomm, after, label, T_AR);
 		d2h_after = t;
 	} else {
 		t = collective(b, b->pg, COLL_REDUCE_SCATTER, shard_group(b), n * b->gcomm, after, label, T_RS);
 		d2h_after = t;
-		if (b->is_fsdp && (b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2) && b->grep.n > 1)
+		if (b->p->hybrid && b->grep.n > 1)
 			d2h_after = collective(b, b->rep, COLL_ALLREDUCE, &b->grep, n / b->shard_n * b->gcomm,
 					       t, label, T_AR);
 	}
@@ -549,12 +552,12 @@ static void reduce_grads(struct bld *b, double n, int after, int label)
 
 static void post_backward(struct bld *b, int u, int last_kernel)
 {
-	if (b->is_fsdp) {
-		if (b->shard != SHARD_NONE) {
+	if (b->wrapped) {
+		if (b->p->gathers) {
 			b->u[u].gathered = 0;
 			limiter_push(b, last_kernel);
 		}
-		if (b->s->s.training.fsdp_backward_prefetch == PREFETCH_BACKWARD_POST)
+		if (b->p->bwd_prefetch == PREFETCH_BACKWARD_POST)
 			prefetch(b, u, -1);
 		reduce_grads(b, b->u[u].params, last_kernel, u);
 		return;
@@ -596,9 +599,9 @@ static void grad_ready(struct bld *b, int i, int k, int sync)
 
 	if (p <= 0)
 		return;
-	if (b->strat == STRAT_DDP && sync && b->ss->bkt[i] > 0)
+	if (b->p->reduce == REDUCE_DDP && sync && b->ss->bkt[i] > 0)
 		collective(b, b->pg, COLL_ALLREDUCE, &b->gdp, b->ss->bkt[i], k, i, T_AR);
-	if (b->strat == STRAT_ZERO2 || b->strat == STRAT_ZERO3) {
+	if (b->p->reduce == REDUCE_BUCKETS) {
 		b->bucket += p;
 		if (b->bucket >= b->s->s.training.zero_reduce_bucket_size) {
 			reduce_grads(b, b->bucket, k, i);
@@ -640,7 +643,7 @@ static void recompute(struct bld *b, int gu)
 		/* ZeRO-3's hooks fetch and release a module in the recomputed forward
 		 * too (FSDP's unit is already gathered by its pre-backward hook and
 		 * FSDP does not reshard in a backward-time forward) */
-		int u = b->is_zero3 ? b->ss->unit_of[i] : -1, k = -1;
+		int u = b->modules ? b->ss->unit_of[i] : -1, k = -1;
 		if (b->recompute == RECOMPUTE_SELECTIVE && !b->g->ops[i].attn_core)
 			continue;
 		if (u >= 0)
@@ -674,9 +677,9 @@ static void backward(struct bld *b, int sync)
 		if (u >= 0 && b->u[u].first == i && !b->u[u].root)
 			post_backward(b, u, k);
 	}
-	if (b->has_units && b->is_fsdp)
+	if (b->wrapped)
 		post_backward(b, 0, k);
-	if ((b->strat == STRAT_ZERO2 || b->strat == STRAT_ZERO3) && b->bucket > 0) {
+	if (b->p->reduce == REDUCE_BUCKETS && b->bucket > 0) {
 		reduce_grads(b, b->bucket, k, -1);
 		b->bucket = 0;
 	}
@@ -687,16 +690,7 @@ static void backward(struct bld *b, int sync)
 /* Parameters (per TP rank) whose optimizer states this rank holds. */
 static double shard_params(const struct bld *b)
 {
-	double p = b->g->params_rank;
-
-	switch (b->strat) {
-	case STRAT_ZERO1: case STRAT_ZERO2: case STRAT_ZERO3:
-		return p / b->dp;
-	case STRAT_FSDP:
-		return b->shard == SHARD_NONE ? p : p / b->shard_n;
-	default:
-		return p;
-	}
+	return b->g->params_rank / (double)b->p->shard_n;
 }
 
 static void zero_allgather(struct bld *b, int after)
@@ -738,7 +732,7 @@ static void optimizer(struct bld *b)
 			t = copy(b, b->h2d, p * b->pcomm, t, -1, T_H2D);
 		host_wait(b, t);
 	}
-	if (b->strat == STRAT_ZERO1 || b->strat == STRAT_ZERO2)
+	if (b->p->allgather_after_step)
 		zero_allgather(b, t);
 }
 
@@ -892,11 +886,7 @@ static void groups(struct bld *b)
 	coll_group_make(&b->gtp, tp, tp / tpr, &s->intra, &s->inter, nics, gpn / tpr);
 	coll_group_make(&b->gshard, r < b->dp ? r : b->dp, 1, &s->intra, &s->inter, nics, share);
 	coll_group_make(&b->grep, b->dp / b->gshard.n, b->dp / b->gshard.n, &s->intra, &s->inter, nics, gpn);
-	b->shard_n = 1;
-	if (b->strat == STRAT_FSDP && b->shard != SHARD_NONE)
-		b->shard_n = shard_group(b)->n;
-	else if (b->strat >= STRAT_ZERO1 && b->strat <= STRAT_ZERO3)
-		b->shard_n = b->dp;
+	b->shard_n = (int)b->p->shard_n;
 }
 
 static double gpu_opt_bytes(int optimizer, int fused, int act_bytes)
@@ -912,17 +902,16 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 		 const struct graph *g, int64_t micro_batch)
 {
 	const struct scn_training *t = &s->s.training;
-	int act = scenario_act_bytes(s), native = t->framework == FW_SHARDCAST;
-	int deepspeed = t->framework == FW_DEEPSPEED || (t->strategy >= STRAT_ZERO1 && t->strategy <= STRAT_ZERO3);
+	const struct plan *p = &s->plan;
+	int native = p->engine == FW_SHARDCAST;
 
 	memset(b, 0, sizeof *b);
 	b->ss = ss;
 	b->d = &ss->d;
 	b->s = s;
+	b->p = p;
 	b->g = g;
 	b->ce = &s->eff;
-	b->strat = t->strategy;
-	b->shard = t->strategy == STRAT_FSDP ? t->fsdp_sharding : SHARD_FULL;
 	b->tp = (int)t->tensor_parallel;
 	b->dp = (int)s->dp;
 	b->gpn = (int)s->s.cluster.gpus_per_node;
@@ -930,27 +919,28 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 	b->accum = (int)t->grad_accum;
 	b->algo = s->s.cluster.coll_algo;
 	b->recompute = t->recompute;
-	b->offload = t->offload;
+	b->offload = p->offload;
 	b->B = (double)micro_batch;
-	b->peak = s->gpu.peak[t->precision];
+	b->peak = s->gpu.peak[p->precision];
 	b->peak_vec = s->gpu.peak[PREC_FP32];
 	b->mem_bw = s->gpu.memory_bandwidth;
 	/* PyTorch autocast keeps fp32 weights and gradients (and DDP reduces those);
-	 * FSDP's MixedPrecision and DeepSpeed hold 16-bit ones */
-	b->cast_weights = g->o.autocast && (b->strat == STRAT_SINGLE || b->strat == STRAT_DP || b->strat == STRAT_DDP);
-	b->wbytes = act;
-	b->gbytes = b->cast_weights ? 4 : act;
-	b->pcomm = b->strat == STRAT_DP && g->o.autocast ? 4 : act;
-	b->gcomm = b->cast_weights || (b->strat == STRAT_DP && g->o.autocast) ? 4 : act;
-	b->opt_bytes = gpu_opt_bytes(t->optimizer, deepspeed || native, act);
-	/* host: DeepSpeed's CPUAdam is fused; FSDP's CPU offload runs torch.optim on CPU tensors */
-	b->host_opt_bytes = gpu_opt_bytes(t->optimizer, deepspeed || native, act);
+	 * FSDP's MixedPrecision and DeepSpeed hold 16-bit ones (plan.h) */
+	b->cast_weights = p->autocast;
+	b->wbytes = p->w.kernel_weights;
+	b->gbytes = p->w.kernel_grads;
+	b->pcomm = p->w.comm_params;
+	b->gcomm = p->w.comm_grads;
+	/* the host optimizer of offload: DeepSpeed's CPUAdam is fused, FSDP's CPU
+	 * offload runs torch.optim on CPU tensors */
+	b->opt_bytes = gpu_opt_bytes(p->optimizer, p->fused_optimizer, p->w.kernel_weights);
+	b->host_opt_bytes = b->opt_bytes;
 	b->disp_f = native ? s->eff.dispatch_native : s->eff.dispatch_eager;
 	b->disp_b = native ? s->eff.dispatch_native : s->eff.dispatch_autograd;
 	b->disp_c = s->eff.dispatch_collective;
-	b->is_fsdp = b->strat == STRAT_FSDP;
-	b->is_zero3 = b->strat == STRAT_ZERO3;
-	b->has_units = b->is_fsdp || b->is_zero3;
+	b->wrapped = p->units;
+	b->modules = p->mech == MECH_ZERO3;
+	b->has_units = b->wrapped || b->modules;
 	b->rep = b->tps = b->h2d = b->d2h = b->host = b->gpu1 = b->cpu1 = -1;
 	if (grow_ops(ss, g->nops, g->nblocks + 1))
 		return -1;
@@ -964,17 +954,17 @@ static int streams(struct bld *b)
 
 	b->cpu = des_stream(d, 0, DES_CPU, "host thread");
 	b->gpu = des_stream(d, 0, DES_COMPUTE, "compute stream");
-	b->pg = des_stream(d, 0, DES_COMM, b->strat == STRAT_DP ? "nccl (GPU 0)" : "nccl data-parallel");
+	b->pg = des_stream(d, 0, DES_COMM, b->p->mech == MECH_DP ? "nccl (GPU 0)" : "nccl data-parallel");
 	if (b->tp > 1)
 		b->tps = des_stream(d, 0, DES_COMM, "nccl tensor-parallel");
-	if (b->is_fsdp && (b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2))
+	if (b->p->hybrid)
 		b->rep = des_stream(d, 0, DES_COMM, "nccl replicate (hybrid)");
 	if (b->offload != OFFLOAD_NONE) {
 		b->h2d = des_stream(d, 0, DES_COPY, "copy host->device");
 		b->d2h = des_stream(d, 0, DES_COPY, "copy device->host");
 		b->host = des_stream(d, 0, DES_HOST, "host CPU optimizer");
 	}
-	if (b->strat == STRAT_DP) {
+	if (b->p->mech == MECH_DP) {
 		b->gpu1 = des_stream(d, 1, DES_COMPUTE, "compute stream (replicas)");
 		b->cpu1 = des_stream(d, 1, DES_CPU, "autograd thread (replicas)");
 		des_stream(d, 1, DES_COMM, "nccl (replicas)");  /* shows dp's collectives */
@@ -993,23 +983,23 @@ static int build(struct bld *b)
 	op_times(b);
 	tp_marks(b);
 	graph_units(b);
-	if (b->strat == STRAT_DDP)
+	if (b->p->reduce == REDUCE_DDP)
 		ddp_buckets(b);
-	if ((b->is_fsdp && fsdp_units(b)) || (b->is_zero3 && zero3_units(b)))
+	if ((b->wrapped && fsdp_units(b)) || (b->modules && zero3_units(b)))
 		return -1;
 	if (!b->has_units)
 		for (m = 0; m < b->g->nops; m++)
 			b->ss->unit_of[m] = -1;
 	for (m = 0; m < b->accum; m++) {
 		last = m == b->accum - 1;
-		if (b->strat == STRAT_DP) {
+		if (b->p->mech == MECH_DP) {
 			dp_microstep(b);
 			continue;
 		}
 		forward(b);
 		backward(b, last);
 	}
-	if (b->strat == STRAT_ZERO1)
+	if (b->p->reduce == REDUCE_AFTER_ACCUM)
 		zero1_reduce(b);
 	optimizer(b);
 	return b->oom ? -1 : 0;

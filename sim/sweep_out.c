@@ -132,7 +132,7 @@ static void md_header(const struct sweep *sw, FILE *f)
 	const struct scenario *b = &sw->base;
 	const struct sweep_settings *st = &sw->set;
 	char cap[32], bw[32], ibw[32];
-	int fw = b->s.training.framework, multi = sw->cands[sw->ncand - 1].nodes > 1 || sw->cands[0].nodes > 1;
+	int fw = b->plan.framework, multi = sw->cands[sw->ncand - 1].nodes > 1 || sw->cands[0].nodes > 1;
 
 	units_format(cap, sizeof cap, b->capacity, UNIT_BYTES);
 	units_format(bw, sizeof bw, b->intra.bandwidth, UNIT_BW);
@@ -155,7 +155,7 @@ static void md_header(const struct sweep *sw, FILE *f)
 		sw->nseq > 1 ? "s" : "", sw->ncand,
 		st->strategies, st->precision, st->recompute, st->offload, st->tensor_parallel,
 		st->nodes[0] ? "; nodes " : "", st->nodes, scenario_enum_name("training", "optimizer", b->s.training.optimizer),
-		scenario_enum_name("training", "framework", fw), fw == FW_PYTORCH ? " (DeepSpeed's engine for zero1-3)" : "",
+		scenario_enum_name("training", "framework", fw), plan_engine_note(fw),
 		sw->calibrated ? " Device parameters: the latest calibration of the device (validate --calibrate)." : "",
 		objective_text(sw));
 }

@@ -658,7 +658,7 @@ static int train(struct backend *be, struct rt_comm *world, const char *model, c
 	o.optimizer = OPT_ADAMW, o.micro_batch = B, o.grad_accum = 1, o.bucket_mb = 25;
 	o.lr = 1e-3, o.beta1 = 0.9, o.beta2 = 0.999, o.eps = 1e-8, o.weight_decay = 0.01, o.momentum = 0.9;
 	o.seed = 1234, o.group = world->size, o.devices = 1, o.recompute = recompute;
-	o.bwd_prefetch = PREFETCH_BACKWARD_PRE;
+	plan_set_prefetch(&o.plan, 0, PREFETCH_BACKWARD_PRE);
 	if ((rc = strat_init(&s, &o, &m, T, dropout, be, world, e)))
 		return rc;
 	for (i = 0; i < steps && !rc; i++) {

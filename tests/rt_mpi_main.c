@@ -62,7 +62,7 @@ static struct strat_opts opts(const char *spec, int mb, int group)
 	o.seed = 99;
 	o.group = group;
 	o.devices = 1;
-	o.bwd_prefetch = PREFETCH_BACKWARD_PRE;
+	plan_set_prefetch(&o.plan, 0, PREFETCH_BACKWARD_PRE);
 	return o;
 }
 
@@ -121,8 +121,7 @@ static void strategies(const double *ref, const double *ref_sgd, const float *re
 		int rc;
 		o.grad_accum = cases[k].accum;
 		o.recompute = cases[k].recompute ? RECOMPUTE_FULL : RECOMPUTE_NONE;
-		o.fwd_prefetch = cases[k].fwd_prefetch;
-		o.bwd_prefetch = cases[k].bwd_prefetch;
+		plan_set_prefetch(&o.plan, cases[k].fwd_prefetch, cases[k].bwd_prefetch);
 		snprintf(name, sizeof name, "%s x%d accum %d%s%s%s", cases[k].spec, world.size, cases[k].accum,
 			 cases[k].recompute ? " recompute" : "", cases[k].fwd_prefetch ? " fwd-prefetch" : "",
 			 cases[k].bwd_prefetch == PREFETCH_BACKWARD_POST ? " bwd-post" : "");

@@ -69,7 +69,7 @@ static int load(struct scenario *s, const struct gcase *c, int64_t B, double gpu
 
 static void world_of(const struct scenario *s, struct rt_comm *w)
 {
-	if (s->s.training.strategy == STRAT_DP || s->world == 1)
+	if (s->plan.mech == MECH_DP || s->world == 1)
 		*w = (struct rt_comm){0, 1, NULL, 0};
 	else
 		backend_emulated_world(w, (int)s->world);
