@@ -28,7 +28,7 @@ static void usage(FILE *f)
 		"MFU, and with a [failures] section the job's wall time and goodput.\n"
 		"\n"
 		"options:\n"
-		"  --json                 print the JSON object of DESIGN.md's contract instead of the report\n"
+		"  --json                 print the JSON object of docs/CONTRACT.md instead of the report\n"
 		"  --set SECTION.KEY=VAL  override a scenario key (repeatable), e.g. --set training.strategy=fsdp\n"
 		"  --db FILE              record the run (scenario, outputs) in this SQLite database, and use\n"
 		"                         the device's latest calibration in it (default: results/results.db if present)\n"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # validate.sh BIN — command-line tests of validate on the CPU backend: bad input
-# exits 2 with a located message; --json holds DESIGN.md's contract and the
+# exits 2 with a located message; --json holds docs/CONTRACT.md's contract and the
 # measured peak and max micro-batch equal the predicted ones; an emulated world
 # and a real 2-rank mpirun run; --calibrate on stored runs lowers the median
 # step-time error, and simulate then uses the calibration.
