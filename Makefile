@@ -5,6 +5,7 @@
 #   make check   the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench   speed targets of the simulator
 #   make deps    install the Debian packages shardcast needs (idempotent)
+#   make slurm-test  install Slurm and munge (make slurm-deps), run tests/slurm.sh
 
 # ---- settings ---------------------------------------------------------------
 CC       ?= cc
@@ -34,6 +35,8 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 # Debian packages: header or tool -> package
 DEPS_PKGS := libinih-dev libsqlite3-dev sqlite3 libgsl-dev libcriterion-dev gnuplot-nox \
              libopenmpi-dev openmpi-bin libcjson-dev libyaml-dev jq
+# a one-node Slurm cluster for tests/slurm.sh (make slurm-deps; .ci/run)
+SLURM_PKGS := slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # ---- sources ----------------------------------------------------------------
@@ -72,7 +75,7 @@ LIB := $(BUILD)/libshardcast.a
 RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o) $(CUDA_C_SRCS:%.c=$(BUILD)/%.o)
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
-.PHONY: all test check bench run deps clean readme-keys gpu-test plots run-only test-only bench-only plots-only
+.PHONY: all test check bench run deps slurm-deps slurm-test slurm-test-only clean readme-keys gpu-test plots run-only test-only bench-only plots-only
 all: $(BIN)/simulate $(BIN)/results $(BIN)/validate $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
@@ -171,15 +174,26 @@ $(BIN)/unit_tests: $(TEST_OBJS) $(RT_LIB) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
 
 # ---- user targets -----------------------------------------------------------
+# $(call apt_install,NAME,PACKAGES,APT-OPTIONS): install those not installed yet
+define apt_install
+@missing=""; for p in $(2); do \
+  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+done; \
+if [ -n "$$missing" ]; then \
+  echo "$(1): installing$$missing"; \
+  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(3) $$missing >/dev/null \
+    || { echo "$(1): apt-get failed"; exit 1; }; \
+else echo "$(1): all present ✓"; fi
+endef
+
 deps:
-	@missing=""; for p in $(DEPS_PKGS); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "deps: installing$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null \
-	    || { echo "deps: apt-get failed"; exit 1; }; \
-	else echo "deps: all present ✓"; fi
+	$(call apt_install,deps,$(DEPS_PKGS),)
+
+# Slurm's daemons, clients and munge, without the recommended extras; their
+# services are not used (tests/slurm.sh starts its own). srun --mpi=pmix loads
+# libpmix.so, which libopenmpi-dev (make deps) brings with libpmix-dev.
+slurm-deps:
+	$(call apt_install,slurm-deps,$(SLURM_PKGS),--no-install-recommends)
 
 # The user targets install first and then build in a second make, so that the
 # flags read from the installed tools (mpicc --showme) exist on a clean machine.
@@ -197,7 +211,14 @@ test-only: all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/store_writer $(if $(N
 	tests/mpi.sh $(BIN)
 	tests/validate.sh $(BIN)
 	tests/recommend.sh $(BIN)
+	tests/slurm.sh $(BIN)
 	@if [ -n "$(NVCC)" ]; then $(BIN)/gpu_tests; else echo "gpu_tests: not built (✗ nvcc not found)"; fi
+
+# validate.sbatch under a real one-node Slurm (a skip is a failure here)
+slurm-test: deps slurm-deps
+	@$(MAKE) --no-print-directory slurm-test-only
+slurm-test-only: all
+	SHARDCAST_REQUIRE_SLURM=1 tests/slurm.sh $(BIN)
 
 # the CUDA kernels against the cpu reference on this machine's GPU
 gpu-test: $(if $(NVCC),$(BIN)/gpu_tests $(BIN)/gpu_bench,no-nvcc)
