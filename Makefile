@@ -3,7 +3,8 @@
 #   make run     install what is missing, build, simulate scenarios/default.ini
 #   make test    install what is missing, build, run every test
 #   make check   the tests under AddressSanitizer + UndefinedBehaviorSanitizer
-#   make bench   speed targets of the simulator
+#   make bench   speed targets of the simulator, and the step model against
+#                published throughputs (make published)
 #   make deps    install the Debian packages shardcast needs (idempotent)
 
 # ---- settings ---------------------------------------------------------------
@@ -72,7 +73,8 @@ LIB := $(BUILD)/libshardcast.a
 RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o) $(CUDA_C_SRCS:%.c=$(BUILD)/%.o)
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
-.PHONY: all test check bench run deps clean readme-keys gpu-test plots run-only test-only bench-only plots-only
+.PHONY: all test check bench run deps clean readme-keys gpu-test plots run-only test-only bench-only plots-only \
+        published published-only readme-published
 all: $(BIN)/simulate $(BIN)/results $(BIN)/validate $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
@@ -197,6 +199,7 @@ test-only: all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/store_writer $(if $(N
 	tests/mpi.sh $(BIN)
 	tests/validate.sh $(BIN)
 	tests/recommend.sh $(BIN)
+	tests/published.sh $(BIN)
 	@if [ -n "$(NVCC)" ]; then $(BIN)/gpu_tests; else echo "gpu_tests: not built (✗ nvcc not found)"; fi
 
 # the CUDA kernels against the cpu reference on this machine's GPU
@@ -219,6 +222,20 @@ bench-only: all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_job $(BIN)/be
 	$(BIN)/bench_step
 	$(BIN)/bench_job
 	$(BIN)/bench_recommend bench/sweep.ini
+	bench/published.sh $(BIN)
+
+# the step model against published throughputs (scenarios/published/table.csv)
+published: deps
+	@$(MAKE) --no-print-directory published-only
+published-only: $(BIN)/simulate
+	bench/published.sh $(BIN)
+
+# regenerate README.md's published-throughput table from the harness
+readme-published: $(BIN)/simulate
+	@bench/published.sh $(BIN) --markdown > README.published.new && \
+	 { sed '/<!-- published:begin -->/q' README.md; cat README.published.new; \
+	   sed -n '/<!-- published:end -->/,$$p' README.md; } > README.md.new && mv README.md.new README.md; \
+	 rc=$$?; rm -f README.published.new; exit $$rc
 
 # the gnuplot scripts of results/plots rendered from the results database
 # (the shipped sweeps are recorded into it first when it has no recommend run)
