@@ -72,8 +72,11 @@ def build(m: Dict[str, Any], dropout: float, attention: str, device: str) -> Tup
     import transformers as tf
 
     k = kind(m)
-    cls = {"gpt2": tf.GPT2LMHeadModel, "bert": tf.BertForPreTraining,
-           "t5": tf.T5ForConditionalGeneration, "llama": tf.LlamaForCausalLM}[k]
+    name = {"gpt2": "GPT2LMHeadModel", "bert": "BertForPreTraining",
+            "t5": "T5ForConditionalGeneration", "llama": "LlamaForCausalLM"}[k]
+    cls = getattr(tf, name, None)
+    if cls is None or (k == "llama" and not hasattr(tf, "LlamaConfig")):
+        raise Unsupported(f"transformers {tf.__version__} has no {name} (Llama arrived in 4.28)")
     c = config(m, dropout, attention)
     if device == "cpu":
         model = cls(c)
@@ -90,7 +93,7 @@ def _on_device(cls: Any, c: Any, device: str) -> torch.nn.Module:
     reg_p, reg_b = torch.nn.Module.register_parameter, torch.nn.Module.register_buffer
 
     def param(self: torch.nn.Module, name: str, p: Any) -> None:
-        if p is not None:
+        if p is not None and p.device.type != device:  # a tied weight is registered as is
             p = torch.nn.Parameter(p.to(device), requires_grad=p.requires_grad)
         reg_p(self, name, p)
 
