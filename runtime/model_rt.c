@@ -9,7 +9,6 @@
 
 #include "scenario.h"
 
-enum { MAXPROD = 4 };
 
 /* ---- layout ------------------------------------------------------------- */
 
@@ -118,70 +117,6 @@ nomem:
 	return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory laying out parameters");
 }
 
-static void set_min(int *v, int x)
-{
-	if (*v < 0 || x < *v)
-		*v = x;
-}
-
-/* Recompute regions and when each tensor is freed (memory.h S4-S5). */
-static int lifetimes(struct rtm *r)
-{
-	const struct graph *g = &r->g;
-	int i, k, t, R, pr;
-
-	r->reg = malloc((size_t)g->nops * sizeof *r->reg);
-	r->rfirst = malloc(((size_t)g->nops + 1) * sizeof *r->rfirst);
-	r->rlast = malloc(((size_t)g->nops + 1) * sizeof *r->rlast);
-	r->fb = malloc((size_t)g->nt * sizeof *r->fb);
-	r->rs = malloc((size_t)g->nt * sizeof *r->rs);
-	r->lastr = malloc((size_t)g->nt * sizeof *r->lastr);
-	if (!r->reg || !r->rfirst || !r->rlast || !r->fb || !r->rs || !r->lastr)
-		return -1;
-	r->nreg = 0;
-	for (i = 0; i < g->nops; i++) {
-		r->reg[i] = -1;
-		if (r->recompute == RECOMPUTE_FULL && g->ops[i].unit > 0)
-			R = g->ops[i].unit - 1;   /* each block */
-		else if (r->recompute == RECOMPUTE_SELECTIVE && g->ops[i].attn_core)
-			R = i > 0 && g->ops[i - 1].attn_core ? r->nreg - 1 : r->nreg;  /* each core run */
-		else
-			continue;
-		if (R == r->nreg) {
-			r->rfirst[r->nreg++] = i;
-		}
-		r->reg[i] = R;
-		r->rlast[R] = i;
-	}
-	for (t = 0; t < g->nt; t++) {
-		r->fb[t] = r->rs[t] = -1;
-		r->lastr[t] = g->t[t].producer;
-	}
-	for (i = 0; i < g->nops; i++) {
-		const struct gop *o = &g->ops[i];
-		R = r->reg[i];
-		for (k = 0; k < o->nsaved; k++) {
-			t = o->saved[k];
-			pr = g->t[t].producer;
-			if (R < 0)
-				set_min(&r->fb[t], i);
-			else if (pr < 0 || r->reg[pr] != R)
-				set_min(&r->fb[t], r->rfirst[R]);
-			else
-				set_min(&r->rs[t], i);
-		}
-		for (k = 0; k < o->nin; k++) {
-			t = o->in[k];
-			pr = g->t[t].producer;
-			if (R >= 0 && (pr < 0 || r->reg[pr] != R))
-				set_min(&r->fb[t], r->rfirst[R]);
-			if (R >= 0 && pr >= 0 && r->reg[pr] == R && i > r->lastr[t])
-				r->lastr[t] = i;
-		}
-	}
-	return 0;
-}
-
 int rtm_has_pgrads(const struct rtm *r, int i)
 {
 	return r->op_w[i] >= 0 || r->op_b[i] >= 0;
@@ -218,7 +153,7 @@ int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int re
 	rc = graph_build(&r->g, m, &o, e);
 	if (!rc)
 		rc = layout(r, e);
-	if (!rc && lifetimes(r))
+	if (!rc && life_build(&r->lf, &r->g, recompute))
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
 	if (!rc) {
 		r->val = calloc((size_t)r->g.nt, sizeof *r->val);
@@ -249,12 +184,7 @@ void rtm_free(struct rtm *r)
 	free(r->gblk);
 	free(r->bptr);
 	free(r->bref);
-	free(r->reg);
-	free(r->rfirst);
-	free(r->rlast);
-	free(r->fb);
-	free(r->rs);
-	free(r->lastr);
+	life_free(&r->lf);
 	memset(r, 0, sizeof *r);
 }
 
@@ -365,27 +295,6 @@ static float *G(struct rtm *r, int t)
 	return t < 0 || r->gblk[t] < 0 ? NULL : r->bptr[r->gblk[t]];
 }
 
-/* tensors op i produces: its output, then what it creates for backward */
-static int produced(const struct rtm *r, int i, int *ts)
-{
-	int n = 0, t;
-
-	if (r->g.ops[i].out >= 0)
-		ts[n++] = r->g.ops[i].out;
-	for (t = r->g.ops[i].out + 1; t < r->g.nt && n < MAXPROD && r->g.t[t].producer == i; t++)
-		ts[n++] = t;
-	return n;
-}
-
-/* Input k of op o unless it repeats an earlier input (scores reads qkv twice). */
-static int distinct_in(const struct gop *o, int k)
-{
-	for (int j = 0; j < k; j++)
-		if (o->in[j] == o->in[k])
-			return -1;
-	return o->in[k];
-}
-
 static int saved_tensor(const struct gop *o, int k)
 {
 	return k < o->nsaved ? o->saved[k] : -1;
@@ -456,40 +365,43 @@ static int hook(int (*f)(void *, int, struct err *), void *ctx, int op, struct e
 	return f ? f(ctx, op, e) : 0;
 }
 
-static int kept(const struct rtm *r, int t)
+/* The tensors op i produces (life.h: its output, then what it creates for backward). */
+static int alloc_products(struct rtm *r, int i, struct err *e)
 {
-	return r->fb[t] >= 0 || r->g.t[t].held;
-}
+	int p, t, rc;
 
-static int alloc_products(struct rtm *r, int i, int *ts, int *n, struct err *e)
-{
-	int k, rc;
-
-	*n = produced(r, i, ts);
-	for (k = 0; k < *n; k++) {
-		if (r->val[ts[k]])
-			return err_set(e, ERR_SYSTEM, NULL, 0, "internal: %s produced twice", r->g.t[ts[k]].name);
-		rc = talloc(r, &r->val[ts[k]], ts[k], e);
+	for (p = r->lf.poff[i]; p < r->lf.poff[i + 1]; p++) {
+		t = r->lf.prod[p];
+		if (r->val[t])
+			return err_set(e, ERR_SYSTEM, NULL, 0, "internal: %s produced twice", r->g.t[t].name);
+		rc = talloc(r, &r->val[t], t, e);
 		if (rc)
 			return rc;
 	}
 	return 0;
 }
 
-static int forward_op(struct rtm *r, int i, struct err *e)
+/* Input k < nin of op i, or its product k - nin: -1 for a repeated input. */
+static int in_or_product(const struct rtm *r, int i, int k)
 {
 	const struct gop *o = &r->g.ops[i];
-	int ts[MAXPROD], n, k, t, rc;
+
+	return k < o->nin ? life_distinct_in(o, k) : r->lf.prod[r->lf.poff[i] + k - o->nin];
+}
+
+static int forward_op(struct rtm *r, int i, struct err *e)
+{
+	int n = r->g.ops[i].nin + r->lf.poff[i + 1] - r->lf.poff[i], k, t, rc;
 
 	rc = hook(r->h.fwd_pre, r->h.ctx, i, e);
 	if (!rc)
-		rc = alloc_products(r, i, ts, &n, e);
+		rc = alloc_products(r, i, e);
 	if (rc)
 		return rc;
 	forward_kernel(r, i);
-	for (k = 0; k < o->nin + n; k++) {
-		t = k < o->nin ? distinct_in(o, k) : ts[k - o->nin];
-		if (t >= 0 && r->val[t] && r->g.t[t].last_fwd_use == i && !kept(r, t))
+	for (k = 0; k < n; k++) {
+		t = in_or_product(r, i, k);
+		if (t >= 0 && r->val[t] && life_fwd_frees(&r->lf, &r->g, i, t))
 			tfree(r, &r->val[t]);
 	}
 	return hook(r->h.fwd_post, r->h.ctx, i, e);
@@ -498,21 +410,17 @@ static int forward_op(struct rtm *r, int i, struct err *e)
 /* Replays region R's forward before its backward. */
 static int replay(struct rtm *r, int R, struct err *e)
 {
-	int f = r->rfirst[R], l = r->rlast[R], i, k, t, n, rc, ts[MAXPROD];
+	int i, k, t, n, rc;
 
-	for (i = f; i <= l; i++) {
-		const struct gop *o = &r->g.ops[i];
-		rc = alloc_products(r, i, ts, &n, e);
+	for (i = r->lf.rfirst[R]; i <= r->lf.rlast[R]; i++) {
+		rc = alloc_products(r, i, e);
 		if (rc)
 			return rc;
 		forward_kernel(r, i);
-		for (k = 0; k < o->nin + n; k++) {
-			int pr;
-			t = k < o->nin ? distinct_in(o, k) : ts[k - o->nin];
-			if (t < 0)
-				continue;
-			pr = r->g.t[t].producer;
-			if (r->val[t] && r->rs[t] < 0 && r->lastr[t] == i && pr >= f && pr <= l)
+		n = r->g.ops[i].nin + r->lf.poff[i + 1] - r->lf.poff[i];
+		for (k = 0; k < n; k++) {
+			t = in_or_product(r, i, k);
+			if (t >= 0 && r->val[t] && life_replay_frees(&r->lf, &r->g, i, t))
 				tfree(r, &r->val[t]);
 		}
 	}
@@ -537,7 +445,7 @@ static void backward_kernel(struct rtm *r, int i)
 			be->pos_bwd(dx == dy ? NULL : dx, dW(r, r->op_w[i]), dy, B, T, C);
 		else
 			for (k = 0; k < o->nin; k++)
-				if (distinct_in(o, k) >= 0 && G(r, o->in[k]) != dy)
+				if (life_distinct_in(o, k) >= 0 && G(r, o->in[k]) != dy)
 					be->axpy(G(r, o->in[k]), dy, 1.0f, (size_t)N * C);
 		break;
 	case OP_NORM:
@@ -591,7 +499,7 @@ static int input_grads(struct rtm *r, int i, struct err *e)
 	int k, t, b, rc, gout = o->out >= 0 ? r->gblk[o->out] : -1;
 
 	for (k = 0; k < o->nin; k++) {
-		t = distinct_in(o, k);
+		t = life_distinct_in(o, k);
 		if (t < 0 || r->g.t[t].producer < 0 || r->gblk[t] >= 0)
 			continue;
 		if (o->kind == OP_ADD && gout >= 0) {
@@ -624,11 +532,11 @@ static void unref_grad(struct rtm *r, int t)
 static int backward_op(struct rtm *r, int i, struct err *e)
 {
 	const struct gop *o = &r->g.ops[i];
-	int R = r->reg[i], t, rc, pg = rtm_has_pgrads(r, i);
+	int R = r->lf.reg[i], p, rc, pg = rtm_has_pgrads(r, i);
 	int runs = o->kind == OP_LOSS || (o->out >= 0 && r->gblk[o->out] >= 0) || pg;
 
 	rc = hook(r->h.bwd_pre, r->h.ctx, i, e);
-	if (!rc && R >= 0 && i == r->rlast[R])
+	if (!rc && R >= 0 && i == r->lf.rlast[R])
 		rc = replay(r, R, e);
 	if (!rc && runs)
 		rc = input_grads(r, i, e);
@@ -642,9 +550,12 @@ static int backward_op(struct rtm *r, int i, struct err *e)
 		return rc;
 	if (o->out >= 0)
 		unref_grad(r, o->out);
-	for (t = 0; t < r->g.nt; t++)
-		if (r->val[t] && !r->g.t[t].held && (r->fb[t] == i || r->rs[t] == i))
-			tfree(r, &r->val[t]);
+	for (p = r->lf.foff[i]; p < r->lf.foff[i + 1]; p++)  /* forward copies, then replays */
+		if (r->val[r->lf.ffree[p]])
+			tfree(r, &r->val[r->lf.ffree[p]]);
+	for (p = r->lf.roff[i]; p < r->lf.roff[i + 1]; p++)
+		if (r->val[r->lf.rfree[p]])
+			tfree(r, &r->val[r->lf.rfree[p]]);
 	return hook(r->h.bwd_post, r->h.ctx, i, e);
 }
 

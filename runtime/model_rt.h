@@ -43,6 +43,7 @@
 
 #include "backend.h"
 #include "graph.h"
+#include "life.h"
 #include "model.h"
 
 /* One parameter tensor. */
@@ -94,12 +95,7 @@ struct rtm {
 	int np;
 	int *op_w, *op_b;          /* per op: its weight / bias param, -1 none */
 
-	/* lifetimes (memory.h S4-S5) */
-	int *reg;                  /* per op: recompute region, -1 none */
-	int nreg, *rfirst, *rlast;
-	int *fb;                   /* per tensor: op whose backward frees the forward copy, -1 not kept */
-	int *rs;                   /* per tensor: first saver inside its region (replay), -1 */
-	int *lastr;                /* per tensor: last use inside its region */
+	struct life lf;            /* lifetimes (sim/life.h, memory.h S4-S5), shared with the memory walk */
 
 	/* per tensor, during a micro-step */
 	void **val;

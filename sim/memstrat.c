@@ -210,7 +210,7 @@ static void size_wrap_stacks(struct wk *w, int64_t min)
 			if (g->ops[g->block_first[b]].stack == st) {
 				if (first < 0)
 					first = g->block_first[b];
-				last = block_last(g, b);
+				last = life_block_last(g, b);
 			}
 		if (first < 0)
 			continue;
@@ -233,12 +233,12 @@ static int unit_index(struct wk *w)
 		return -1;
 	for (u = 0; u < w->nu; u++)
 		key[u] = w->u[u].first;
-	w->ufirst = memwalk_csr(key, w->nu, w->g->nops, &w->ufoff);
+	w->ufirst = life_csr(key, w->nu, w->g->nops, &w->ufoff);
 	for (u = 0; u < w->nu; u++)
 		key[u] = w->u[u].last;
-	w->ulast = memwalk_csr(key, w->nu, w->g->nops, &w->uloff);
+	w->ulast = life_csr(key, w->nu, w->g->nops, &w->uloff);
 	free(key);
-	w->uops = memwalk_csr(w->uown, w->g->nops, w->nu, &w->uooff);
+	w->uops = life_csr(w->uown, w->g->nops, w->nu, &w->uooff);
 	return w->ufirst && w->ulast && w->uops ? 0 : -1;
 }
 
@@ -254,7 +254,7 @@ static int build_units(struct wk *w, int policy)
 		w->uown[i] = -1;
 	root = add_unit(w, 0, g->nops - 1, 1);
 	for (b = 0; b < g->nblocks && policy != WRAP_NONE; b++) {
-		int first = g->block_first[b], last = block_last(g, b), u;
+		int first = g->block_first[b], last = life_block_last(g, b), u;
 		if (policy == WRAP_SIZE) {
 			size_wrap_block(w, first, last, (int64_t)w->pl->wrap_min_params);
 		} else if ((u = add_unit(w, first, last, 0)) >= 0) {
