@@ -11,6 +11,10 @@
  * ACCUMULATES into its gradient outputs (+=), so a tensor read by several ops
  * collects all its gradients; buffers start zeroed.
  * Token ids are a (B, 2, T) int32 buffer: the inputs, then the targets.
+ * Mixed precision (bf16, fp16) keeps 16-bit tensors in fp32 buffers whose
+ * values are rounded to the 16-bit type after each write (round; the cpu
+ * backend's emulation of 16-bit storage, counted by the arena at 2 bytes per
+ * element: arena_alloc_as).
  */
 #ifndef SHARDCAST_BACKEND_H
 #define SHARDCAST_BACKEND_H
@@ -36,6 +40,10 @@ struct rt_req {
 };
 
 enum copy_kind { COPY_H2D, COPY_D2H, COPY_D2D };
+
+/* Storage types of the runtime's tensors: fp32, or a 16-bit type of mixed
+ * precision (sim/memory.h S2; plan.h's widths). */
+enum rt_dtype { RT_F32, RT_BF16, RT_F16 };
 
 struct backend {
 	const char *name;          /* "cpu" | "cuda" */
@@ -97,6 +105,12 @@ struct backend {
 	/* dlogits += (softmax - onehot(target)) * scale */
 	void (*xent_bwd)(float *dlogits, const float *logp, const int32_t *ids, int B, int T, int V,
 			 float scale);
+	/* 16-bit storage emulated in fp32 buffers: x rounded in place to the
+	 * nearest value of dtype (enum rt_dtype; RT_F32 leaves it), ties to even,
+	 * fp16 overflowing to infinity; NULL where the backend has no 16-bit path */
+	void (*round)(float *x, size_t n, int dtype);
+	/* how many values of x are infinite or NaN (fp16 loss scaling's check) */
+	size_t (*nonfinite)(const float *x, size_t n);
 	void (*axpy)(float *y, const float *x, float a, size_t n);   /* y += a x */
 	void (*scale)(float *y, float a, size_t n);
 	/* optimizers, elementwise over a (shard of a) flat buffer; t counts from 1 */
@@ -149,6 +163,12 @@ int backend_cpu_self(struct rt_comm *self);
 void backend_emulated_world(struct rt_comm *c, int size);
 
 extern struct backend backend_cpu;
+
+/* x rounded to bfloat16 (8-bit mantissa) / IEEE fp16 (10-bit mantissa, max
+ * 65504, subnormals from 2^-24), to nearest, ties to even: the cpu backend's
+ * emulation of 16-bit storage. */
+float rt_round_bf16(float x);
+float rt_round_f16(float x);
 
 /* The cuda backend (backend_cuda.c; backend_cuda_none.c in a build without
  * nvcc): one GPU per rank chosen by local rank, NCCL collectives. Fails with

@@ -474,6 +474,63 @@ static void scale(float *y, float a, size_t n)
 		y[i] *= a;
 }
 
+/* bfloat16 is the top half of an fp32: add half of the dropped half's unit
+ * (and the kept last bit, for ties to even) and truncate. NaN stays NaN. */
+float rt_round_bf16(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, sizeof u);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return x;
+	u += 0x7fffu + ((u >> 16) & 1u);
+	u &= 0xffff0000u;
+	memcpy(&x, &u, sizeof x);
+	return x;
+}
+
+/* fp16: 11 significant bits for normals (2^-14 .. 65504), a fixed quantum of
+ * 2^-24 below; rintf rounds to nearest even (the default mode). Scaling by
+ * powers of two is exact in fp32. */
+float rt_round_f16(float x)
+{
+	float a = fabsf(x), q;
+	int ex;
+
+	if (!isfinite(x) || a == 0)
+		return x;
+	if (a >= 65520.0f)  /* halfway above 65504 rounds to infinity */
+		return copysignf(INFINITY, x);
+	if (a < 0x1p-14f) {
+		q = 0x1p-24f;
+	} else {
+		frexpf(a, &ex);  /* a = m 2^ex, m in [0.5, 1) */
+		q = ldexpf(1.0f, ex - 11);
+	}
+	return copysignf(rintf(a / q) * q, x);
+}
+
+static void round16(float *x, size_t n, int dtype)
+{
+	size_t i;
+
+	if (dtype == RT_BF16)
+		for (i = 0; i < n; i++)
+			x[i] = rt_round_bf16(x[i]);
+	else if (dtype == RT_F16)
+		for (i = 0; i < n; i++)
+			x[i] = rt_round_f16(x[i]);
+}
+
+static size_t nonfinite(const float *x, size_t n)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n; i++)
+		k += !isfinite(x[i]);
+	return k;
+}
+
 /* torch.optim.AdamW (decoupled weight decay, bias-corrected moments) */
 static void adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
 		  float b2, float eps, float wd, int t)
@@ -736,7 +793,7 @@ struct backend backend_cpu = {
 	.gelu_fwd = gelu_fwd, .gelu_bwd = gelu_bwd, .add_fwd = add_fwd, .add_bwd = add_bwd,
 	.dropout_fwd = dropout_fwd, .dropout_bwd = dropout_bwd,
 	.xent_fwd = xent_fwd, .xent_bwd = xent_bwd, .axpy = axpy, .scale = scale,
-	.adamw = adamw, .sgd = sgd,
+	.round = round16, .nonfinite = nonfinite, .adamw = adamw, .sgd = sgd,
 	.allreduce = mpi_allreduce, .allreduce_start = mpi_allreduce_start, .wait = mpi_wait,
 	.reduce_scatter = mpi_reduce_scatter, .allgather = mpi_allgather,
 	.allgather_flat = mpi_allgather_flat, .reduce_scatter_flat = mpi_reduce_scatter_flat,

@@ -122,7 +122,7 @@ int rtm_has_pgrads(const struct rtm *r, int i)
 	return r->op_w[i] >= 0 || r->op_b[i] >= 0;
 }
 
-int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int recompute,
+int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int recompute, int dt,
 	     struct backend *be, struct err *e)
 {
 	struct graph_opts o = {0};
@@ -143,13 +143,14 @@ int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int re
 	r->V = (int)m->vocab;
 	r->F = (int)m->ffn;
 	r->recompute = recompute;
+	r->dt = dt;
 	r->dropout = (float)dropout;
 	o.seq_len = T;
 	o.target_len = T;
 	o.dropout = dropout;
 	o.tp = 1;
 	o.flavor = GRAPH_SHARDCAST;
-	o.act_bytes = 4;
+	o.act_bytes = dt == RT_F32 ? 4 : 2;
 	rc = graph_build(&r->g, m, &o, e);
 	if (!rc)
 		rc = layout(r, e);
@@ -264,9 +265,18 @@ size_t rtm_tensor_bytes(const struct rtm *r, int t, int B)
 	return (size_t)B * (size_t)r->g.t[t].elems * (size_t)r->g.t[t].dsize;
 }
 
+/* Bytes the device holds for tensor t: a 16-bit tensor is counted at 2 bytes
+ * per element and held in fp32 (its values rounded: backend.h round). */
+static size_t held_bytes(const struct rtm *r, int t)
+{
+	size_t b = rtm_tensor_bytes(r, t, r->B);
+
+	return r->g.t[t].dsize == 2 ? 2 * b : b;
+}
+
 static int talloc(struct rtm *r, void **slot, int t, struct err *e)
 {
-	return arena_alloc(r->ar, slot, rtm_tensor_bytes(r, t, r->B), r->g.t[t].name, e);
+	return arena_alloc_as(r->ar, slot, rtm_tensor_bytes(r, t, r->B), held_bytes(r, t), r->g.t[t].name, e);
 }
 
 static void tfree(struct rtm *r, void **slot)
@@ -381,6 +391,41 @@ static int alloc_products(struct rtm *r, int i, struct err *e)
 	return 0;
 }
 
+/* Rounds buffer p of tensor t's size (values or gradient) to the 16-bit
+ * storage type when the tensor is 16-bit. */
+static void round_tensor(struct rtm *r, int t, float *p)
+{
+	if (p && r->dt != RT_F32 && r->g.t[t].dsize == 2)
+		r->be->round(p, (size_t)r->B * (size_t)r->g.t[t].elems, r->dt);
+}
+
+/* After op i's forward kernel: its products, as stored. */
+static void round_products(struct rtm *r, int i)
+{
+	int p;
+
+	for (p = r->lf.poff[i]; p < r->lf.poff[i + 1]; p++)
+		round_tensor(r, r->lf.prod[p], F(r, r->lf.prod[p]));
+}
+
+/* After op i's backward kernel: the gradients it accumulated into, as stored
+ * (its inputs', and its parameters', which are 16-bit with the activations:
+ * memory.h S2). */
+static void round_grads(struct rtm *r, int i)
+{
+	const struct gop *o = &r->g.ops[i];
+	int k, t, q;
+
+	if (r->dt == RT_F32)
+		return;
+	for (k = 0; k < o->nin; k++)
+		if ((t = life_distinct_in(o, k)) >= 0 && r->g.t[t].producer >= 0)
+			round_tensor(r, t, G(r, t));
+	for (k = 0; k < 2; k++)
+		if ((q = k ? r->op_b[i] : r->op_w[i]) >= 0)
+			r->be->round(dW(r, q), r->p[q].n, r->dt);
+}
+
 /* Input k < nin of op i, or its product k - nin: -1 for a repeated input. */
 static int in_or_product(const struct rtm *r, int i, int k)
 {
@@ -399,6 +444,7 @@ static int forward_op(struct rtm *r, int i, struct err *e)
 	if (rc)
 		return rc;
 	forward_kernel(r, i);
+	round_products(r, i);
 	for (k = 0; k < n; k++) {
 		t = in_or_product(r, i, k);
 		if (t >= 0 && r->val[t] && life_fwd_frees(&r->lf, &r->g, i, t))
@@ -417,6 +463,7 @@ static int replay(struct rtm *r, int R, struct err *e)
 		if (rc)
 			return rc;
 		forward_kernel(r, i);
+		round_products(r, i);
 		n = r->g.ops[i].nin + r->lf.poff[i + 1] - r->lf.poff[i];
 		for (k = 0; k < n; k++) {
 			t = in_or_product(r, i, k);
@@ -511,7 +558,7 @@ static int input_grads(struct rtm *r, int i, struct err *e)
 		rc = talloc(r, &r->bptr[b], t, e);
 		if (rc)
 			return rc;
-		r->be->zero(r->bptr[b], rtm_tensor_bytes(r, t, r->B));
+		r->be->zero(r->bptr[b], held_bytes(r, t));
 		r->bref[b] = 1;
 		r->gblk[t] = b;
 	}
@@ -544,8 +591,10 @@ static int backward_op(struct rtm *r, int i, struct err *e)
 		rc = hook(r->h.pgrad_begin, r->h.ctx, i, e);
 	if (rc)
 		return rc;
-	if (runs)
+	if (runs) {
 		backward_kernel(r, i);
+		round_grads(r, i);
+	}
 	if (runs && pg && (rc = hook(r->h.pgrad_end, r->h.ctx, i, e)))
 		return rc;
 	if (o->out >= 0)

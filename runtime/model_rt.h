@@ -84,6 +84,8 @@ struct rtm {
 	float theta;               /* rotary base (Llama 2: 10000) */
 	uint8_t *rope_op;          /* per op: the qkv product whose q, k get rotary positions */
 	int recompute;             /* enum recompute */
+	int dt;                    /* enum rt_dtype of activations and gradients (16-bit: mixed
+				      precision, the values held in fp32 and rounded, backend.h) */
 	float dropout;             /* probability */
 
 	/* parameter layout */
@@ -113,9 +115,10 @@ struct rtm {
 	int logits;                /* the logits tensor (the loss's input) */
 };
 
-/* Builds the graph (GRAPH_SHARDCAST, act_bytes 4) of model m at seq_len T and
- * the parameter layout. Errors name what the runtime does not implement. */
-int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int recompute,
+/* Builds the graph (GRAPH_SHARDCAST, act_bytes 4 for dt = RT_F32, else 2) of
+ * model m at seq_len T and the parameter layout. Errors name what the runtime
+ * does not implement. */
+int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int recompute, int dt,
 	     struct backend *be, struct err *e);
 
 /* Does op i compute parameter gradients (its own, or the tied table's)? */

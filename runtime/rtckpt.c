@@ -186,5 +186,6 @@ int rtckpt_load(struct strat *s, const char *dir, struct err *e)
 	walk(s, buf, 0);
 	free(buf);
 	s->step = h.step;
+	s->opt_steps = h.step;  /* fp16's skipped steps are not kept: Adam's t restarts at the step */
 	return 0;
 }

@@ -35,6 +35,12 @@
  *                 parameters to the other devices; every device makes its
  *                 gradients per tensor as backward reaches them; at the end
  *                 device 0 sums them into its own gradients, allocated then.
+ *
+ * Mixed precision (plan.h widths, memory.h S2): parameters, gradients, buckets
+ * and gathered copies in the 16-bit type (rounded after every write and every
+ * reduction), an fp32 master beside this rank's parameters (allocated right
+ * after them, per tensor for dp) that the fp32 optimizer updates and writes
+ * back; fp16 adds the loss scale (torch.amp.GradScaler's rules) and its 8 bytes.
  */
 #ifndef SHARDCAST_STRATEGY_H
 #define SHARDCAST_STRATEGY_H
@@ -102,8 +108,15 @@ struct strat {
 	struct arena ar[STRAT_MAX_DEV];
 	struct rtm m;
 	size_t P;                  /* parameters (elements) */
+	int dt;                    /* enum rt_dtype of params, grads and activations */
+	size_t wp, wg;             /* bytes per element of working params, gradients (4 or 2) */
 	/* flat states on device 0 */
 	float *params, *opt, *grads, *bucket;
+	float *master;             /* fp32 master of this rank's states (mixed precision), or NULL */
+	void *lsstate;             /* fp16: the loss scale's 8 bytes (memory.h S2) */
+	double lscale;             /* fp16: the loss scale (1 otherwise) */
+	int good;                  /* fp16: clean steps since the scale last changed */
+	int opt_steps;             /* updates applied (Adam's t): fp16 skips overflowed steps */
 	size_t sh;                 /* zero1/zero2: shard of the flat model */
 	size_t S;                  /* units: elements of all shards */
 	struct sunit *u;
@@ -112,6 +125,7 @@ struct strat {
 	/* dp: per tensor, per device */
 	float **dpp[STRAT_MAX_DEV], **dpg[STRAT_MAX_DEV];
 	float **dpm, **dpv;        /* device 0's optimizer states */
+	float **dpw;               /* device 0's fp32 masters (mixed precision), per tensor */
 	float **dmg;               /* device 0's gradients (during the step's end) */
 	float *tmp;                /* a second contribution to a tensor's gradient */
 	int tmp_p;

@@ -143,9 +143,10 @@ static int check_runnable(const struct scenario *s, const struct opts *o, const 
 	if (strcmp(be->name, "cpu") == 0 && strcmp(s->gpu.name, "cpu") != 0)
 		return err_set(e, ERR_INPUT, s->file, 0, "[cluster] gpu = %s: the cpu backend runs scenarios with "
 			       "gpu = cpu (set gpu_memory for its capacity)", s->gpu.name);
-	if (t->precision != PREC_FP32)
-		return err_set(e, ERR_INPUT, s->file, 0, "[training] precision = %s: the %s backend runs fp32 only",
-			       scenario_precision_name(t->precision), be->name);
+	if (t->precision == PREC_TF32 || (s->plan.mixed && !be->round))
+		return err_set(e, ERR_INPUT, s->file, 0, "[training] precision = %s: the %s backend runs %s",
+			       scenario_precision_name(t->precision), be->name,
+			       be->round ? "fp32, bf16 and fp16 (tf32 is a matmul mode of NVIDIA GPUs)" : "fp32 only");
 	if (t->tensor_parallel > 1 || t->offload != OFFLOAD_NONE)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] %s: not implemented by the runtime",
 			       t->tensor_parallel > 1 ? "tensor_parallel > 1" : "offload");

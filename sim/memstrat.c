@@ -846,6 +846,7 @@ static void dp_setup(struct wk *w)
 		return;
 	opt_layout(w, &bytes, &copies);
 	per_tensor_states(w, MEM_PARAMS, W_PARAMS, w->wp, 1);
+	per_tensor_states(w, MEM_OPTIM, W_MASTER, w->wm, 1);  /* 16-bit params' fp32 masters (S2) */
 	per_tensor_states(w, MEM_OPTIM, W_OPT_STATES, bytes, copies);
 }
 

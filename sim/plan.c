@@ -243,7 +243,7 @@ void plan_set_prefetch(struct plan *p, int fwd, int bwd)
 	p->bwd_prefetch = fsdp ? bwd : PREFETCH_NONE;
 }
 
-int plan_from_spec(struct plan *p, const char *spec)
+int plan_from_spec(struct plan *p, const char *spec, int precision)
 {
 	struct scn_settings st;
 	struct err e = {0};
@@ -254,6 +254,7 @@ int plan_from_spec(struct plan *p, const char *spec)
 	st.training.strategy = strategy;
 	st.training.fsdp_sharding = sharding;
 	st.training.framework = FW_SHARDCAST;
+	st.training.precision = precision;
 	plan_derive(p, &st, 1);
 	return 0;
 }

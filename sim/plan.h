@@ -173,10 +173,10 @@ void plan_derive(struct plan *p, const struct scn_settings *st, int64_t world);
  * strategies keep none. */
 void plan_set_prefetch(struct plan *p, int fwd, int bwd);
 
-/* A plan of the shardcast engine for a strategy of the table, every other
- * setting at its default, on one GPU (the runtime's tests and tools). Returns
- * 0, or -1 for an unknown name. */
-int plan_from_spec(struct plan *p, const char *spec);
+/* A plan of the shardcast engine for a strategy of the table at precision
+ * (PREC_*), every other setting at its default, on one GPU (the runtime's
+ * tests and tools). Returns 0, or -1 for an unknown name. */
+int plan_from_spec(struct plan *p, const char *spec, int precision);
 
 /* The strategy table: "single", "dp", "ddp", "zero1".."zero3", "fsdp" (=
  * fsdp:full_shard) and "fsdp:SHARDING". Returns 0 and sets *strategy and

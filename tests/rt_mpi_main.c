@@ -262,6 +262,40 @@ static void llama(void)
 	model = keep;
 }
 
+/* Mixed precision through every strategy: bf16 (and fp16 under its loss
+ * scale) losses of a real multi-rank run against the single rank's at the
+ * same precision. The ranks' 16-bit gradients are rounded after each
+ * reduction, the single rank's after each accumulation, so the sums differ
+ * in the last 16-bit bit: 1e-3 relative (bf16's quantum is 2^-8). */
+static void mixed_precision(void)
+{
+	static const struct { const char *spec; int prec; } c[] = {
+		{"ddp", PREC_BF16}, {"zero1", PREC_BF16}, {"zero2", PREC_BF16}, {"zero3", PREC_BF16},
+		{"fsdp:full_shard", PREC_BF16}, {"fsdp:hybrid_shard", PREC_BF16}, {"fsdp:no_shard", PREC_BF16},
+		{"ddp", PREC_FP16}, {"fsdp:full_shard", PREC_FP16},
+	};
+	double ref[2][STEPS], loss[STEPS];
+	struct err e = {0};
+
+	for (int p = 0; p < 2; p++) {
+		struct strat_opts o = opts("single", B * world.size, 1);
+		plan_from_spec(&o.plan, "single", p ? PREC_FP16 : PREC_BF16);
+		if (run(&o, &self, ref[p], NULL, &e))
+			check(0, "mixed-precision reference: %s", e.msg);
+	}
+	for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+		struct strat_opts o = opts(c[k].spec, B, world.size >= 4 ? 2 : 1);
+		const double *r = ref[c[k].prec == PREC_FP16];
+		int rc;
+		plan_from_spec(&o.plan, c[k].spec, c[k].prec);
+		plan_set_prefetch(&o.plan, 0, PREFETCH_BACKWARD_PRE);
+		rc = run(&o, &world, loss, NULL, &e);
+		check(!rc && maxrel(loss, r, STEPS) < 1e-3, "%s %s x%d: 10 losses = single rank's at that precision, "
+		      "max rel diff %.2e", c[k].spec, c[k].prec == PREC_FP16 ? "fp16" : "bf16", world.size,
+		      rc ? 1.0 : maxrel(loss, r, STEPS));
+	}
+}
+
 static void oom_agreement(void)
 {
 	/* only rank 0 gets a small capacity: it fails in forward, the others must
@@ -323,6 +357,7 @@ int main(void)
 	strategies(ref, ref_sgd, refp, np);
 	resume();
 	llama();
+	mixed_precision();
 	if (world.size > 1) {
 		emulated_peaks();
 		oom_agreement();
