@@ -320,52 +320,52 @@ static void forward_kernel(struct rtm *r, int i)
 
 	switch (o->kind) {
 	case OP_EMBED:
-		be->embed_fwd(y, ids, W(r, r->op_w[i]), B, T, C);
+		be->embed_fwd(be, y, ids, W(r, r->op_w[i]), B, T, C);
 		break;
 	case OP_ADD:
 		if (o->nin == 1)
-			be->pos_fwd(y, x, W(r, r->op_w[i]), B, T, C);
+			be->pos_fwd(be, y, x, W(r, r->op_w[i]), B, T, C);
 		else
-			be->add_fwd(y, x, F(r, o->in[1]), (size_t)N * C);
+			be->add_fwd(be, y, x, F(r, o->in[1]), (size_t)N * C);
 		break;
 	case OP_NORM:
 		if (r->op_b[i] >= 0)
-			be->layernorm_fwd(y, F(r, o->out + 1), x, W(r, r->op_w[i]), W(r, r->op_b[i]), N, C);
+			be->layernorm_fwd(be, y, F(r, o->out + 1), x, W(r, r->op_w[i]), W(r, r->op_b[i]), N, C);
 		else
-			be->rmsnorm_fwd(y, F(r, o->out + 1), x, W(r, r->op_w[i]), N, C);
+			be->rmsnorm_fwd(be, y, F(r, o->out + 1), x, W(r, r->op_w[i]), N, C);
 		break;
 	case OP_MUL:
-		be->mul_fwd(y, x, F(r, o->in[1]), (size_t)B * (size_t)r->g.t[o->out].elems);
+		be->mul_fwd(be, y, x, F(r, o->in[1]), (size_t)B * (size_t)r->g.t[o->out].elems);
 		break;
 	case OP_MATMUL:
-		be->matmul_fwd(y, x, W(r, r->op_w[i]), W(r, r->op_b[i]), N, (int)o->k, (int)o->n);
+		be->matmul_fwd(be, y, x, W(r, r->op_w[i]), W(r, r->op_b[i]), N, (int)o->k, (int)o->n);
 		if (r->rope_op[i])  /* rotary positions on q and k, in place */
-			be->rope(y, B, T, r->NH, r->NKV, r->hs, r->theta, 1);
+			be->rope(be, y, B, T, r->NH, r->NKV, r->hs, r->theta, 1);
 		if (r->capture_logits && o->out == r->logits)
-			be->copy(r->capture_logits, y, (size_t)N * r->V * sizeof *y, COPY_D2H);
+			be->copy(be, r->capture_logits, y, (size_t)N * r->V * sizeof *y, COPY_D2H);
 		break;
 	case OP_ATTN_SCORE:
-		be->attn_score_fwd(y, x, B, T, r->NH, r->NKV, r->hs);
+		be->attn_score_fwd(be, y, x, B, T, r->NH, r->NKV, r->hs);
 		break;
 	case OP_SOFTMAX:
-		be->softmax_fwd(y, x, B * r->NH * T, T);
+		be->softmax_fwd(be, y, x, B * r->NH * T, T);
 		break;
 	case OP_ATTN_CTX:
-		be->attn_ctx_fwd(y, x, F(r, o->in[1]), B, T, r->NH, r->NKV, r->hs);
+		be->attn_ctx_fwd(be, y, x, F(r, o->in[1]), B, T, r->NH, r->NKV, r->hs);
 		break;
 	case OP_ACT:
 		if (r->m.activation == ACT_SWIGLU)
-			be->silu_fwd(y, x, (size_t)B * (size_t)r->g.t[o->out].elems);
+			be->silu_fwd(be, y, x, (size_t)B * (size_t)r->g.t[o->out].elems);
 		else
-			be->gelu_fwd(y, x, (size_t)B * (size_t)r->g.t[o->out].elems);
+			be->gelu_fwd(be, y, x, (size_t)B * (size_t)r->g.t[o->out].elems);
 		break;
 	case OP_DROPOUT:
-		be->dropout_fwd(y, r->val[o->out + 1], x, (size_t)B * (size_t)r->g.t[o->out].elems,
+		be->dropout_fwd(be, y, r->val[o->out + 1], x, (size_t)B * (size_t)r->g.t[o->out].elems,
 				r->dropout, r->seed ^ (r->rng_step * 0x9e3779b97f4a7c15ull),
 				(uint64_t)i << 40);
 		break;
 	case OP_LOSS:
-		be->xent_fwd(y, &r->loss_sum, x, ids, B, T, r->V);
+		be->xent_fwd(be, y, &r->loss_sum, x, ids, B, T, r->V);
 		break;
 	}
 }
@@ -396,7 +396,7 @@ static int alloc_products(struct rtm *r, int i, struct err *e)
 static void round_tensor(struct rtm *r, int t, float *p)
 {
 	if (p && r->dt != RT_F32 && r->g.t[t].dsize == 2)
-		r->be->round(p, (size_t)r->B * (size_t)r->g.t[t].elems, r->dt);
+		r->be->round(r->be, p, (size_t)r->B * (size_t)r->g.t[t].elems, r->dt);
 }
 
 /* After op i's forward kernel: its products, as stored. */
@@ -423,7 +423,7 @@ static void round_grads(struct rtm *r, int i)
 			round_tensor(r, t, G(r, t));
 	for (k = 0; k < 2; k++)
 		if ((q = k ? r->op_b[i] : r->op_w[i]) >= 0)
-			r->be->round(dW(r, q), r->p[q].n, r->dt);
+			r->be->round(r->be, dW(r, q), r->p[q].n, r->dt);
 }
 
 /* Input k < nin of op i, or its product k - nin: -1 for a repeated input. */
@@ -484,57 +484,57 @@ static void backward_kernel(struct rtm *r, int i)
 
 	switch (o->kind) {
 	case OP_EMBED:
-		be->embed_bwd(dW(r, r->op_w[i]), dy, ids, B, T, C);
+		be->embed_bwd(be, dW(r, r->op_w[i]), dy, ids, B, T, C);
 		break;
 	case OP_ADD:
 		/* an input holding the output's gradient itself needs nothing */
 		if (o->nin == 1)
-			be->pos_bwd(dx == dy ? NULL : dx, dW(r, r->op_w[i]), dy, B, T, C);
+			be->pos_bwd(be, dx == dy ? NULL : dx, dW(r, r->op_w[i]), dy, B, T, C);
 		else
 			for (k = 0; k < o->nin; k++)
 				if (life_distinct_in(o, k) >= 0 && G(r, o->in[k]) != dy)
-					be->axpy(G(r, o->in[k]), dy, 1.0f, (size_t)N * C);
+					be->axpy(be, G(r, o->in[k]), dy, 1.0f, (size_t)N * C);
 		break;
 	case OP_NORM:
 		if (r->op_b[i] >= 0)
-			be->layernorm_bwd(dx, dW(r, r->op_w[i]), dW(r, r->op_b[i]), dy, F(r, o->in[0]),
+			be->layernorm_bwd(be, dx, dW(r, r->op_w[i]), dW(r, r->op_b[i]), dy, F(r, o->in[0]),
 					  F(r, saved_tensor(o, 1)), W(r, r->op_w[i]), N, C);
 		else
-			be->rmsnorm_bwd(dx, dW(r, r->op_w[i]), dy, F(r, o->in[0]), F(r, saved_tensor(o, 1)),
+			be->rmsnorm_bwd(be, dx, dW(r, r->op_w[i]), dy, F(r, o->in[0]), F(r, saved_tensor(o, 1)),
 					W(r, r->op_w[i]), N, C);
 		break;
 	case OP_MUL:
-		be->mul_bwd(dx, G(r, o->in[1]), dy, F(r, o->in[0]), F(r, o->in[1]),
+		be->mul_bwd(be, dx, G(r, o->in[1]), dy, F(r, o->in[0]), F(r, o->in[1]),
 			    (size_t)B * (size_t)r->g.t[o->out].elems);
 		break;
 	case OP_MATMUL:
 		if (r->rope_op[i])  /* back through the rotation: the gradient is no longer read */
-			be->rope(dy, B, T, r->NH, r->NKV, r->hs, r->theta, -1);
-		be->matmul_bwd(dx, dW(r, r->op_w[i]), dW(r, r->op_b[i]), dy, F(r, o->in[0]),
+			be->rope(be, dy, B, T, r->NH, r->NKV, r->hs, r->theta, -1);
+		be->matmul_bwd(be, dx, dW(r, r->op_w[i]), dW(r, r->op_b[i]), dy, F(r, o->in[0]),
 			       W(r, r->op_w[i]), N, (int)o->k, (int)o->n);
 		break;
 	case OP_ATTN_SCORE:
-		be->attn_score_bwd(dx, dy, F(r, o->in[0]), B, T, r->NH, r->NKV, r->hs);
+		be->attn_score_bwd(be, dx, dy, F(r, o->in[0]), B, T, r->NH, r->NKV, r->hs);
 		break;
 	case OP_SOFTMAX:
-		be->softmax_bwd(dx, dy, F(r, o->out), B * r->NH * T, T);
+		be->softmax_bwd(be, dx, dy, F(r, o->out), B * r->NH * T, T);
 		break;
 	case OP_ATTN_CTX:
-		be->attn_ctx_bwd(dx, G(r, o->in[1]), dy, F(r, o->in[0]), F(r, o->in[1]), B, T, r->NH, r->NKV,
+		be->attn_ctx_bwd(be, dx, G(r, o->in[1]), dy, F(r, o->in[0]), F(r, o->in[1]), B, T, r->NH, r->NKV,
 				 r->hs);
 		break;
 	case OP_ACT:
 		if (r->m.activation == ACT_SWIGLU)
-			be->silu_bwd(dx, dy, F(r, o->in[0]), (size_t)B * (size_t)r->g.t[o->out].elems);
+			be->silu_bwd(be, dx, dy, F(r, o->in[0]), (size_t)B * (size_t)r->g.t[o->out].elems);
 		else
-			be->gelu_bwd(dx, dy, F(r, o->in[0]), (size_t)B * (size_t)r->g.t[o->out].elems);
+			be->gelu_bwd(be, dx, dy, F(r, o->in[0]), (size_t)B * (size_t)r->g.t[o->out].elems);
 		break;
 	case OP_DROPOUT:
-		be->dropout_bwd(dx, dy, r->val[o->out + 1], (size_t)B * (size_t)r->g.t[o->out].elems,
+		be->dropout_bwd(be, dx, dy, r->val[o->out + 1], (size_t)B * (size_t)r->g.t[o->out].elems,
 				r->dropout);
 		break;
 	case OP_LOSS:
-		be->xent_bwd(dx, F(r, o->out), ids, B, T, r->V, r->loss_scale);
+		be->xent_bwd(be, dx, F(r, o->out), ids, B, T, r->V, r->loss_scale);
 		break;
 	}
 }
@@ -558,7 +558,7 @@ static int input_grads(struct rtm *r, int i, struct err *e)
 		rc = talloc(r, &r->bptr[b], t, e);
 		if (rc)
 			return rc;
-		r->be->zero(r->bptr[b], held_bytes(r, t));
+		r->be->zero(r->be, r->bptr[b], held_bytes(r, t));
 		r->bref[b] = 1;
 		r->gblk[t] = b;
 	}
@@ -650,7 +650,7 @@ static int load_ids(struct rtm *r, int B, const int32_t *ids_host, struct err *e
 	r->nblk = 0;
 	rc = talloc(r, &r->val[r->g.input], r->g.input, e);
 	if (!rc)
-		r->be->copy(r->val[r->g.input], ids_host, (size_t)B * 2 * r->T * sizeof *ids_host, COPY_H2D);
+		r->be->copy(r->be, r->val[r->g.input], ids_host, (size_t)B * 2 * r->T * sizeof *ids_host, COPY_H2D);
 	return rc;
 }
 

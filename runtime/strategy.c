@@ -52,7 +52,7 @@ static int alloc_w(struct strat *s, float **p, size_t n, size_t w, const char *t
 {
 	int rc = arena_alloc_as(A(s), (void **)p, n * w, n * sizeof(float), tag, e);
 	if (!rc)
-		s->be->zero(*p, n * sizeof(float));
+		s->be->zero(s->be, *p, n * sizeof(float));
 	return rc;
 }
 
@@ -65,7 +65,7 @@ static int alloc_zero(struct strat *s, float **p, size_t n, const char *tag, str
 static void rnd(struct strat *s, float *p, size_t n)
 {
 	if (s->dt != RT_F32 && p && n)
-		s->be->round(p, n, s->dt);
+		s->be->round(s->be, p, n, s->dt);
 }
 
 /* The optimizer's fp32 values written back into the 16-bit working copy. */
@@ -73,7 +73,7 @@ static void write_back(struct strat *s, float *params, const float *master, size
 {
 	if (!master || !n)
 		return;
-	s->be->copy(params, master, n * sizeof(float), COPY_D2D);
+	s->be->copy(s->be, params, master, n * sizeof(float), COPY_D2D);
 	rnd(s, params, n);
 }
 
@@ -105,7 +105,7 @@ static int agree(struct strat *s, struct err *e)
 
 	if (!s->o.agree || s->world.size == 1)
 		return 0;
-	rc = s->be->allreduce_host(&s->world, v, 2, 1, e);
+	rc = s->be->allreduce_host(s->be, &s->world, v, 2, 1, e);
 	if (rc || !(v[0] || v[1]))
 		return rc;
 	s->agreed = 1;
@@ -163,7 +163,7 @@ static int gather(struct strat *s, int u, struct err *e)
 	if (!rc)
 		rc = agree(s, e);
 	if (!rc)
-		rc = s->be->allgather(&s->shard, s->params + un->soff, un->pg, un->sh, e);
+		rc = s->be->allgather(s->be, &s->shard, s->params + un->soff, un->pg, un->sh, e);
 	return rc;
 }
 
@@ -264,14 +264,14 @@ static int bucket_ready(struct strat *s, struct ddp_bucket *b, struct err *e)
 	for (i = b->p_hi; !rc && i >= b->p_lo; i--) {
 		float *g = s->grads + s->m.p[i].goff;
 		if (s->o.plan.ddp_bucket_view) {  /* the gradient is the bucket: reduce it in place */
-			rc = s->be->allreduce(&s->world, g, s->m.p[i].n, e);
+			rc = s->be->allreduce(s->be, &s->world, g, s->m.p[i].n, e);
 			rnd(s, g, s->m.p[i].n);
 		} else
-			s->be->copy(s->bucket + off, g, s->m.p[i].n * sizeof(float), COPY_D2D);
+			s->be->copy(s->be, s->bucket + off, g, s->m.p[i].n * sizeof(float), COPY_D2D);
 		off += s->m.p[i].n;
 	}
 	if (!rc && !s->o.plan.ddp_bucket_view)
-		rc = s->be->allreduce_start(&s->world, s->bucket + b->off, b->n, &b->req, e);
+		rc = s->be->allreduce_start(s->be, &s->world, s->bucket + b->off, b->n, &b->req, e);
 	return rc;
 }
 
@@ -283,7 +283,7 @@ static int h_pgrad_end(void *ctx, int op, struct err *e)
 
 	(void)e;
 	if (s->mech == MECH_DP && s->tmp) {
-		s->be->axpy(s->dpg[s->cur][s->tmp_p], s->tmp, 1.0f, s->m.p[s->tmp_p].n);
+		s->be->axpy(s->be, s->dpg[s->cur][s->tmp_p], s->tmp, 1.0f, s->m.p[s->tmp_p].n);
 		rnd(s, s->dpg[s->cur][s->tmp_p], s->m.p[s->tmp_p].n);
 		release(s, &s->tmp);
 	}
@@ -317,19 +317,19 @@ static int h_bwd_post(void *ctx, int op, struct err *e)
 		if (un->ug) {
 			rc = agree(s, e);
 			if (!rc)
-				rc = s->be->reduce_scatter(&s->shard, un->ug, un->ug + (size_t)s->shard.rank * un->sh,
+				rc = s->be->reduce_scatter(s->be, &s->shard, un->ug, un->ug + (size_t)s->shard.rank * un->sh,
 							   un->sh, e);
 			if (!rc && s->repl.size > 1)
-				rc = s->be->allreduce(&s->repl, un->ug + (size_t)s->shard.rank * un->sh, un->sh, e);
+				rc = s->be->allreduce(s->be, &s->repl, un->ug + (size_t)s->shard.rank * un->sh, un->sh, e);
 			rnd(s, un->ug + (size_t)s->shard.rank * un->sh, un->sh);
 			if (!rc)
-				s->be->axpy(s->grads + un->soff, un->ug + (size_t)s->shard.rank * un->sh, 1.0f, un->sh);
+				s->be->axpy(s->be, s->grads + un->soff, un->ug + (size_t)s->shard.rank * un->sh, 1.0f, un->sh);
 			rnd(s, s->grads + un->soff, un->sh);
 			release(s, &un->ug);
 		} else if (!s->gathers && s->sync && s->world.size > 1) {  /* no_shard */
 			rc = agree(s, e);
 			if (!rc)
-				rc = s->be->allreduce(&s->world, s->grads + un->soff, un->n, e);
+				rc = s->be->allreduce(s->be, &s->world, s->grads + un->soff, un->n, e);
 			rnd(s, s->grads + un->soff, un->n);
 		}
 		release(s, &un->pg);
@@ -391,7 +391,7 @@ static void init_range(struct strat *s, float *dst, size_t from, size_t n, size_
 			if (i >= from && i < from + n && i < end)
 				h[i - from] = rtm_init_value(s->o.seed, i, q->kind);
 	}
-	s->be->copy(dst, h, n * sizeof *h, COPY_H2D);
+	s->be->copy(s->be, dst, h, n * sizeof *h, COPY_H2D);
 	free(h);
 }
 
@@ -438,7 +438,7 @@ static void init_params(struct strat *s, size_t np, size_t lo, size_t nm)
 	else
 		init_range(s, s->params, 0, s->P, s->P);
 	if (s->master && lo < np)
-		s->be->copy(s->master, s->params + lo, (np - lo < nm ? np - lo : nm) * sizeof(float), COPY_D2D);
+		s->be->copy(s->be, s->master, s->params + lo, (np - lo < nm ? np - lo : nm) * sizeof(float), COPY_D2D);
 	rnd(s, s->params, np);
 }
 
@@ -507,7 +507,7 @@ static int setup_dp(struct strat *s, struct err *e)
 	for (p = 0; p < s->m.np && !rc && s->dt != RT_F32; p++) {  /* fp32 masters, per tensor */
 		rc = alloc_zero(s, &s->dpw[p], s->m.p[p].n, "master", e);
 		if (!rc) {
-			s->be->copy(s->dpw[p], s->dpp[0][p], s->m.p[p].n * sizeof(float), COPY_D2D);
+			s->be->copy(s->be, s->dpw[p], s->dpp[0][p], s->m.p[p].n * sizeof(float), COPY_D2D);
 			rnd(s, s->dpp[0][p], s->m.p[p].n);
 		}
 	}
@@ -576,9 +576,9 @@ int strat_init(struct strat *s, const struct strat_opts *o, const struct model *
 			backend_emulated_world(&s->shard, o->group);
 			backend_emulated_world(&s->repl, world->size / o->group);
 		} else {
-			rc = be->comm_split(world, world->rank / o->group, world->rank, &s->shard, e);
+			rc = be->comm_split(be, world, world->rank / o->group, world->rank, &s->shard, e);
 			if (!rc)
-				rc = be->comm_split(world, world->rank % o->group, world->rank, &s->repl, e);
+				rc = be->comm_split(be, world, world->rank % o->group, world->rank, &s->repl, e);
 			if (rc)
 				goto fail;
 			s->have_groups = 1;
@@ -605,11 +605,11 @@ void strat_free(struct strat *s)
 	for (d = 0; d < s->nbk; d++)
 		if (s->bk[d].req.active) {
 			struct err e = {0};
-			s->be->wait(&s->bk[d].req, &e);
+			s->be->wait(s->be, &s->bk[d].req, &e);
 		}
 	if (s->have_groups) {
-		s->be->comm_free(&s->shard);
-		s->be->comm_free(&s->repl);
+		s->be->comm_free(s->be, &s->shard);
+		s->be->comm_free(s->be, &s->repl);
 	}
 	for (d = 0; d < s->ndev; d++) {
 		arena_destroy(&s->ar[d]);
@@ -635,12 +635,12 @@ static int ddp_finish(struct strat *s, struct err *e)
 	int rc = 0, i;
 
 	for (b = s->bk; b < s->bk + s->nbk; b++) {
-		int r2 = s->be->wait(&b->req, e);
+		int r2 = s->be->wait(s->be, &b->req, e);
 		size_t off = b->off;
 		rc = rc ? rc : r2;
 		if (!rc && b->pending == 0 && !s->o.plan.ddp_bucket_view)
 			for (i = b->p_hi; i >= b->p_lo; i--) {
-				s->be->copy(s->grads + s->m.p[i].goff, s->bucket + off, s->m.p[i].n * sizeof(float),
+				s->be->copy(s->be, s->grads + s->m.p[i].goff, s->bucket + off, s->m.p[i].n * sizeof(float),
 					    COPY_D2D);
 				rnd(s, s->grads + s->m.p[i].goff, s->m.p[i].n);
 				off += s->m.p[i].n;
@@ -658,12 +658,12 @@ static int zero2_reduce(struct strat *s, struct err *e)
 	int rc = agree(s, e);
 
 	if (!rc)
-		rc = s->be->reduce_scatter_flat(&s->world, s->bucket, s->P, s->sh, e);
+		rc = s->be->reduce_scatter_flat(s->be, &s->world, s->bucket, s->P, s->sh, e);
 	if (!rc) {
-		s->be->axpy(s->grads, s->bucket + (s->world.size == 1 ? lo : 0), 1.0f, cnt);
+		s->be->axpy(s->be, s->grads, s->bucket + (s->world.size == 1 ? lo : 0), 1.0f, cnt);
 		rnd(s, s->grads, cnt);
 	}
-	s->be->zero(s->bucket, s->P * sizeof(float));
+	s->be->zero(s->be, s->bucket, s->P * sizeof(float));
 	return rc;
 }
 
@@ -675,7 +675,7 @@ static int replica_up(struct strat *s, int d, struct err *e)
 	for (p = 0; p < s->m.np && !rc; p++) {  /* replicate(): a broadcast of every tensor */
 		rc = alloc_w(s, &s->dpp[d][p], s->m.p[p].n, s->wp, "replica params", e);
 		if (!rc)
-			s->be->copy(s->dpp[d][p], s->dpp[0][p], s->m.p[p].n * sizeof(float), COPY_D2D);
+			s->be->copy(s->be, s->dpp[d][p], s->dpp[0][p], s->m.p[p].n * sizeof(float), COPY_D2D);
 	}
 	return rc;
 }
@@ -699,10 +699,10 @@ static int dp_bwd_end(struct strat *s, int a, struct err *e)
 		dst = a == 0 ? s->dmg[p] : s->tmp;
 		for (d = 0; d < s->ndev; d++)
 			if (s->dpg[d][p])
-				s->be->axpy(dst, s->dpg[d][p], 1.0f, s->m.p[p].n);
+				s->be->axpy(s->be, dst, s->dpg[d][p], 1.0f, s->m.p[p].n);
 		rnd(s, dst, s->m.p[p].n);
 		if (a > 0) {
-			s->be->axpy(s->dmg[p], s->tmp, 1.0f, s->m.p[p].n);
+			s->be->axpy(s->be, s->dmg[p], s->tmp, 1.0f, s->m.p[p].n);
 			rnd(s, s->dmg[p], s->m.p[p].n);
 			release(s, &s->tmp);
 		}
@@ -774,10 +774,10 @@ static void adam_or_sgd(struct strat *s, float *p, const float *g, float *m, flo
 	const struct strat_opts *o = &s->o;
 
 	if (is_adam(s))
-		s->be->adamw(p, g, m, v, n, (float)o->lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
+		s->be->adamw(s->be, p, g, m, v, n, (float)o->lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
 			     (float)o->weight_decay, s->opt_steps + 1);
 	else
-		s->be->sgd(p, g, o->optimizer == OPT_SGD_MOMENTUM ? m : NULL, n, (float)o->lr, (float)o->momentum);
+		s->be->sgd(s->be, p, g, o->optimizer == OPT_SGD_MOMENTUM ? m : NULL, n, (float)o->lr, (float)o->momentum);
 }
 
 /* The k-th gradient buffer the optimizer reads (n elements); 0 past the last. */
@@ -810,16 +810,16 @@ static int loss_scaling(struct strat *s, int *skip, struct err *e)
 	if (s->dt != RT_F16)
 		return 0;
 	for (k = 0; (n = grad_buf(s, k, &g)) > 0; k++)
-		v[0] += (double)s->be->nonfinite(g, n);
-	rc = s->be->allreduce_host(&s->world, v, 1, 1, e);
+		v[0] += (double)s->be->nonfinite(s->be, g, n);
+	rc = s->be->allreduce_host(s->be, &s->world, v, 1, 1, e);
 	if (rc)
 		return rc;
 	*skip = v[0] > 0;
 	for (k = 0; (n = grad_buf(s, k, &g)) > 0; k++)
 		if (*skip)
-			s->be->zero(g, n * sizeof(float));
+			s->be->zero(s->be, g, n * sizeof(float));
 		else
-			s->be->scale(g, (float)(1.0 / s->lscale), n);
+			s->be->scale(s->be, g, (float)(1.0 / s->lscale), n);
 	s->good = *skip ? 0 : s->good + 1;
 	if (*skip || s->good == 2000)
 		s->lscale *= *skip ? 0.5 : 2.0, s->good = 0;
@@ -839,13 +839,13 @@ static int update_flat(struct strat *s, struct err *e)
 			write_back(s, s->params, s->master, n);
 			s->opt_steps++;
 		}
-		s->be->zero(s->grads, n * sizeof(float));
+		s->be->zero(s->be, s->grads, n * sizeof(float));
 		return rc;
 	}
 	size_t lo = (size_t)s->world.rank * s->sh;
 	size_t cnt = lo < s->P ? (s->P - lo < s->sh ? s->P - lo : s->sh) : 0;
 	if (s->zstage == 1 && s->world.size > 1) {
-		rc = s->be->allreduce(&s->world, s->grads, s->P, e);
+		rc = s->be->allreduce(s->be, &s->world, s->grads, s->P, e);
 		rnd(s, s->grads, s->P);
 	}
 	if (!rc)
@@ -857,8 +857,8 @@ static int update_flat(struct strat *s, struct err *e)
 			    s->opt, s->opt + s->sh, cnt);
 	write_back(s, s->params + lo, skip ? NULL : s->master, cnt);
 	s->opt_steps += !skip;
-	s->be->zero(s->grads, (s->zstage == 1 ? s->P : s->sh) * sizeof(float));
-	return s->be->allgather_flat(&s->world, s->params, s->P, s->sh, e);
+	s->be->zero(s->be, s->grads, (s->zstage == 1 ? s->P : s->sh) * sizeof(float));
+	return s->be->allgather_flat(s->be, &s->world, s->params, s->P, s->sh, e);
 }
 
 static int update(struct strat *s, struct err *e)
@@ -928,7 +928,7 @@ int strat_step(struct strat *s, struct err *e)
 	/* every rank learns whether any failed, and how: OOM (3) or other (1) */
 	v[0] = rc == RT_EOOM;
 	v[1] = rc != 0 && rc != RT_EOOM;
-	r2 = s->be->allreduce_host(&s->world, v, 2, 1, e);
+	r2 = s->be->allreduce_host(s->be, &s->world, v, 2, 1, e);
 	if (r2)
 		return r2;
 	if (v[0] || v[1]) {
@@ -941,7 +941,7 @@ int strat_step(struct strat *s, struct err *e)
 	if (rc)
 		return rc;
 	v[0] = loss;
-	rc = s->be->allreduce_host(&s->world, v, 1, 0, e);
+	rc = s->be->allreduce_host(s->be, &s->world, v, 1, 0, e);
 	s->loss = v[0];
 	s->step++;
 	return rc;
@@ -956,16 +956,16 @@ int strat_gather_params(struct strat *s, float *host, struct err *e)
 	s->cur = 0;
 	if (s->mech == MECH_DP) {
 		for (p = 0; p < s->m.np; p++)
-			s->be->copy(host + s->m.p[p].goff, s->dpp[0][p], s->m.p[p].n * sizeof(float), COPY_D2H);
+			s->be->copy(s->be, host + s->m.p[p].goff, s->dpp[0][p], s->m.p[p].n * sizeof(float), COPY_D2H);
 		return 0;
 	}
 	if (s->mech != MECH_UNITS || !s->gathers) {
 		if (s->mech == MECH_UNITS)
 			for (u = 0; u < s->nu; u++)
-				s->be->copy(host + s->u[u].cstart, s->params + s->u[u].soff, s->u[u].n * sizeof(float),
+				s->be->copy(s->be, host + s->u[u].cstart, s->params + s->u[u].soff, s->u[u].n * sizeof(float),
 					    COPY_D2H);
 		else
-			s->be->copy(host, s->params, s->P * sizeof(float), COPY_D2H);
+			s->be->copy(s->be, host, s->params, s->P * sizeof(float), COPY_D2H);
 		return 0;
 	}
 	for (u = 0; u < s->nu && !rc; u++) {
@@ -974,7 +974,7 @@ int strat_gather_params(struct strat *s, float *host, struct err *e)
 		if (!full)
 			return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
 		/* host memory is device memory on cpu; tests only */
-		rc = s->be->allgather(&s->shard, s->params + un->soff, full, un->sh, e);
+		rc = s->be->allgather(s->be, &s->shard, s->params + un->soff, full, un->sh, e);
 		if (!rc)
 			memcpy(host + un->cstart, full, un->n * sizeof *full);
 		free(full);

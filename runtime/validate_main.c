@@ -302,7 +302,7 @@ static int run(const struct opts *o, struct backend *be, struct rt_comm *mpiw, s
 	 * context, cuBLASLt's workspace and NCCL's buffers (lazily made by the
 	 * steps' collectives) */
 	if (!rc && be->device_used)
-		m.fixed = (double)be->device_used();
+		m.fixed = (double)be->device_used(be);
 	/* predictions: the max under the same capacity, then everything at the measured batch */
 	if (!rc)
 		rc = predict_at(&s, 0, capacity, &pmax, o->db, e);

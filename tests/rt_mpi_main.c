@@ -226,7 +226,7 @@ static void emulated_peaks(void)
 			strat_step(&s, &e) == 0;
 		real = (double)strat_peak(&s, NULL);
 		strat_free(&s);
-		ok = ok && be->allreduce_host(&world, &real, 1, 1, &e) == 0;
+		ok = ok && be->allreduce_host(be, &world, &real, 1, 1, &e) == 0;
 		ok = ok && strat_init(&s, &o, &model, T, 0.1, be, &em, &e) == 0 && strat_step(&s, &e) == 0 &&
 			strat_step(&s, &e) == 0;
 		emu = (double)strat_peak(&s, NULL);
