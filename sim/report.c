@@ -220,6 +220,9 @@ void report_text(FILE *f, const struct scenario *s, const struct prediction *p)
 	fprintf(f, ", %s, %s, framework %s", scenario_precision_name(t->precision),
 		scenario_enum_name("training", "optimizer", t->optimizer),
 		scenario_enum_name("training", "framework", t->framework));
+	fprintf(f, ", attention %s", graph_attn_name(s->attn));
+	if (t->attention == ATTN_DEFAULT || t->attention == ATTN_SDPA)
+		fprintf(f, " (%s)", scenario_enum_name("training", "attention", t->attention));
 	if (t->tensor_parallel > 1)
 		fprintf(f, ", tensor_parallel %lld", (long long)t->tensor_parallel);
 	if (t->recompute)
@@ -310,6 +313,7 @@ char *report_json(const struct scenario *s, const struct prediction *p)
 	o = cJSON_AddObjectToObject(root, "training");
 	cJSON_AddStringToObject(o, "strategy", scenario_strategy_name(s->s.training.strategy));
 	cJSON_AddStringToObject(o, "precision", scenario_precision_name(s->s.training.precision));
+	cJSON_AddStringToObject(o, "attention", graph_attn_name(s->attn));
 	num(o, "micro_batch", (double)p->micro_batch);
 	if (p->mem.valid) {
 		const struct mem_result *m = &p->mem;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph.h"
 #include "import.h"
 
 static const char *const strategies[] = {"single", "dp", "ddp", "zero1", "zero2", "zero3", "fsdp", NULL};
@@ -27,6 +28,10 @@ static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", NULL};
 static const char *const optimizers[] = {"sgd", "sgd_momentum", "adam", "adamw", NULL};
 static const char *const recomputes[] = {"none", "full", "selective", NULL};
 static const char *const frameworks[] = {"pytorch", "deepspeed", "shardcast", NULL};
+static const char *const opt_impls[] = {"default", "for_loop", "foreach", "fused", NULL};
+/* the order of enum attn_choice */
+static const char *const attentions[] = {"default", "eager", "sdpa", "sdpa_flash", "sdpa_mem_efficient",
+					 "sdpa_math", "flash", "flash3", "cudnn", NULL};
 static const char *const modes[] = {"sync", "async", NULL};
 static const char *const states[] = {"sharded", "full", NULL};
 /* the order of enum coll_algo (coll.h) */
@@ -76,6 +81,9 @@ static const struct cfg_key keys[] = {
 	{"training", "zero_max_live_parameters", CFG_NUM, 0, 0, 1, 1e13, "1e9", T(zero_max_live_parameters), NULL, "DeepSpeed stage3_max_live_parameters (elements)"},
 	{"training", "zero_param_persistence_threshold", CFG_NUM, 0, 0, 0, 1e13, "1e5", T(zero_param_persistence_threshold), NULL, "DeepSpeed stage3_param_persistence_threshold (elements)"},
 	{"training", "framework", CFG_ENUM, 0, 0, 0, 0, "pytorch", T(framework), frameworks, "whose buffers, allocator and overheads to model"},
+	{"training", "attention", CFG_ENUM, 0, 0, 0, 0, "default", T(attention), attentions, "attention kernel: default (transformers' choice: sdpa, T5 and framework shardcast eager), eager, sdpa (PyTorch picks flash, mem_efficient or math), sdpa_flash, sdpa_mem_efficient, sdpa_math, flash (flash-attn 2), flash3 (Hopper), cudnn"},
+	{"training", "optimizer_impl", CFG_ENUM, 0, 0, 0, 0, "default", T(optimizer_impl), opt_impls, "torch.optim implementation: default (PyTorch 2.x: foreach on CUDA, for_loop on CPU; DeepSpeed and shardcast: fused), for_loop, foreach, fused"},
+	{"training", "grad_clipping", CFG_BOOL, 0, 0, 0, 0, "false", T(grad_clipping), NULL, "clip_grad_norm_ before each optimizer step (the gradients' norm and a scaling pass)"},
 	{"training", "accelerate_config", CFG_STR, 0, 0, 0, 0, "", T(accelerate_config), NULL, "an `accelerate config` YAML path to import (FSDP, MULTI_GPU, DEEPSPEED); the scenario's keys override it"},
 	{"training", "deepspeed_config", CFG_STR, 0, 0, 0, 0, "", T(deepspeed_config), NULL, "a DeepSpeed JSON config path to import; the scenario's keys override it"},
 
@@ -202,6 +210,62 @@ static int bad(const struct scenario *s, struct err *e, const char *section, con
 		       "[%s] %s: %s", section, key, msg);
 }
 
+/* Which attention kernel runs (s->attn, enum attn_kernel of graph.h).
+ *  default: what Hugging Face transformers picks with no attn_implementation —
+ *   "sdpa" since 4.36 for the decoders that support it (Llama; GPT-2 since
+ *   4.42, PR #31172; BERT since 4.41, PR #28802), "eager" for T5, whose
+ *   relative position bias had no SDPA path (PR #47014 adds one in 2026); the
+ *   shardcast runtime runs its own eager kernels.
+ *  sdpa: PyTorch's dispatcher (aten/src/ATen/native/transformers/cuda/
+ *   sdp_utils.cpp) tries flash first (sm80+, fp16/bf16, head size <= 256 and a
+ *   multiple of 8, no additive mask: HF passes is_causal and no mask for
+ *   unpadded batches), then the memory-efficient kernel (sm50+, fp32 too, takes
+ *   an additive mask such as T5's bias), then the math path (eager ops).
+ * Explicit kernels are checked against the same constraints (flash_api.cpp:
+ * sm80+, fp16/bf16, head_dim <= 256; FlashAttention-3: sm90). */
+static int resolve_attention(struct scenario *s, struct err *e)
+{
+	const struct model *m = &s->model;
+	double cc = s->gpu.compute_capability;
+	int half = scenario_act_bytes(s) == 2, a = s->s.training.attention;
+	int bias = m->positions == POS_RELATIVE, hd_ok = m->head_dim % 8 == 0 && m->head_dim <= 256;
+	int flash_ok = cc >= 8.0 && half && hd_ok && !bias;
+	const char *why = NULL;
+
+	if (a == ATTN_DEFAULT)
+		a = s->s.training.framework == FW_SHARDCAST || bias ? ATTN_EAGER : ATTN_SDPA;
+	if (a == ATTN_SDPA)
+		a = cc <= 0 ? ATTN_SDPA_MATH : flash_ok ? ATTN_SDPA_FLASH
+			: cc >= 5.0 && m->head_dim % (half ? 8 : 4) == 0 ? ATTN_SDPA_MEM_EFFICIENT : ATTN_SDPA_MATH;
+	switch (a) {
+	case ATTN_SDPA_FLASH: case ATTN_FLASH:
+		why = flash_ok ? NULL : "FlashAttention-2 needs compute capability 8.0+, precision fp16 or bf16, "
+			"head_dim a multiple of 8 up to 256 and no additive bias (T5)";
+		s->attn = AK_FLASH2;
+		break;
+	case ATTN_FLASH3:
+		why = flash_ok && cc >= 9.0 ? NULL : "FlashAttention-3 needs a Hopper GPU (compute capability 9.0), "
+			"fp16 or bf16, head_dim a multiple of 8 up to 256 and no additive bias (T5)";
+		s->attn = AK_FLASH3;
+		break;
+	case ATTN_CUDNN:
+		why = flash_ok ? NULL : "cuDNN fused attention needs compute capability 8.0+, fp16 or bf16, "
+			"head_dim a multiple of 8 up to 256 and no additive bias (T5)";
+		s->attn = AK_CUDNN;
+		break;
+	case ATTN_SDPA_MEM_EFFICIENT:
+		why = cc >= 5.0 && m->head_dim % (half ? 8 : 4) == 0 ? NULL : "the memory-efficient kernel "
+			"needs a CUDA device (compute capability 5.0+) and head_dim a multiple of 8 (4 in fp32)";
+		s->attn = AK_MEM_EFFICIENT;
+		break;
+	default:  /* eager, sdpa_math */
+		s->attn = AK_EAGER;
+	}
+	if (why)
+		return bad(s, e, "training", "attention", "%s: %s", attentions[s->s.training.attention], why);
+	return 0;
+}
+
 static int check_training(struct scenario *s, struct err *e)
 {
 	const struct scn_training *t = &s->s.training;
@@ -238,7 +302,15 @@ static int check_training(struct scenario *s, struct err *e)
 			 precisions[t->precision], precisions[t->precision]);
 		return bad(s, e, "training", "precision", "%s", d);
 	}
-	return 0;
+	/* torch/optim/optimizer.py _default_to_fused_or_foreach: foreach when every
+	 * parameter is a CUDA tensor (PyTorch 2.0+), fused only when asked;
+	 * DeepSpeed's engine builds FusedAdam (multi_tensor_apply), the shardcast
+	 * runtime updates in one fused pass */
+	s->opt_impl = t->optimizer_impl;
+	if (s->opt_impl == OPTI_DEFAULT)
+		s->opt_impl = t->framework != FW_PYTORCH || (t->strategy >= STRAT_ZERO1 && t->strategy <= STRAT_ZERO3)
+			? OPTI_FUSED : s->gpu.compute_capability > 0 ? OPTI_FOREACH : OPTI_FOR_LOOP;
+	return resolve_attention(s, e);
 }
 
 static int check_job(struct scenario *s, struct err *e)

@@ -26,6 +26,13 @@ enum offload { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER_AND_PARAMS };
 enum optimizer { OPT_SGD, OPT_SGD_MOMENTUM, OPT_ADAM, OPT_ADAMW };
 enum recompute { RECOMPUTE_NONE, RECOMPUTE_FULL, RECOMPUTE_SELECTIVE };
 enum framework { FW_PYTORCH, FW_DEEPSPEED, FW_SHARDCAST };
+/* [training] attention as written: default resolves per framework and model
+ * family, sdpa per device, precision and head size (scenario_attention) */
+/* [training] optimizer_impl: torch.optim's implementations (default resolves
+ * per framework and device: scenario_check_training) */
+enum opt_impl { OPTI_DEFAULT, OPTI_FOR_LOOP, OPTI_FOREACH, OPTI_FUSED };
+enum attn_choice { ATTN_DEFAULT, ATTN_EAGER, ATTN_SDPA, ATTN_SDPA_FLASH, ATTN_SDPA_MEM_EFFICIENT,
+		   ATTN_SDPA_MATH, ATTN_FLASH, ATTN_FLASH3, ATTN_CUDNN };
 enum ckpt_mode { CKPT_SYNC, CKPT_ASYNC };
 enum ckpt_state { CKPT_SHARDED, CKPT_FULL };
 
@@ -69,6 +76,9 @@ struct scn_training {
 	double zero_max_live_parameters;    /* elements (stage3_max_live_parameters) */
 	double zero_param_persistence_threshold; /* elements */
 	int framework;            /* enum framework */
+	int attention;            /* enum attn_choice */
+	int optimizer_impl;       /* enum opt_impl */
+	int grad_clipping;        /* clip_grad_norm_ before the step */
 	char accelerate_config[CFG_STR_MAX]; /* an `accelerate config` YAML to import; "" = none */
 	char deepspeed_config[CFG_STR_MAX];  /* a DeepSpeed JSON to import; "" = none */
 };
@@ -141,6 +151,8 @@ struct scenario {
 	double capacity;          /* bytes per GPU: gpu_memory or the device's */
 	int64_t world;            /* nodes * gpus_per_node */
 	int64_t dp;               /* data-parallel degree: world / tensor_parallel */
+	int attn;                 /* the attention kernel that runs: enum attn_kernel (graph.h) */
+	int opt_impl;             /* the optimizer implementation that runs: enum opt_impl, not default */
 	struct fail_catalog failures; /* [failures] catalog, loaded when has_failures */
 };
 

@@ -420,3 +420,53 @@ Test(step, hybrid_shard_saves_the_slow_network)
 	    "training.micro_batch=4", "training.fsdp_sharding_strategy=hybrid_shard", NULL);
 	cr_expect_lt(hyb.r.time, full.r.time, "hybrid %g s, full %g s", hyb.r.time, full.r.time);
 }
+
+/* torch.optim's implementations on one A100, GPT-2 (124,439,808 parameters in
+ * 148 tensors), AdamW under autocast (fp32 parameters, gradients and states):
+ *  - foreach: 8 passes, 20 fp32 words per parameter; each pass launches
+ *    max(ceil(148 / max_tensors[depth]), ceil(P / (320 x 65536))) = 6 kernels
+ *    (MultiTensorApply.cuh: 320 blocks of 65536 elements per launch);
+ *  - fused: one depth-4 pass, 7 words, 6 launches;
+ *  - for_loop: the foreach bytes, but every pass per tensor, each from Python:
+ *    8 x 148 host dispatches bound the step. */
+Test(step, optimizer_implementations)
+{
+	struct run fe, fu, fl;
+	double P = 124439808, T = 148, bw, gap, disp;
+
+	sim(&fe, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+	    "training.optimizer_impl=foreach", NULL);
+	sim(&fu, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+	    "training.optimizer_impl=fused", NULL);
+	sim(&fl, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+	    "training.optimizer_impl=for_loop", NULL);
+	bw = fe.s.gpu.memory_bandwidth * fe.s.eff.memory_efficiency;
+	gap = fe.s.eff.kernel_gap;
+	disp = fe.s.eff.dispatch_eager;
+	cr_expect_float_eq(fe.r.optimizer, P * 80 / bw + 48 * gap, 1e-6, "foreach %g s", fe.r.optimizer);
+	cr_expect_float_eq(fu.r.optimizer, P * 28 / bw + 6 * gap, 1e-6, "fused %g s", fu.r.optimizer);
+	cr_expect_float_eq(fl.r.optimizer, P * 80 / bw + 8 * T * gap, 1e-6, "for_loop %g s", fl.r.optimizer);
+	/* the host issues the for-loop's passes while the GPU still runs backward
+	 * (loss.backward() returns once autograd has issued its ops) */
+	cr_expect_gt(fl.r.time, fe.r.time, "for_loop %g s, foreach %g s", fl.r.time, fe.r.time);
+	cr_expect_geq(fl.r.time, 8 * T * disp);
+}
+
+/* fp16's GradScaler: a pass over the fp32 gradients (read, write: 8 bytes per
+ * parameter) before the step; bf16 has none. Gradient clipping: the norm (a
+ * read) and the scaling (a read and a write), 12 bytes per parameter. */
+Test(step, grad_scaler_and_clipping_passes)
+{
+	struct run bf, fp, cl;
+	double P = 124439808, bw;
+
+	sim(&bf, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1", NULL);
+	sim(&fp, "training.strategy=single", "training.precision=fp16", "training.micro_batch=1", NULL);
+	sim(&cl, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+	    "training.grad_clipping=true", NULL);
+	bw = bf.s.gpu.memory_bandwidth * bf.s.eff.memory_efficiency;
+	cr_expect_float_eq(fp.r.optimizer - bf.r.optimizer, P * 8 / bw + 6 * bf.s.eff.kernel_gap, 1e-6,
+			   "GradScaler %g s", fp.r.optimizer - bf.r.optimizer);
+	cr_expect_float_eq(cl.r.optimizer - bf.r.optimizer, P * 12 / bw + 12 * bf.s.eff.kernel_gap, 1e-6,
+			   "clipping %g s", cl.r.optimizer - bf.r.optimizer);
+}
