@@ -74,7 +74,7 @@ RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o) $(
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
 .PHONY: all test check bench run deps clean readme-keys gpu-test plots run-only test-only bench-only plots-only \
-        published published-only readme-published
+        published published-only readme-published host-overhead
 all: $(BIN)/simulate $(BIN)/results $(BIN)/validate $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
@@ -229,6 +229,15 @@ published: deps
 	@$(MAKE) --no-print-directory published-only
 published-only: $(BIN)/simulate
 	bench/published.sh $(BIN)
+
+# the host side of eager PyTorch (efficiency.ini's dispatch_* figures), measured
+# on this CPU with PyPI's torch and transformers in a venv under build/ (not
+# part of make test: the wheels are large)
+HOST_VENV := $(BUILD)/venv-host
+host-overhead:
+	@[ -x $(HOST_VENV)/bin/python ] || { python3 -m venv $(HOST_VENV) && \
+	  $(HOST_VENV)/bin/pip install --quiet torch transformers; }
+	$(HOST_VENV)/bin/python bench/host_overhead.py --model gpt2 --layers 12 --steps 7
 
 # regenerate README.md's published-throughput table from the harness
 readme-published: $(BIN)/simulate

@@ -30,6 +30,12 @@ struct compute_eff {
 	double dispatch_autograd;      /* s of host time per backward op */
 	double dispatch_native;        /* s of host time per kernel (C runtime) */
 	double dispatch_collective;    /* s of host time per collective call */
+	double dispatch_op;            /* s of host time per aten op called from Python
+					  (torch.optim's per-tensor ops, a foreach call) */
+	double dispatch_unit_fwd;      /* s of host time per FSDP unit in forward (its hooks,
+					  unshard, all-gather copy-in/out, reshard) */
+	double dispatch_unit_bwd;      /* the same in backward (unshard, reduce-scatter
+					  copy-in, gradient views) */
 	/* fused attention kernels (graph.h AK_*): fraction of the precision's peak
 	 * that long sequences reach, forward and backward */
 	double attn_eff[AK_COUNT][2];  /* [kernel][0 fwd, 1 bwd]; AK_EAGER unused */

@@ -56,7 +56,7 @@
 
 enum tag {
 	T_DISPATCH, T_WAIT, T_FWD, T_BWD, T_RECOMP, T_OPT, T_AG, T_RS, T_AR, T_TP, T_BCAST,
-	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_ISSUE_COLL, T_COUNT
+	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_ISSUE_COLL, T_HOOKS, T_COUNT
 };
 
 struct step_unit {
@@ -99,6 +99,8 @@ struct bld {
 	double opt_tensors;        /* parameter tensors the optimizer steps on this rank */
 	double host_opt_bytes;     /* the same on the host (offload) */
 	double disp_f, disp_b, disp_c;  /* s host time per forward op, backward op, collective */
+	double disp_op;            /* s host time per Python-called aten op (optimizer) */
+	double disp_uf, disp_ub;   /* s host time per FSDP unit, forward and backward */
 	int offload;
 	/* streams */
 	int cpu, gpu, pg, tps, rep, h2d, d2h, host, gpu1, cpu1;
@@ -523,6 +525,8 @@ static int reshard_after_forward(const struct bld *b, int u)
 
 static void pre_forward(struct bld *b, int u)
 {
+	if (b->is_fsdp)
+		host_work(b, b->cpu, b->disp_uf, u, T_HOOKS);
 	gather(b, u);
 	pend(b, b->u[u].ag);
 	if (b->is_zero3 || b->s->s.training.fsdp_forward_prefetch)
@@ -571,6 +575,7 @@ static void reduce_grads(struct bld *b, double n, int after, int label)
 static void post_backward(struct bld *b, int u, int last_kernel)
 {
 	if (b->is_fsdp) {
+		host_work(b, b->cpu, b->disp_ub, u, T_HOOKS);
 		if (b->shard != SHARD_NONE) {
 			b->u[u].gathered = 0;
 			limiter_push(b, last_kernel);
@@ -765,7 +770,7 @@ static int opt_pass(struct bld *b, int impl, double p, double bytes, int depth, 
 {
 	double bw = b->mem_bw * b->ce->memory_efficiency, gap = b->ce->kernel_gap, T = b->opt_tensors;
 	double k = impl == OPTI_FOR_LOOP ? T : mta_launches(depth, T, p);
-	double host = impl == OPTI_FOR_LOOP ? T * b->disp_f : b->disp_f + (k - 1) * b->ce->dispatch_native;
+	double host = impl == OPTI_FOR_LOOP ? T * b->disp_op : b->disp_op + (k - 1) * b->ce->dispatch_native;
 
 	return kernel(b, p * bytes / bw + k * gap, host, label, T_OPT);
 }
@@ -1040,6 +1045,11 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 	b->disp_f = native ? s->eff.dispatch_native : s->eff.dispatch_eager;
 	b->disp_b = native ? s->eff.dispatch_native : s->eff.dispatch_autograd;
 	b->disp_c = s->eff.dispatch_collective;
+	b->disp_op = native ? s->eff.dispatch_native : s->eff.dispatch_op;
+	/* PyTorch FSDP's per-unit hooks and buffer handling (the shardcast runtime's
+	 * units cost their collectives' issue only) */
+	b->disp_uf = native ? 0 : s->eff.dispatch_unit_fwd;
+	b->disp_ub = native ? 0 : s->eff.dispatch_unit_bwd;
 	b->is_fsdp = b->strat == STRAT_FSDP;
 	b->is_zero3 = b->strat == STRAT_ZERO3;
 	b->is_zero = b->strat >= STRAT_ZERO1 && b->strat <= STRAT_ZERO3;
@@ -1340,7 +1350,7 @@ static const char *task_name(void *ctx, const struct des_task *t, char *buf, siz
 	static const char *const what[T_COUNT] = {"issue ", "wait", "", "bwd ", "recompute ",
 		"optimizer step", "all-gather", "reduce-scatter", "all-reduce", "TP all-reduce",
 		"broadcast", "gather", "reduce", "copy to GPU", "copy to host",
-		"optimizer step (host)", "issue "};
+		"optimizer step (host)", "issue ", "FSDP unit hooks"};
 	char size[32];
 
 	if (t->coll >= 0) {
