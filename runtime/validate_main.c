@@ -40,7 +40,7 @@ static void usage(FILE *f)
 		"\n"
 		"options:\n"
 		"  --backend cpu|cuda     the device backend (default cpu; cuda: one GPU per rank)\n"
-		"  --json                 print DESIGN.md's validate JSON object\n"
+		"  --json                 print the validate JSON object of docs/CONTRACT.md\n"
 		"  --db FILE              record the run (predicted and measured) in this SQLite database\n"
 		"  --memory-limit SIZE    capacity per rank, e.g. 8MiB (default: the scenario's gpu_memory)\n"
 		"  --set SECTION.KEY=VAL  override a scenario key (repeatable)\n"

@@ -94,10 +94,30 @@ if out=$("$root/$bin/simulate" "$tmp/same.ini" --json 2>"$tmp/err") &&
 else bad "sweep vs simulate: mb $mb ga $ga tok/s $tps peak $peak vs $(echo "$out" | jq -c '[.step.tokens_per_s, .memory.peak_bytes]') $(cat "$tmp/err")"; fi
 # the Markdown names the winner of each cell and says "none fits" where nothing does
 grep -q '^| gpt2-xl | 1.6B |' "$tmp/1.md" && ok || bad "markdown: gpt2-xl row"
+# readable lines: prose wrapped at 100 characters, table rows (which cannot wrap)
+# under 160 with three batch columns, the long notes in a list below the table
+long=$(awk '{ n = length($0) } /^\|/ && n > 160 || !/^[|#]/ && n > 100 { print NR ": " n }' "$tmp/1.md")
+[ -z "$long" ] && ok || bad "markdown: long lines (line: characters) $long"
+grep -q '^- gpt2-xl, seq_len 1024, global batch 512 — peak: ' "$tmp/1.md" && ok || bad "markdown: notes below the table"
 printf '[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\nmodels = llama-2-70b\nglobal_batch = 8\nstrategies = ddp, dp\nprecision = bf16\n' >"$tmp/none.ini"
-"$rec" "$tmp/none.ini" --json "$tmp/none.json" >"$tmp/none.md" 2>"$tmp/err" && grep -q "| none fits |" "$tmp/none.md" &&
+"$rec" "$tmp/none.ini" --json "$tmp/none.json" --csv "$tmp/none.csv" >"$tmp/none.md" 2>"$tmp/err" && grep -q "| none fits |" "$tmp/none.md" &&
 	jq -e '.cells[0].best == null and all(.cells[0].results[]; .status == "no_fit")' "$tmp/none.json" >/dev/null && ok ||
 	bad "none fits: $(cat "$tmp/err")"
+# "not computed" is an empty CSV field and null in JSON, never 0: a candidate that
+# does not fit has its memory at micro-batch 1 but no rank, batch or step; a
+# sweep without [job] has no train_days or ettr
+csv_col() {  # csv_col FILE COLUMN: that column of every row (the note, last, may hold commas)
+	awk -F, -v c="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$1"
+}
+[ "$(csv_col "$tmp/none.csv" status | sort -u)" = no_fit ] &&
+[ -z "$(csv_col "$tmp/none.csv" tokens_per_s | sort -u)" ] && [ -z "$(csv_col "$tmp/none.csv" rank | sort -u)" ] &&
+[ -z "$(csv_col "$tmp/none.csv" micro_batch | sort -u)" ] && [ -z "$(csv_col "$tmp/none.csv" step_time_s | sort -u)" ] &&
+! csv_col "$tmp/none.csv" peak_bytes | grep -qv '^[1-9][0-9]*$' && ok || bad "csv: not computed is not empty: $(head -2 "$tmp/none.csv")"
+[ -z "$(csv_col "$tmp/1.csv" train_days | sort -u)" ] && [ -z "$(csv_col "$tmp/1.csv" ettr | sort -u)" ] &&
+! csv_col "$tmp/1.csv" tokens_per_s | grep -qx '0' && ok || bad "csv: train_days/ettr without [job]"
+jq -e 'all(.cells[0].results[]; .tokens_per_s == null and .rank == null and .micro_batch == null and .peak_bytes > 0)' \
+	"$tmp/none.json" >/dev/null && jq -e 'all(.cells[].results[]; .train_days == null and .ettr == null)' "$tmp/1.json" >/dev/null &&
+	ok || bad "json: not computed is not null"
 # --plot: a PNG and an SVG
 if "$rec" tests/sweeps/small.ini --quiet --plot "$tmp/heat.png" 2>"$tmp/err" &&
    [ "$(head -c 8 "$tmp/heat.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] &&
@@ -142,7 +162,8 @@ sqlite3 "$caldb" "INSERT INTO calibrations(device, created_at, params_json, n_po
   \"kernel_gap\": 4e-6, \"dispatch_native\": 5e-6, \"dispatch_collective\": 2e-5, \"intra_latency\": 2e-6,
   \"intra_bandwidth\": 2.4e11}', 3)"
 if "$rec" tests/sweeps/small.ini --db "$caldb" --json "$tmp/cal.json" >"$tmp/cal.md" 2>"$tmp/err" &&
-   grep -q "the latest calibration of the device" "$tmp/cal.md" && ! grep -q "latest calibration" "$tmp/1.md"; then ok
+   tr '\n' ' ' <"$tmp/cal.md" | grep -q "the latest calibration of the device" &&  # (prose is wrapped)
+   ! tr '\n' ' ' <"$tmp/1.md" | grep -q "latest calibration"; then ok
 else bad "calibration: not applied or not said ($(cat "$tmp/err"))"; fi
 read -r ctps ubtps <<<"$(jq -r --slurpfile u "$tmp/1.json" '[(.cells[5].results[7].tokens_per_s), ($u[0].cells[5].results[7].tokens_per_s)] | @tsv' "$tmp/cal.json")"
 if out=$("$root/$bin/simulate" "$tmp/same.ini" --json --db "$caldb" 2>"$tmp/err") &&
