@@ -124,6 +124,24 @@ if "$rec" tests/sweeps/small.ini --quiet --plot "$tmp/heat.png" 2>"$tmp/err" &&
    grep -q "<svg" "$tmp/heat.svg" && grep -q "fsdp:full_shard\|zero" "$tmp/heat.svg"; then ok
 else bad "--plot: $(cat "$tmp/err")"; fi
 ls "$tmp"/heat* "$tmp"/*.tmp 2>/dev/null | grep -q '\.tmp$' && bad "left a .tmp file" || ok
+# the heatmap has a colour legend: a key entry per winning strategy, from the data
+# (the cells' winners of small.ini), and one for "none fits" when a cell has none
+wins=$(jq -r '[.cells[].best | select(. != null) | split(" ")[0]] | unique | .[]' "$tmp/1.json")
+miss=""; for s in $wins; do grep -q "<title>$s</title>" "$tmp/heat.svg" || miss="$miss $s"; done
+[ -n "$wins" ] && [ -z "$miss" ] && grep -q '>best strategy<' "$tmp/heat.svg" && ok || bad "heatmap legend: missing$miss"
+"$rec" "$tmp/none.ini" --quiet --plot "$tmp/none.png" 2>"$tmp/err" && grep -q '<title>none fits</title>' "$tmp/none.svg" &&
+	ok || bad "heatmap legend: none fits $(cat "$tmp/err")"
+# the scaling plot (make plots): y ticks at 1-2-5 x 10^d ("50k", "100k", "200k",
+# not log2's 33k/66k/131k), linear scaling in the key, and a panel of % of linear
+printf 'zero3\tGPUs\ttokens/s\tMFU\nzero3\t8\t30000\t0.5\nzero3\t16\t58000\t0.5\nzero3\t32\t112000\t0.5\n\n\n' >"$tmp/scale.dat"
+printf 'ddp\tGPUs\ttokens/s\tMFU\nddp\t8\t32000\t0.5\nddp\t16\t60000\t0.5\nddp\t32\t100000\t0.5\n\n\n' >>"$tmp/scale.dat"
+printf 'linear scaling\tGPUs\ttokens/s\tMFU\nlinear\t8\t32000\t\nlinear\t16\t64000\t\nlinear\t32\t128000\t\n' >>"$tmp/scale.dat"
+if gnuplot -e "datafile='$tmp/scale.dat'; outbase='$tmp/scaling'; plottitle='t'" results/plots/scaling.gp 2>"$tmp/err"; then
+	ticks=$(grep -o '>[0-9]*k<' "$tmp/scaling.svg" | tr -d '<>' | sort -u | tr '\n' ' ')
+	[ "$ticks" = "100k 50k " ] && grep -q '<title>linear scaling' "$tmp/scaling.svg" &&
+		grep -q '>% of linear scaling<' "$tmp/scaling.svg" && grep -q '>90%<' "$tmp/scaling.svg" && ok ||
+		bad "scaling plot: y ticks '$ticks', linear scaling or efficiency panel missing"
+else bad "scaling.gp: $(cat "$tmp/err")"; fi
 # progress bar: on a terminal (script gives one) but not into a pipe
 if script -qec "'$rec' tests/sweeps/small.ini --quiet" /dev/null 2>&1 | grep -q "cells/s"; then ok
 else bad "no progress bar on a terminal"; fi
