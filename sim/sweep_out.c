@@ -43,27 +43,6 @@ static const char *rate(char *b, size_t n, double v)
 	return b;
 }
 
-/* The objective's figure of r: "152.3k tok/s", "0.95 GPU-h/Mtok", "12.3 days". */
-static const char *figure(char *b, size_t n, const struct sweep *sw, const struct sweep_result *r)
-{
-	char t[32];
-
-	switch (sw->set.objective) {
-	case SWEEP_COST:
-		if (sw->set.gpu_hour_price > 0)
-			snprintf(b, n, "%.3g/Mtok", r->gpu_hours_per_mtok * sw->set.gpu_hour_price);
-		else
-			snprintf(b, n, "%.3g GPU-h/Mtok", r->gpu_hours_per_mtok);
-		break;
-	case SWEEP_TIME_TO_TRAIN:
-		snprintf(b, n, "%.3g days", r->train_days);
-		break;
-	default:
-		snprintf(b, n, "%s tok/s", rate(t, sizeof t, r->tokens_per_s));
-	}
-	return b;
-}
-
 /* How much worse the runner-up is under the objective, in percent. */
 static double margin(const struct sweep *sw, const struct sweep_result *best, const struct sweep_result *ru)
 {
@@ -183,6 +162,18 @@ static const char *short_figure(char *b, size_t n, const struct sweep *sw, const
 	default:
 		snprintf(b, n, "%s", rate(t, sizeof t, r->tokens_per_s));
 	}
+	return b;
+}
+
+/* The objective's figure of r with its unit: "152.3k tok/s", "0.95 GPU-h/Mtok",
+ * "0.95/Mtok" (with a price), "12.3 days". */
+static const char *figure(char *b, size_t n, const struct sweep *sw, const struct sweep_result *r)
+{
+	char t[32];
+
+	snprintf(b, n, "%s%s", short_figure(t, sizeof t, sw, r),
+		 sw->set.objective == SWEEP_COST ? (sw->set.gpu_hour_price > 0 ? "/Mtok" : " GPU-h/Mtok") :
+		 sw->set.objective == SWEEP_TIME_TO_TRAIN ? " days" : " tok/s");
 	return b;
 }
 

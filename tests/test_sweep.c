@@ -427,6 +427,16 @@ Test(sweep, accumulation_never_lowers_the_peak)
 		}
 }
 
+/* Writes text to file (replacing it). */
+static void write_file(const char *file, const char *text)
+{
+	FILE *f = fopen(file, "w");
+
+	cr_assert(f, "%s", file);
+	fputs(text, f);
+	fclose(f);
+}
+
 /* Copies the file from (a path from the repository root) to dir/to. */
 static void copy_into(const char *dir, const char *to, const char *from)
 {
@@ -447,7 +457,6 @@ Test(sweep, hf_configs_and_model_files_relative_to_the_sweep_file)
 	struct sweep_result *r;
 	struct sweep sw;
 	struct err e = {0};
-	FILE *f;
 	int i;
 
 	snprintf(dir, sizeof dir, "/tmp/shardcast-sweep-hf-%d", (int)getpid());
@@ -456,11 +465,8 @@ Test(sweep, hf_configs_and_model_files_relative_to_the_sweep_file)
 	snprintf(file, sizeof file, "%s/sweeps/s.ini", dir);
 	snprintf(cmd, sizeof cmd, "mkdir -p '%s/sweeps'", dir);
 	cr_assert_eq(system(cmd), 0);
-	f = fopen(file, "w");
-	cr_assert(f);
-	fputs("[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\nmodels = gpt2, ../own/medium.ini\n"
-	      "hf_configs = ../own/gpt2\nglobal_batch = 8, 512\nstrategies = ddp, zero3, fsdp\nprecision = bf16\n", f);
-	fclose(f);
+	write_file(file, "[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\nmodels = gpt2, ../own/medium.ini\n"
+		   "hf_configs = ../own/gpt2\nglobal_batch = 8, 512\nstrategies = ddp, zero3, fsdp\nprecision = bf16\n");
 	cr_assert_eq(sweep_load(&sw, file, &e), 0, "%s", e.msg);
 	cr_assert_eq(sw.nmodels, 3);
 	cr_expect_str_eq(sw.models[1].name, "../own/medium.ini", "named as listed");
@@ -480,30 +486,21 @@ Test(sweep, hf_configs_and_model_files_relative_to_the_sweep_file)
 	sweep_free(&sw);
 
 	/* only a config: the sweep's base scenario loads it as [model] hf_config */
-	f = fopen(file, "w");
-	cr_assert(f);
-	fputs("[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\nhf_configs = ../own/gpt2/config.json\n"
-	      "global_batch = 8\nstrategies = ddp\nprecision = bf16\n", f);
-	fclose(f);
+	write_file(file, "[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\nhf_configs = ../own/gpt2/config.json\n"
+		   "global_batch = 8\nstrategies = ddp\nprecision = bf16\n");
 	cr_assert_eq(sweep_load(&sw, file, &e), 0, "%s", e.msg);
 	cr_expect_eq(sw.nmodels, 1);
 	cr_expect_eq(sw.base.model.layers, 12);
 	sweep_free(&sw);
 
 	/* neither models nor hf_configs; a config that is not there */
-	f = fopen(file, "w");
-	cr_assert(f);
-	fputs("[cluster]\ngpu = a100-sxm4-80gb\n[sweep]\nglobal_batch = 8\nhf_configs = own/gpt2\n", f);
-	fclose(f);
+	write_file(file, "[cluster]\ngpu = a100-sxm4-80gb\n[sweep]\nglobal_batch = 8\nhf_configs = own/gpt2\n");
 	cr_expect_eq(sweep_load(&sw, file, &e), ERR_INPUT);
 	cr_expect(strstr(e.msg, "s.ini:5: [sweep] hf_configs: ") && strstr(e.msg, "sweeps/own/gpt2: no such file"),
 		  "%s", e.msg);
 	sweep_free(&sw);
 	err_clear(&e);
-	f = fopen(file, "w");
-	cr_assert(f);
-	fputs("[cluster]\ngpu = a100-sxm4-80gb\n[sweep]\nglobal_batch = 8\n", f);
-	fclose(f);
+	write_file(file, "[cluster]\ngpu = a100-sxm4-80gb\n[sweep]\nglobal_batch = 8\n");
 	cr_expect_eq(sweep_load(&sw, file, &e), ERR_INPUT);
 	cr_expect(strstr(e.msg, "give models") && strstr(e.msg, "or hf_configs"), "%s", e.msg);
 	sweep_free(&sw);
