@@ -44,7 +44,7 @@ static void usage(FILE *f)
 		"                         pytorch: trace the scenario in real PyTorch on meta tensors and\n"
 		"                         compare the framework = pytorch profile with it; make pyref-deps)\n"
 		"  --attention eager|sdpa the attention PyTorch runs (--backend pytorch; default eager)\n"
-		"  --json                 print DESIGN.md's validate JSON object\n"
+		"  --json                 print the validate JSON object of docs/CONTRACT.md\n"
 		"  --db FILE              record the run (predicted and measured) in this SQLite database\n"
 		"  --memory-limit SIZE    capacity per rank, e.g. 8MiB (default: the scenario's gpu_memory)\n"
 		"  --set SECTION.KEY=VAL  override a scenario key (repeatable)\n"

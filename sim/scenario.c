@@ -1,7 +1,7 @@
 /*
  * scenario.c — the scenario key table, loading, validation and resolution.
  *
- * The table below is the contract of DESIGN.md ("Scenario files"): section, key,
+ * The table below is the contract (docs/CONTRACT.md, "Scenario files"): section, key,
  * type, unit, range, default, field and a line of help. Everything else about a
  * key follows from its row: parsing, range checks, typo suggestions, --set and
  * the README's reference (simulate --keys).
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog.h"
 #include "import.h"
 
 static const char *const strategies[] = {"single", "dp", "ddp", "zero1", "zero2", "zero3", "fsdp", NULL};
@@ -256,38 +257,57 @@ static int check_job(struct scenario *s, struct err *e)
 	return 0;
 }
 
-/* The path of an import file named by key: relative to the scenario's folder
- * when the scenario file names it, as given when --set does. */
+/* The file a path key names. One rule for every path in a scenario: a path the
+ * scenario file gives is relative to that file's folder (as a path inside an
+ * imported file is relative to that file, imp_relative); a path given by --set
+ * is relative to the working directory; an absolute path is itself. A catalog
+ * name (catalog_is_path false) is returned as it is, unless always_path (the
+ * imports, which are always files). */
+static void ref_path(const struct scenario *s, const char *section, const char *key,
+		     const char *value, int always_path, char *out, size_t n)
+{
+	if (line_of(s, section, key) > 0 && (always_path || catalog_is_path(value)))
+		imp_relative(s->file, value, out, n);
+	else
+		snprintf(out, n, "%s", value);
+}
+
+/* The path of an import file named by key (ref_path), which must exist. */
 static int import_path(const struct scenario *s, const char *section, const char *key,
 		       const char *value, char *out, size_t n, struct err *e)
 {
 	struct stat st;
 
-	if (line_of(s, section, key) > 0)
-		imp_relative(s->file, value, out, n);
-	else
-		snprintf(out, n, "%s", value);
+	ref_path(s, section, key, value, 1, out, n);
 	if (stat(out, &st) != 0)
 		return bad(s, e, section, key, "%s: no such file", out);
 	return 0;
 }
 
-/* The model: a catalog entry or file ([model] name) or a Hugging Face config. */
+/* The model: a catalog entry or file ([model] name) or a Hugging Face config.
+ * Either way the model's name is the value as written, whatever the folder. */
 static int load_model(struct scenario *s, struct err *e)
 {
 	const struct scn_model *sm = &s->s.model;
-	char path[CFG_STR_MAX * 2];
+	char path[CFG_STR_MAX * 2 + 2];
+	int rc;
 
 	if (sm->hf_config[0] && sm->name[0])
 		return bad(s, e, "model", "hf_config", "%s", "both name and hf_config name a model; give one");
 	if (!sm->name[0] && !sm->hf_config[0])
 		return err_set(e, ERR_INPUT, s->file, 0, "missing required key 'name' in [model] "
 			       "(or hf_config = a Hugging Face config.json)");
-	if (!sm->hf_config[0])
-		return model_load(sm->name, &s->model, s->file, line_of(s, "model", "name"), e);
-	if (import_path(s, "model", "hf_config", sm->hf_config, path, sizeof path, e))
-		return e->code;
-	return imp_hf_model(path, &s->model, e);
+	if (!sm->hf_config[0]) {
+		ref_path(s, "model", "name", sm->name, 0, path, sizeof path);
+		rc = model_load(path, &s->model, s->file, line_of(s, "model", "name"), e);
+	} else {
+		rc = import_path(s, "model", "hf_config", sm->hf_config, path, sizeof path, e);
+		if (!rc)
+			rc = imp_hf_model(path, &s->model, e);
+	}
+	if (!rc)
+		snprintf(s->model.name, sizeof s->model.name, "%s", sm->name[0] ? sm->name : sm->hf_config);
+	return rc;
 }
 
 /* Puts every imported key back to its default (before imports are re-read). */
@@ -416,12 +436,44 @@ static int resolve_failures(struct scenario *s, struct err *e)
 {
 	const struct scn_job *j = &s->s.job;
 	int line = line_of(s, "failures", "catalog");
+	char path[CFG_STR_MAX * 2 + 2];
+	int rc;
 
 	if (j->train_tokens <= 0 && j->steps <= 0 && j->wall_days <= 0)
 		return err_set(e, ERR_INPUT, s->file, line > 0 ? line : 0,
 			       "[failures] needs the job's length: set [job] train_tokens, steps or wall_days");
-	return fail_load(s->s.failures.catalog, &s->failures, line < 0 ? "--set" : s->file,
-			 line < 0 ? 0 : line, e);
+	ref_path(s, "failures", "catalog", s->s.failures.catalog, 0, path, sizeof path);
+	rc = fail_load(path, &s->failures, line < 0 ? "--set" : s->file, line < 0 ? 0 : line, e);
+	if (!rc)
+		snprintf(s->failures.name, sizeof s->failures.name, "%s", s->s.failures.catalog);
+	return rc;
+}
+
+/* The device and the links ([cluster] gpu, intra_node, inter_node: catalog
+ * sections or files, ref_path), named as written, and the device's efficiencies. */
+static int load_cluster(struct scenario *s, struct err *e)
+{
+	const struct scn_cluster *c = &s->s.cluster;
+	char path[CFG_STR_MAX * 2 + 2];
+	int rc;
+
+	ref_path(s, "cluster", "gpu", c->gpu, 0, path, sizeof path);
+	rc = hw_gpu_load(path, &s->gpu, s->file, line_of(s, "cluster", "gpu"), "gpu", e);
+	if (!rc) {
+		snprintf(s->gpu.name, sizeof s->gpu.name, "%s", c->gpu);
+		ref_path(s, "cluster", "intra_node", c->intra_node, 0, path, sizeof path);
+		rc = hw_link_load(path, &s->intra, s->file, line_of(s, "cluster", "intra_node"), "intra_node", e);
+	}
+	if (!rc) {
+		snprintf(s->intra.name, sizeof s->intra.name, "%s", c->intra_node);
+		ref_path(s, "cluster", "inter_node", c->inter_node, 0, path, sizeof path);
+		rc = hw_link_load(path, &s->inter, s->file, line_of(s, "cluster", "inter_node"), "inter_node", e);
+	}
+	if (!rc) {
+		snprintf(s->inter.name, sizeof s->inter.name, "%s", c->inter_node);
+		rc = compute_load(c->gpu, &s->eff, e);
+	}
+	return rc;
 }
 
 /* Resolves catalog names and derived values after the settings are complete. */
@@ -435,15 +487,7 @@ static int resolve(struct scenario *s, struct err *e)
 	if (!rc)
 		rc = load_imports(s, e);
 	if (!rc)
-		rc = hw_gpu_load(st->cluster.gpu, &s->gpu, s->file, line_of(s, "cluster", "gpu"), "gpu", e);
-	if (!rc)
-		rc = hw_link_load(st->cluster.intra_node, &s->intra, s->file,
-				  line_of(s, "cluster", "intra_node"), "intra_node", e);
-	if (!rc)
-		rc = hw_link_load(st->cluster.inter_node, &s->inter, s->file,
-				  line_of(s, "cluster", "inter_node"), "inter_node", e);
-	if (!rc)
-		rc = compute_load(st->cluster.gpu, &s->eff, e);
+		rc = load_cluster(s, e);
 	if (rc)
 		return rc;
 	if (s->intra.kind != LINK_INTRA)

@@ -2,7 +2,7 @@
  * scenario.h — a training scenario: model, cluster, training, failures,
  * checkpoint and job, loaded from INI and resolved against the catalogs.
  *
- * The keys are DESIGN.md's contract; scenario.c's table is the single place
+ * The keys are a contract (docs/CONTRACT.md); scenario.c's table is the single place
  * they are defined (type, unit, range, default, help) and `simulate --keys`
  * prints it for the README.
  */
@@ -147,11 +147,12 @@ struct scenario {
 };
 
 /* Loads path, applies the nset overrides ("section.key=value"), validates and
- * resolves the catalog entries. Imports ([model] hf_config, [training]
- * accelerate_config and deepspeed_config; relative paths are relative to the
- * scenario file, or to the working directory when given by --set) are read
- * during resolution: their settings apply first, then the file's keys, then
- * --set. On error fills e (file:line, key, expectation)
+ * resolves the catalog entries. Every path the file gives (a model, device or
+ * link file, the [failures] catalog, the imports) is relative to the file's
+ * folder, a path given by --set to the working directory; entries keep the
+ * name as written. Imports ([model] hf_config, [training] accelerate_config and
+ * deepspeed_config) are read during resolution: their settings apply first,
+ * then the file's keys, then --set. On error fills e (file:line, key, expectation)
  * and returns ERR_INPUT or ERR_SYSTEM; s is then to be freed with scenario_free. */
 int scenario_load(struct scenario *s, const char *path, const char *const *sets, int nset,
 		  struct err *e);
