@@ -115,10 +115,12 @@ void ckpt_in_of(const struct scenario *s, double params, struct ckpt_in *in)
 	in->mp = t->tensor_parallel;
 	groups_of(s, in);
 	in->weight_bytes = split ? 2 : 4;
-	in->master_bytes = split ? 4 : 0;
-	in->optim_bytes = t->optimizer == OPT_ADAM || t->optimizer == OPT_ADAMW ? 8
-		: t->optimizer == OPT_SGD_MOMENTUM ? 4 : 0;
-	in->optim_tensors = in->optim_bytes == 8 ? 3 : in->optim_bytes > 0 ? 1 : 0;
+	if (k->include_optimizer) {
+		in->master_bytes = split ? 4 : 0;
+		in->optim_bytes = t->optimizer == OPT_ADAM || t->optimizer == OPT_ADAMW ? 8
+			: t->optimizer == OPT_SGD_MOMENTUM ? 4 : 0;
+		in->optim_tensors = in->optim_bytes == 8 ? 3 : in->optim_bytes > 0 ? 1 : 0;
+	}
 	in->grad_bytes = k->include_grads ? (split ? 2 : 4) : 0;
 	/* one process (nn.DataParallel, one GPU) saves it all with torch.save */
 	in->state_dict = single ? CKPT_FULL : k->state_dict;
@@ -333,7 +335,8 @@ void ckpt_model(const struct ckpt_in *in, const struct ckpt_env *env, int mode, 
 		c->gather = to_rank0(in, env, c->l.bytes) + c->l.bytes / env->pageable;  /* then to host */
 	writing(in, env, !full, c);
 	c->block_sync = c->state_dict + c->plan + c->gather + c->write;
-	c->host = full ? c->l.bytes : c->l.local * (double)in->gpus_per_node;
+	/* host memory: rank 0's full state dict; an async save's staged copies */
+	c->host = full ? c->l.bytes : mode == CKPT_ASYNC ? c->l.local * (double)in->gpus_per_node : 0;
 	if (mode == CKPT_SYNC) {
 		c->block = c->block_sync;
 	} else {

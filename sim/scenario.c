@@ -110,6 +110,7 @@ static const struct cfg_key keys[] = {
 	{"checkpoint", "serialize_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "0.65GB/s", CK(serialize_bandwidth), NULL, "torch.save of host tensors per writer thread: CRC-32, zip records, write(2) (derived from PyTorch PR 143342's A100 timings)"},
 	{"checkpoint", "pin_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "2.3GB/s", CK(pin_bandwidth), NULL, "allocating pinned host memory (cudaHostAlloc: 16 GB in about 7 s, PaddleFormers PR 4897)"},
 	{"checkpoint", "host_memory", CFG_NUM, UNIT_BYTES, CFG_DEFAULTV, 1 << 20, 1e15, "default", CK(host_memory), NULL, "host memory per node, to check async staging and full state dicts (default: not checked)"},
+	{"checkpoint", "include_optimizer", CFG_BOOL, 0, 0, 0, 0, "true", CK(include_optimizer), NULL, "the checkpoint holds the optimizer states (and fp32 master weights); false: the weights only"},
 	{"checkpoint", "include_grads", CFG_BOOL, 0, 0, 0, 0, "false", CK(include_grads), NULL, "the checkpoint also holds the gradients"},
 	{"checkpoint", "collective_timeout_minutes", CFG_NUM, 0, 0, 0.01, 1e5, "10", CK(collective_timeout_minutes), NULL, "collective timeout (PyTorch's NCCL default: 10 min); a longer blocking save is warned about"},
 

@@ -108,6 +108,7 @@ struct scn_checkpoint {
 	int64_t load_gpus;        /* GPUs a restart loads into; -1 = auto (the same) */
 	double host_memory;       /* bytes per node; -1 = not given (not checked) */
 	int include_grads;        /* the checkpoint also holds the gradients */
+	int include_optimizer;    /* it holds the optimizer states and master weights (else weights only) */
 	double collective_timeout_minutes; /* NCCL/c10d collective timeout (minutes) */
 };
 

@@ -63,6 +63,8 @@ Test(ckpt, what_a_checkpoint_holds)
 	const char *dsg[] = {"training.framework=deepspeed", "training.strategy=zero3", "checkpoint.include_grads=true"};
 	const char *z1[] = {"training.framework=deepspeed", "training.strategy=zero1"};
 	const char *sgd[] = {"training.optimizer=sgd_momentum", "training.precision=fp32"};
+	const char *weights[] = {"training.framework=deepspeed", "training.strategy=zero3",
+				 "checkpoint.include_optimizer=false"};
 	struct ckpt_cost c;
 
 	cost(big, NULL, 0, 1e9, CKPT_SYNC, &c);
@@ -76,6 +78,8 @@ Test(ckpt, what_a_checkpoint_holds)
 	cr_expect_eq(c.bytes_per_param, 16);
 	cost(big, sgd, 2, 1e9, CKPT_SYNC, &c);
 	cr_expect_eq(c.bytes_per_param, 8);
+	cost(big, weights, 3, 1e9, CKPT_SYNC, &c);
+	cr_expect_eq(c.bytes_per_param, 2, "the 16-bit module alone");
 	cost(big, z1, 2, 1e9, CKPT_SYNC, &c);
 	/* a slice of 1/8 of the parameters: 2 B/param of module + 12 / 128 of the rest */
 	cr_expect_float_eq(c.l.rank, 1e9 / 8 * (2 + 12.0 / 128), 1e-3, "dp rank 0 of a slice writes %.4g", c.l.rank);
@@ -353,15 +357,15 @@ static const struct row rows[] = {
 	/* torchsnapshot benchmarks/fsdp: 1.95B parameters, 7.8 GB, FSDP full state
 	 * dict on rank 0, torch.save to FSx for Lustre, 1 x 8 p4d.24xlarge */
 	{"torchsnapshot FSDP, torch.save, FSx", "[model]\nname = gpt2-xl\n" P4D
-	 "[training]\nstrategy = fsdp\nprecision = fp32\noptimizer = sgd\n"
-	 "[checkpoint]\nstate_dict = full\nstorage = fsx-lustre\n", 1947477189.0, 0, 0, 17.6, 0, 1},
+	 "[training]\nstrategy = fsdp\nprecision = fp32\n"
+	 "[checkpoint]\nstate_dict = full\ninclude_optimizer = false\nstorage = fsx-lustre\n", 1947477189.0, 0, 0, 17.6, 0, 1},
 	/* torchsnapshot benchmarks/ddp: a 20 GB DDP model saved by rank 0 with torch.save */
 	{"torchsnapshot DDP, torch.save, FSx", "[model]\nname = gpt2-xl\n" P4D
-	 "[training]\nstrategy = ddp\nprecision = fp32\noptimizer = sgd\n"
-	 "[checkpoint]\nstate_dict = full\nstorage = fsx-lustre\n", 5e9, 0, 0, 38, 0, 1},
+	 "[training]\nstrategy = ddp\nprecision = fp32\n"
+	 "[checkpoint]\nstate_dict = full\ninclude_optimizer = false\nstorage = fsx-lustre\n", 5e9, 0, 0, 38, 0, 1},
 	{"torchsnapshot DDP, torch.save, local", "[model]\nname = gpt2-xl\n" P4D
-	 "[training]\nstrategy = ddp\nprecision = fp32\noptimizer = sgd\n"
-	 "[checkpoint]\nstate_dict = full\nstorage = local-nvme\n", 5e9, 0, 0, 32, 0, 0},
+	 "[training]\nstrategy = ddp\nprecision = fp32\n"
+	 "[checkpoint]\nstate_dict = full\ninclude_optimizer = false\nstorage = local-nvme\n", 5e9, 0, 0, 32, 0, 0},
 	/* BLOOM 176B: 384 A100 (48 nodes), TP 4 x PP 12 x DP 8, ZeRO-1, bf16,
 	 * Megatron-DeepSpeed torch.save files, GPFS over NVMe: 2.3 TB in 40 s */
 	{"BLOOM 176B, Megatron-DeepSpeed, GPFS", "[model]\nname = gpt3-175b\n"
