@@ -27,6 +27,7 @@ static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", NULL};
 static const char *const optimizers[] = {"sgd", "sgd_momentum", "adam", "adamw", NULL};
 static const char *const recomputes[] = {"none", "full", "selective", NULL};
 static const char *const frameworks[] = {"pytorch", "deepspeed", "shardcast", NULL};
+static const char *const fw_versions[] = {"current", "1.13", NULL};
 static const char *const modes[] = {"sync", "async", NULL};
 static const char *const states[] = {"sharded", "full", NULL};
 static const char *const writers[] = {"auto", "dcp", "torch_save", "deepspeed", "per_rank", NULL};
@@ -80,6 +81,7 @@ static const struct cfg_key keys[] = {
 	{"training", "zero_max_live_parameters", CFG_NUM, 0, 0, 1, 1e13, "1e9", T(zero_max_live_parameters), NULL, "DeepSpeed stage3_max_live_parameters (elements)"},
 	{"training", "zero_param_persistence_threshold", CFG_NUM, 0, 0, 0, 1e13, "1e5", T(zero_param_persistence_threshold), NULL, "DeepSpeed stage3_param_persistence_threshold (elements)"},
 	{"training", "framework", CFG_ENUM, 0, 0, 0, 0, "pytorch", T(framework), frameworks, "whose buffers, allocator and overheads to model"},
+	{"training", "framework_version", CFG_ENUM, 0, 0, 0, 0, "current", T(framework_version), fw_versions, "PyTorch stack whose rules apply (framework = pytorch): current (2.x) or 1.13"},
 	{"training", "accelerate_config", CFG_STR, 0, 0, 0, 0, "", T(accelerate_config), NULL, "an `accelerate config` YAML path to import (FSDP, MULTI_GPU, DEEPSPEED); the scenario's keys override it"},
 	{"training", "deepspeed_config", CFG_STR, 0, 0, 0, 0, "", T(deepspeed_config), NULL, "a DeepSpeed JSON config path to import; the scenario's keys override it"},
 

@@ -26,6 +26,7 @@ enum offload { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER_AND_PARAMS };
 enum optimizer { OPT_SGD, OPT_SGD_MOMENTUM, OPT_ADAM, OPT_ADAMW };
 enum recompute { RECOMPUTE_NONE, RECOMPUTE_FULL, RECOMPUTE_SELECTIVE };
 enum framework { FW_PYTORCH, FW_DEEPSPEED, FW_SHARDCAST };
+enum fw_version { FWV_CURRENT, FWV_1_13 };
 enum ckpt_mode { CKPT_SYNC, CKPT_ASYNC };
 enum ckpt_state { CKPT_SHARDED, CKPT_FULL };
 enum ckpt_writer { CKPT_WRITER_AUTO, CKPT_WRITER_DCP, CKPT_WRITER_TORCH_SAVE, CKPT_WRITER_DEEPSPEED, CKPT_WRITER_PER_RANK };
@@ -73,6 +74,7 @@ struct scn_training {
 	double zero_max_live_parameters;    /* elements (stage3_max_live_parameters) */
 	double zero_param_persistence_threshold; /* elements */
 	int framework;            /* enum framework */
+	int framework_version;    /* enum fw_version: which PyTorch stack's rules */
 	char accelerate_config[CFG_STR_MAX]; /* an `accelerate config` YAML to import; "" = none */
 	char deepspeed_config[CFG_STR_MAX];  /* a DeepSpeed JSON to import; "" = none */
 };
