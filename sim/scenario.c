@@ -31,6 +31,10 @@ static const char *const frameworks[] = {"pytorch", "deepspeed", "shardcast", NU
 static const char *const fw_versions[] = {"current", "1.13", NULL};
 static const char *const modes[] = {"sync", "async", NULL};
 static const char *const states[] = {"sharded", "full", NULL};
+static const char *const writers[] = {"auto", "dcp", "torch_save", "deepspeed", "per_rank", NULL};
+static const char *const stagings[] = {"pageable", "pinned", "pinned_per_save", NULL};
+static const char *const executors[] = {"thread", "process", NULL};
+static const char *const replica_writers[] = {"auto", "first", "balanced", NULL};
 /* the order of enum coll_algo (coll.h) */
 static const char *const coll_algos[] = {"auto", "ring", "tree", "hierarchical", NULL};
 
@@ -92,10 +96,24 @@ static const struct cfg_key keys[] = {
 	{"checkpoint", "interval_minutes", CFG_NUM, 0, CFG_AUTO, 0.01, 1e7, "auto", CK(interval_minutes), NULL, "minutes of training between checkpoints, or auto = the interval that minimises expected wall time"},
 	{"checkpoint", "mode", CFG_ENUM, 0, 0, 0, 0, "async", CK(mode), modes, "sync: training waits for the write; async: only for the copy to host"},
 	{"checkpoint", "state_dict", CFG_ENUM, 0, 0, 0, 0, "sharded", CK(state_dict), states, "sharded: every rank writes its shard; full: gathered on rank 0"},
-	{"checkpoint", "storage_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "100GB/s", CK(storage_bandwidth), NULL, "aggregate write/read bandwidth of the checkpoint storage"},
-	{"checkpoint", "node_bandwidth", CFG_NUM, UNIT_BW, CFG_AUTO, 1e6, 1e15, "auto", CK(node_bandwidth), NULL, "what one node can write or read; auto = its NICs (nics_per_node x inter_node)"},
-	{"checkpoint", "host_copy_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "25GB/s", CK(host_copy_bandwidth), NULL, "device-to-host copy per GPU that an async save blocks for (PCIe 4 x16 reaches about 25 GB/s)"},
+	{"checkpoint", "storage", CFG_STR, 0, 0, 0, 0, "", CK(storage), NULL, "models/hw/storage.ini entry (nfs, fsx-lustre, gpfs-nvme, object-fuse, local-nvme, tectonic) or a path; the keys below override its figures"},
+	{"checkpoint", "storage_bandwidth", CFG_NUM, UNIT_BW, CFG_AUTO, 1e6, 1e15, "auto", CK(storage_bandwidth), NULL, "aggregate write bandwidth of the checkpoint storage; auto = the storage's, else 100GB/s"},
+	{"checkpoint", "node_bandwidth", CFG_NUM, UNIT_BW, CFG_AUTO, 1e6, 1e15, "auto", CK(node_bandwidth), NULL, "what one node (storage client) can write or read; auto = the storage's, else its NICs (nics_per_node x inter_node)"},
+	{"checkpoint", "storage_latency", CFG_NUM, UNIT_TIME, CFG_AUTO, 0, 100, "auto", CK(storage_latency), NULL, "per storage request and file operation; auto = the storage's, else 1ms"},
+	{"checkpoint", "writer", CFG_ENUM, 0, 0, 0, 0, "auto", CK(writer), writers, "who writes it: dcp (torch.distributed.checkpoint: a global plan), torch_save (one file from rank 0), deepspeed (model and optimizer files per rank), per_rank (a file per rank, no global plan: shardcast's runtime, in-house trainers); auto = by framework and state_dict"},
+	{"checkpoint", "writer_threads", CFG_INT, 0, CFG_AUTO, 1, 1024, "auto", CK(writer_threads), NULL, "writer threads per rank (DCP FileSystemWriter thread_count); auto = 1, the writers' default"},
+	{"checkpoint", "staging", CFG_ENUM, 0, 0, 0, 0, "pageable", CK(staging), stagings, "async staging buffers: pageable (allocated per save, async_save's default), pinned (allocated once), pinned_per_save"},
+	{"checkpoint", "async_executor", CFG_ENUM, 0, 0, 0, 0, "thread", CK(executor), executors, "where an async save serializes and writes: a thread of the trainer (GIL contention) or a process"},
+	{"checkpoint", "plan_cache", CFG_BOOL, 0, 0, 0, 0, "true", CK(plan_cache), NULL, "DCP reuses the first save's plan (DefaultSavePlanner enable_plan_caching); false: every save plans anew"},
+	{"checkpoint", "replica_writers", CFG_ENUM, 0, 0, 0, 0, "auto", CK(replica_writers), replica_writers, "who writes replicated state: first (one replica: HSDP replica 0, DeepSpeed dp rank 0), balanced (DCP dedup_save_plans spreads it); auto = by writer"},
+	{"checkpoint", "load_gpus", CFG_INT, 0, CFG_AUTO, 1, 1e7, "auto", CK(load_gpus), NULL, "GPUs a restart loads the checkpoint into (resharding when not the job's); auto = the job's"},
+	{"checkpoint", "host_copy_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "25GB/s", CK(host_copy_bandwidth), NULL, "device-to-pinned-host copy per GPU (PCIe 4 x16 reaches about 25 GB/s; 12.6 GB/s measured on an A100, 48 on an H100)"},
+	{"checkpoint", "node_host_copy_bandwidth", CFG_NUM, UNIT_BW, CFG_AUTO, 1e6, 1e15, "auto", CK(node_host_copy_bandwidth), NULL, "device-to-host copies of a whole node; auto = gpus_per_node / 2 x host_copy_bandwidth (two GPUs per PCIe switch uplink, as in DGX A100/H100)"},
+	{"checkpoint", "pageable_copy_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "1.4GB/s", CK(pageable_copy_bandwidth), NULL, "device-to-pageable-host copy per process into fresh memory (1.4 GB/s measured on an A100, PyTorch PR 138018)"},
+	{"checkpoint", "serialize_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "0.65GB/s", CK(serialize_bandwidth), NULL, "torch.save of host tensors per writer thread: CRC-32, zip records, write(2) (derived from PyTorch PR 143342's A100 timings)"},
+	{"checkpoint", "pin_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "2.3GB/s", CK(pin_bandwidth), NULL, "allocating pinned host memory (cudaHostAlloc: 16 GB in about 7 s, PaddleFormers PR 4897)"},
 	{"checkpoint", "host_memory", CFG_NUM, UNIT_BYTES, CFG_DEFAULTV, 1 << 20, 1e15, "default", CK(host_memory), NULL, "host memory per node, to check async staging and full state dicts (default: not checked)"},
+	{"checkpoint", "include_optimizer", CFG_BOOL, 0, 0, 0, 0, "true", CK(include_optimizer), NULL, "the checkpoint holds the optimizer states (and fp32 master weights); false: the weights only"},
 	{"checkpoint", "include_grads", CFG_BOOL, 0, 0, 0, 0, "false", CK(include_grads), NULL, "the checkpoint also holds the gradients"},
 	{"checkpoint", "collective_timeout_minutes", CFG_NUM, 0, 0, 0.01, 1e5, "10", CK(collective_timeout_minutes), NULL, "collective timeout (PyTorch's NCCL default: 10 min); a longer blocking save is warned about"},
 
@@ -488,6 +506,16 @@ static int resolve(struct scenario *s, struct err *e)
 		rc = load_imports(s, e);
 	if (!rc)
 		rc = load_cluster(s, e);
+	s->has_storage = st->checkpoint.storage[0] != 0;
+	if (!rc && s->has_storage) {
+		char path[CFG_STR_MAX * 2 + 2];
+
+		ref_path(s, "checkpoint", "storage", st->checkpoint.storage, 0, path, sizeof path);
+		rc = hw_storage_load(path, &s->storage, s->file, line_of(s, "checkpoint", "storage"),
+				     "storage", e);
+		if (!rc)
+			snprintf(s->storage.name, sizeof s->storage.name, "%s", st->checkpoint.storage);
+	}
 	if (rc)
 		return rc;
 	if (s->intra.kind != LINK_INTRA)
