@@ -64,7 +64,7 @@ TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/te
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
              tests/test_job.c tests/test_runtime.c tests/test_reference.c tests/test_grid.c \
              tests/test_cuda.c tests/test_gemm.c tests/test_sweep.c tests/test_alloc.c \
-             tests/test_plan.c
+             tests/test_ckpt.c tests/test_plan.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
                runtime/rtckpt.c runtime/search.c runtime/pyref.c cuda/gemm.c
@@ -87,7 +87,7 @@ RT_LIB := $(BUILD)/libshardcast_rt.a
 
 .PHONY: all test check bench run deps clean readme-keys gpu-test plots run-only test-only bench-only plots-only \
         published published-only readme-published pyref-deps pyref-test slurm-deps slurm-test slurm-test-only \
-        snapshots snapshots-only
+        host-overhead snapshots snapshots-only
 all: $(BIN)/simulate $(BIN)/results $(BIN)/validate $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
@@ -285,6 +285,15 @@ published: deps
 	@$(MAKE) --no-print-directory published-only
 published-only: $(BIN)/simulate
 	bench/published.sh $(BIN)
+
+# the host side of eager PyTorch (efficiency.ini's dispatch_* figures), measured
+# on this CPU with PyPI's torch and transformers in a venv under build/ (not
+# part of make test: the wheels are large)
+HOST_VENV := $(BUILD)/venv-host
+host-overhead:
+	@[ -x $(HOST_VENV)/bin/python ] || { python3 -m venv $(HOST_VENV) && \
+	  $(HOST_VENV)/bin/pip install --quiet torch transformers; }
+	$(HOST_VENV)/bin/python bench/host_overhead.py --model gpt2 --layers 12 --steps 7
 
 # regenerate README.md's published-throughput table from the harness
 readme-published: $(BIN)/simulate

@@ -175,31 +175,50 @@ static void widths(struct plan *p)
 
 /* ---- the optimizer and the checkpoint ---------------------------------------------- */
 
-static void optimizer(struct plan *p, const struct scn_training *t)
+/* The optimizer's states and implementation. torch/optim/optimizer.py
+ * _default_to_fused_or_foreach: foreach when every parameter is a CUDA tensor
+ * (PyTorch 2.0+; 1.13's default was the for-loop), fused only when asked;
+ * DeepSpeed's engine builds FusedAdam (multi_tensor_apply), the shardcast
+ * runtime updates in one fused pass. */
+static void optimizer(struct plan *p, const struct scn_training *t, double cc)
 {
 	p->optimizer = t->optimizer;
 	p->opt_tensors = t->optimizer == OPT_SGD ? 0 : t->optimizer == OPT_SGD_MOMENTUM ? 1 : 2;
 	p->opt_state_bytes = 4 * p->opt_tensors;  /* fp32 momentum; exp_avg, exp_avg_sq */
 	p->fused_optimizer = p->engine != FW_PYTORCH;
+	p->opt_impl = t->optimizer_impl != OPTI_DEFAULT ? t->optimizer_impl
+		: p->fused_optimizer ? OPTI_FUSED
+		: cc > 0 && t->framework_version != FWV_1_13 ? OPTI_FOREACH : OPTI_FOR_LOOP;
+	p->opt_groups = p->zero_stage > 0 ? OPT_FLAT : p->strategy == STRAT_FSDP ? OPT_PER_UNIT : OPT_PER_TENSOR;
+	p->grad_scaler = p->engine == FW_PYTORCH && p->precision == PREC_FP16;
 }
 
 /* The saved training state: PyTorch mixed precision (autocast, FSDP
  * MixedPrecision) keeps fp32 parameters; DeepSpeed and the runtime a 16-bit
- * module plus fp32 masters inside the optimizer. */
-static void checkpoint(struct plan *p, const struct scn_settings *st, int64_t world)
+ * module plus fp32 masters inside the optimizer (a weights-only save drops
+ * the masters with the optimizer's states). One process (single,
+ * nn.DataParallel) saves it all with torch.save. */
+static void checkpoint(struct plan *p, const struct scn_settings *st)
 {
+	const struct scn_checkpoint *k = &st->checkpoint;
 	int low = p->mixed && p->engine != FW_PYTORCH;
 
-	p->ckpt_weight_bytes = low ? 2 + 4 : 4;
-	p->ckpt_optim_bytes = p->opt_state_bytes;
-	p->ckpt_grad_bytes = st->checkpoint.include_grads ? (low ? 2 : 4) : 0;
-	p->ckpt_bytes_per_param = p->ckpt_weight_bytes + p->ckpt_optim_bytes + p->ckpt_grad_bytes;
-	p->ckpt_ranks = st->checkpoint.state_dict == CKPT_SHARDED ? world : 1;
+	p->ckpt_weight_bytes = low ? 2 : 4;
+	if (k->include_optimizer) {
+		p->ckpt_master_bytes = low ? 4 : 0;
+		p->ckpt_optim_bytes = p->opt_state_bytes;
+		p->ckpt_optim_tensors = p->opt_tensors == 2 ? 3 : p->opt_tensors;  /* Adam: m, v, step */
+	}
+	p->ckpt_grad_bytes = k->include_grads ? (low ? 2 : 4) : 0;
+	p->ckpt_bytes_per_param = p->ckpt_weight_bytes + p->ckpt_master_bytes + p->ckpt_optim_bytes +
+		p->ckpt_grad_bytes;
+	p->ckpt_state_dict = p->one_process ? CKPT_FULL : k->state_dict;
+	p->module_replicated = p->zero_stage == 1 || p->zero_stage == 2;
 }
 
 /* ---- the plan ----------------------------------------------------------------------- */
 
-void plan_derive(struct plan *p, const struct scn_settings *st, int64_t world)
+void plan_derive(struct plan *p, const struct scn_settings *st, int64_t world, double cc)
 {
 	const struct scn_training *t = &st->training;
 	int fsdp = t->strategy == STRAT_FSDP;
@@ -230,9 +249,9 @@ void plan_derive(struct plan *p, const struct scn_settings *st, int64_t world)
 	p->reduce = reduction(p);
 	p->ddp_bucket_view = p->reduce == REDUCE_DDP && t->ddp_gradient_as_bucket_view;
 	p->allgather_after_step = p->zero_stage == 1 || p->zero_stage == 2;
-	optimizer(p, t);
+	optimizer(p, t, cc);
 	widths(p);
-	checkpoint(p, st, world);
+	checkpoint(p, st);
 }
 
 void plan_set_prefetch(struct plan *p, int fwd, int bwd)
@@ -255,7 +274,7 @@ int plan_from_spec(struct plan *p, const char *spec, int precision)
 	st.training.fsdp_sharding = sharding;
 	st.training.framework = FW_SHARDCAST;
 	st.training.precision = precision;
-	plan_derive(p, &st, 1);
+	plan_derive(p, &st, 1, 0);
 	return 0;
 }
 
@@ -304,7 +323,7 @@ int plan_build(struct plan *p, const struct scenario *s, struct err *e)
 	int rc = check(s, e);
 
 	if (!rc)
-		plan_derive(p, &s->s, s->world);
+		plan_derive(p, &s->s, s->world, s->gpu.compute_capability);
 	return rc;
 }
 

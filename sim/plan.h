@@ -52,9 +52,10 @@
  *              (DeepSpeed FusedAdam/CPUAdam, shardcast) or torch.optim's
  *              foreach loop.
  *  checkpoint  bytes per parameter the saved training state holds (the
- *              weights as the optimizer keeps them: fp32, or a 16-bit module
- *              plus fp32 masters; the moments; the gradients if asked) and
- *              over how many ranks a save is spread.
+ *              module's weights: fp32, or 16-bit beside fp32 masters; the
+ *              optimizer's states unless a weights-only save; the gradients
+ *              if asked), and whether the module is sharded (ckpt.c lays it
+ *              out over the ranks).
  */
 #ifndef SHARDCAST_PLAN_H
 #define SHARDCAST_PLAN_H
@@ -84,6 +85,13 @@ enum plan_reduce {
 	REDUCE_AFTER_ACCUM, /* ZeRO-1: reduce-scatter after the last micro-step */
 	REDUCE_BUCKETS,     /* ZeRO-2/3: reduce_bucket_size buckets during backward */
 	REDUCE_UNITS        /* each unit's gradient after its backward */
+};
+
+/* What the optimizer steps over, tensor by tensor. */
+enum plan_opt_groups {
+	OPT_PER_TENSOR,     /* every parameter tensor (torch.optim over the module) */
+	OPT_FLAT,           /* one flat partition (DeepSpeed's fp32 partition, ZeRO) */
+	OPT_PER_UNIT        /* one FlatParameter per FSDP unit */
 };
 
 /* Bytes per element of each tensor class; 0 = the plan has no such tensor. */
@@ -146,16 +154,24 @@ struct plan {
 	int optimizer;           /* enum optimizer */
 	int opt_state_bytes;     /* fp32 optimizer state bytes per parameter (0, 4, 8) */
 	int opt_tensors;         /* state tensors per parameter (0, 1, 2) */
-	int fused_optimizer;     /* one fused kernel (DeepSpeed, shardcast), else torch.optim foreach */
+	int fused_optimizer;     /* the engine's own fused update (DeepSpeed, shardcast), else torch.optim */
+	int opt_impl;            /* enum opt_impl that runs (not OPTI_DEFAULT): optimizer_impl, or
+				    fused (DeepSpeed, shardcast), foreach (PyTorch 2 on CUDA), for_loop */
+	int opt_groups;          /* enum plan_opt_groups: what one optimizer tensor is */
+	int grad_scaler;         /* torch.amp.GradScaler's unscale pass (PyTorch fp16) */
 
 	struct plan_widths w;
 
 	/* checkpoint (ckpt.c) */
-	double ckpt_weight_bytes; /* per parameter: fp32, or 16-bit module + fp32 master */
-	double ckpt_optim_bytes;  /* per parameter: optimizer moments */
+	double ckpt_weight_bytes; /* per parameter: the module's weights as saved (fp32, or 16-bit) */
+	double ckpt_master_bytes; /* per parameter: fp32 masters saved beside a 16-bit module */
+	double ckpt_optim_bytes;  /* per parameter: optimizer states */
+	double ckpt_optim_tensors;/* optimizer state tensors per parameter tensor (Adam: m, v, step) */
 	double ckpt_grad_bytes;   /* per parameter: gradients, when the save holds them (else 0) */
 	double ckpt_bytes_per_param; /* the sum */
-	int64_t ckpt_ranks;       /* ranks a save is spread over: world (sharded) or 1 (full) */
+	int ckpt_state_dict;      /* CKPT_SHARDED | CKPT_FULL (one process saves a full one) */
+	int module_replicated;    /* the module's weights are not sharded (ZeRO-1/2: master and
+				     optimizer states are) */
 };
 
 /* Checks the training settings of s against its model and cluster (strategy
@@ -165,9 +181,10 @@ struct plan {
  * builds in memory; scenario_load for the file. */
 int plan_build(struct plan *p, const struct scenario *s, struct err *e);
 
-/* Fills p from settings st on world GPUs, without checks (the table test, the
- * runtime's strategy specs). */
-void plan_derive(struct plan *p, const struct scn_settings *st, int64_t world);
+/* Fills p from settings st on world GPUs of compute capability cc (0: not a
+ * CUDA device), without checks (the table test, the runtime's strategy
+ * specs, each sweep candidate). */
+void plan_derive(struct plan *p, const struct scn_settings *st, int64_t world, double cc);
 
 /* Sets FSDP's prefetch keys on p (forward_prefetch, enum fsdp_prefetch); other
  * strategies keep none. */

@@ -207,7 +207,7 @@ static void apply(struct sweep_ctx *c, const struct sweep_cand *k)
 	w->s.cluster.nodes = k->nodes;
 	w->world = k->nodes * w->s.cluster.gpus_per_node;
 	w->dp = w->world / k->tp;
-	plan_derive(&w->plan, &w->s, w->world);
+	plan_derive(&w->plan, &w->s, w->world, w->gpu.compute_capability);
 }
 
 /* predict_graph_opts clears the struct before filling it, so the bytes compare. */
@@ -245,7 +245,7 @@ static int slot_setup(struct sweep_ctx *c, int i, struct err *e)
 		snprintf(s->note, sizeof s->note, "%s", c->note);
 		return 0;
 	}
-	if (plan_build(&c->work.plan, &c->work, &why)) {
+	if (scenario_check_training(&c->work, &why)) {
 		msg = strstr(why.msg, "] ");  /* "file: [training] key: why" -> "key: why" */
 		s->state = 2;
 		snprintf(s->note, sizeof s->note, "%.111s", msg ? msg + 2 : why.msg);

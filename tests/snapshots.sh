@@ -28,9 +28,12 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 command -v jq >/dev/null || { echo "snapshots: jq not found (make deps installs it)"; exit 1; }
 
-# Every number to 4 significant digits (jq prints the shortest form).
+# Every number to 4 significant digits (jq prints the shortest form; large
+# numbers are scaled down and back up by whole powers of ten, so 1.053e8 prints
+# as 105300000, not 105299999.99999999).
 round='def sig4: if . == 0 then 0 else (fabs | log10 | floor) as $e
-	| pow(10; 3 - $e) as $m | ((. * $m) | round) / $m end;
+	| if $e >= 3 then pow(10; $e - 3) as $m | ((. / $m) | round) * $m
+	  else pow(10; 3 - $e) as $m | ((. * $m) | round) / $m end end;
 	walk(if type == "number" then sig4 else . end)'
 
 # compare_or_write KIND NAME FILE: FILE holds the new snapshot.

@@ -136,7 +136,7 @@ Test(plan, table)
 		char what[160];
 
 		settings(&st, r->spec, r->fw, r->prec, r->off);
-		plan_derive(&p, &st, 16);
+		plan_derive(&p, &st, 16, 8.0);
 		snprintf(what, sizeof what, "row %zu: %s %s %s offload %d (%s)", i, r->spec,
 			 scenario_enum_name("training", "framework", r->fw), scenario_precision_name(r->prec),
 			 r->off, r->src);
@@ -173,8 +173,8 @@ Test(plan, zero_under_pytorch_is_deepspeed)
 		for (int prec = FP32; prec <= BF16; prec++) {
 			settings(&a, zero[i], PT, prec, NONE);
 			settings(&b, zero[i], DS, prec, NONE);
-			plan_derive(&pa, &a, 16);
-			plan_derive(&pb, &b, 16);
+			plan_derive(&pa, &a, 16, 8.0);
+			plan_derive(&pb, &b, 16, 8.0);
 			cr_expect_str_eq(plan_profile_name(&pa), "deepspeed");
 			pa.framework = pb.framework;  /* the one field that records what was asked */
 			cr_expect(memcmp(&pa, &pb, sizeof pa) == 0, "%s %s: plans differ", zero[i],
@@ -203,7 +203,7 @@ Test(plan, hybrid_group)
 		st.cluster.gpus_per_node = c[i].gpn;
 		st.cluster.nodes = c[i].nodes;
 		st.training.tensor_parallel = c[i].tp;
-		plan_derive(&p, &st, c[i].gpn * c[i].nodes);
+		plan_derive(&p, &st, c[i].gpn * c[i].nodes, 8.0);
 		cr_expect_eq(p.shard_n, c[i].shard, "case %zu: shard_n %lld", i, (long long)p.shard_n);
 		cr_expect_eq(p.nccl_comms, c[i].comms, "case %zu: communicators %d", i, p.nccl_comms);
 	}
@@ -233,8 +233,10 @@ Test(plan, strategy_names)
 	cr_expect_str_eq(plan_strategy_nearest("fsdp:hybrid_shrd"), "fsdp:hybrid_shard");
 }
 
-/* A sharded save is spread over every rank, a full one written by rank 0; the
- * gradients add their working dtype when saved. */
+/* What a save holds (ckpt.c lays it out): DeepSpeed's 16-bit module, fp32
+ * masters, Adam's m, v and step, and the gradients when asked; a weights-only
+ * save keeps the module; one process saves a full state dict (torch.save);
+ * ZeRO-1/2 shard the optimizer's states but not the module. */
 Test(plan, checkpoint_contents)
 {
 	struct scn_settings st;
@@ -242,12 +244,49 @@ Test(plan, checkpoint_contents)
 
 	settings(&st, "zero3", DS, BF16, NONE);
 	st.checkpoint.include_grads = 1;
-	plan_derive(&p, &st, 16);
+	plan_derive(&p, &st, 16, 8.0);
 	cr_expect_eq(p.ckpt_bytes_per_param, 16, "2 + 4 + 8 + 2 (REFERENCE.md: 16 B/param with gradients)");
-	cr_expect_eq(p.ckpt_ranks, 16);
-	settings(&st, "fsdp", PT, BF16, NONE);
-	st.checkpoint.state_dict = CKPT_FULL;
-	plan_derive(&p, &st, 16);
-	cr_expect_eq(p.ckpt_ranks, 1);
+	cr_expect_eq(p.ckpt_optim_tensors, 3);
+	cr_expect_eq(p.module_replicated, 0);
+	settings(&st, "zero2", PT, BF16, NONE);
+	st.checkpoint.include_optimizer = 0;
+	plan_derive(&p, &st, 16, 8.0);
+	cr_expect_eq(p.ckpt_bytes_per_param, 2, "the bf16 module alone");
+	cr_expect_eq(p.module_replicated, 1);
+	settings(&st, "dp", PT, BF16, NONE);
+	plan_derive(&p, &st, 16, 8.0);
+	cr_expect_eq(p.ckpt_state_dict, CKPT_FULL);
 	cr_expect_eq(p.ckpt_bytes_per_param, 12);
+}
+
+/* The optimizer implementation that runs (torch/optim/optimizer.py
+ * _default_to_fused_or_foreach; DeepSpeed's FusedAdam): PyTorch's foreach on a
+ * CUDA device, the for-loop on the CPU and under PyTorch 1.13, fused for
+ * DeepSpeed's engine (zero under pytorch included) and the runtime. */
+Test(plan, optimizer_implementation)
+{
+	struct scn_settings st;
+	struct plan p;
+
+	settings(&st, "ddp", PT, BF16, NONE);
+	plan_derive(&p, &st, 16, 8.0);
+	cr_expect_eq(p.opt_impl, OPTI_FOREACH);
+	cr_expect_eq(p.opt_groups, OPT_PER_TENSOR);
+	plan_derive(&p, &st, 16, 0);
+	cr_expect_eq(p.opt_impl, OPTI_FOR_LOOP, "no CUDA device");
+	st.training.framework_version = FWV_1_13;
+	plan_derive(&p, &st, 16, 8.0);
+	cr_expect_eq(p.opt_impl, OPTI_FOR_LOOP, "PyTorch 1.13");
+	settings(&st, "zero1", PT, FP16, NONE);
+	plan_derive(&p, &st, 16, 8.0);
+	cr_expect_eq(p.opt_impl, OPTI_FUSED);
+	cr_expect_eq(p.opt_groups, OPT_FLAT);
+	cr_expect_eq(p.grad_scaler, 0, "DeepSpeed's loss scaler, not torch.amp's");
+	settings(&st, "fsdp", PT, FP16, NONE);
+	plan_derive(&p, &st, 16, 8.0);
+	cr_expect_eq(p.opt_groups, OPT_PER_UNIT);
+	cr_expect_eq(p.grad_scaler, 1);
+	st.training.optimizer_impl = OPTI_FUSED;
+	plan_derive(&p, &st, 16, 8.0);
+	cr_expect_eq(p.opt_impl, OPTI_FUSED, "as asked");
 }
