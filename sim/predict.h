@@ -53,6 +53,11 @@ struct step_result {
 	int64_t global_batch; /* samples per optimizer step */
 	int batch_assumed;    /* 1: no micro-batch from the memory model or the scenario; 1 was used */
 	uint64_t events;      /* events the simulation processed */
+	int64_t simulated_accum; /* micro-steps simulated: grad_accum, or fewer when the
+				    step was extended by its period (step.h) */
+	int period_settled;   /* 0: extended by a period that had not settled (approximate) */
+	int runs;             /* 1: the memory model says this micro-batch fits (or did
+				    not run): the step describes a configuration that can run */
 };
 
 #define JOB_MAX_WARN 6

@@ -124,6 +124,10 @@ int main(int argc, char **argv)
 		rc = record(&o, &s, json, &e);
 	if (!rc && o.trace)
 		rc = step_trace(&s, p.step.micro_batch, o.trace, &e);
+	if (!rc && o.trace && s.s.training.grad_accum > STEP_ACCUM_FULL)
+		fprintf(stderr, "simulate: the trace shows %d of the step's %lld micro-steps: the first %d "
+			"and the last (the others repeat the period)\n", STEP_ACCUM_FULL,
+			(long long)s.s.training.grad_accum, STEP_ACCUM_FULL - 1);
 	if (!rc && o.plot)
 		rc = jobrun_plot(&s, &p, o.plot, &e);
 	if (!rc) {
