@@ -94,6 +94,8 @@ struct job_result {
 	double restart;       /* s: restart_minutes + reading the checkpoint */
 	double ckpt_load;     /* s to read the checkpoint */
 	int64_t trials, seed, spares;
+	int64_t search_trials; /* trials per interval of the auto search (at most trials; jobrun.h) */
+	double expected_interruptions; /* per run, the estimate the work was bounded by */
 	int ncomp;
 	char comp[FAIL_MAX][FAIL_NAME_MAX];
 	int comp_planned[FAIL_MAX];
