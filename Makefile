@@ -51,7 +51,7 @@ TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/te
              tests/test_store.c tests/test_coll.c tests/test_step.c \
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
              tests/test_job.c tests/test_runtime.c tests/test_reference.c tests/test_grid.c \
-             tests/test_cuda.c tests/test_gemm.c tests/test_sweep.c
+             tests/test_cuda.c tests/test_gemm.c tests/test_sweep.c tests/test_calib.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
                runtime/rtckpt.c runtime/search.c cuda/gemm.c

@@ -344,6 +344,10 @@ int jobrun_predict(const struct scenario *s, struct prediction *pr, struct err *
 	int rc, is_auto;
 
 	memset(j, 0, sizeof *j);
+	if (s->s.job.step_time <= 0 && pr->step.valid && !pr->step.runs) {
+		j->not_run = 1;  /* no step time: the configuration does not fit in memory */
+		return 0;
+	}
 	rc = jobrun_params(s, pr, s->s.checkpoint.mode, &p, &c, &step, e);
 	if (!rc)
 		rc = bound(s, &p, step, &x, e);

@@ -52,6 +52,8 @@ int predict_run(const struct scenario *s, struct prediction *p, struct err *e)
 	rc = mem_predict(s, &g, p, e);
 	if (!rc)
 		rc = step_run(s, &g, p, e);
+	/* a micro-batch that does not fit is no run: reports give no throughput */
+	p->step.runs = !p->mem.valid || p->mem.fits;
 	graph_free(&g);
 	/* the job model needs the step time: [job] step_time or the step model's */
 	if (!rc && s->has_failures)

@@ -64,6 +64,7 @@ struct step_result {
 
 struct job_result {
 	int valid;
+	int not_run;          /* 1: not simulated: no step time (the configuration does not fit) */
 	double ettr;          /* effective training time ratio: training kept / wall time */
 	double ettr_lo, ettr_hi; /* 95% interval of the mean */
 	double wall_days;     /* mean */

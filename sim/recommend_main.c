@@ -60,7 +60,9 @@ static void usage(FILE *f)
 		"  --json FILE    every candidate of every cell as JSON\n"
 		"  --plot F.png   a heatmap of the winner per cell: F.png and F.svg (gnuplot)\n"
 		"  --db FILE      record the run and its candidates in this SQLite database, and use the\n"
-		"                 device's latest calibration in it (default: results/results.db if present)\n"
+		"                 device's latest calibration in it (the header names it); without --db no\n"
+		"                 database is read\n"
+		"  --no-calibration  with --db, keep the catalog's efficiencies\n"
 		"  --quiet        do not print the table on stdout\n"
 		"  --stats        print cells, candidates, step simulations and the rate on stderr\n"
 		"  --no-progress  no progress bar (shown on stderr when it is a terminal)\n"
@@ -72,7 +74,7 @@ static void usage(FILE *f)
 
 struct opts {
 	const char *sweep, *md, *csv, *json, *plot, *db;
-	int quiet, stats, progress;
+	int quiet, stats, progress, no_calib;
 };
 
 /* Whether an output path's folder exists and can be written to: checked before
@@ -100,6 +102,7 @@ static int parse_args(int argc, char **argv, struct opts *o, int verbose)
 		{"json", required_argument, NULL, 'j'}, {"plot", required_argument, NULL, 'p'},
 		{"db", required_argument, NULL, 'd'}, {"quiet", no_argument, NULL, 'q'},
 		{"stats", no_argument, NULL, 's'}, {"no-progress", no_argument, NULL, 'n'},
+		{"no-calibration", no_argument, NULL, 'N'},
 		{"version", no_argument, NULL, 'V'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	int c;
 
@@ -115,6 +118,7 @@ static int parse_args(int argc, char **argv, struct opts *o, int verbose)
 		case 'q': o->quiet = 1; break;
 		case 's': o->stats = 1; break;
 		case 'n': o->progress = 0; break;
+		case 'N': o->no_calib = 1; break;
 		case 'V': if (verbose) printf("shardcast recommend %s\n", store_version()); return -1;
 		case 'h': if (verbose) usage(stdout); return -1;
 		default: if (verbose) usage(stderr); return 2;
@@ -435,7 +439,7 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 
 	rc = sweep_load(&sw, o->sweep, e);
 	if (!rc)  /* the device's latest calibration (validate --calibrate), as simulate */
-		rc = calibrate(&sw, o->db, e);
+		rc = calibrate(&sw, o->no_calib ? NULL : o->db, e);
 	if (rc)
 		goto out;  /* every rank reads the same files and fails alike */
 	lo = (int)((long long)sw.ncell * me / nranks);

@@ -31,7 +31,9 @@ static void usage(FILE *f)
 		"  --json                 print the JSON object of DESIGN.md's contract instead of the report\n"
 		"  --set SECTION.KEY=VAL  override a scenario key (repeatable), e.g. --set training.strategy=fsdp\n"
 		"  --db FILE              record the run (scenario, outputs) in this SQLite database, and use\n"
-		"                         the device's latest calibration in it (default: results/results.db if present)\n"
+		"                         the device's latest calibration in it (the report names it); without\n"
+		"                         --db no database is read: the catalog's efficiencies\n"
+		"  --no-calibration       with --db, record the run but keep the catalog's efficiencies\n"
 		"  --trace FILE           write a Chrome/Perfetto trace of the simulated step\n"
 		"  --memory-timeline FILE write the memory timeline of the most loaded GPU as CSV\n"
 		"  --plot FILE.png        plot ETTR against checkpoint interval, sync and async (needs [failures])\n"
@@ -45,7 +47,7 @@ static void usage(FILE *f)
 struct opts {
 	const char *scenario, *db, *trace, *timeline, *plot;
 	const char *sets[MAX_SETS];
-	int nset, json;
+	int nset, json, no_calib;
 };
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -54,7 +56,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"json", no_argument, NULL, 'j'}, {"set", required_argument, NULL, 's'},
 		{"db", required_argument, NULL, 'd'}, {"trace", required_argument, NULL, 't'},
 		{"memory-timeline", required_argument, NULL, 'm'}, {"keys", no_argument, NULL, 'k'},
-		{"plot", required_argument, NULL, 'p'},
+		{"plot", required_argument, NULL, 'p'}, {"no-calibration", no_argument, NULL, 'n'},
 		{"version", no_argument, NULL, 'V'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	int c;
 
@@ -72,6 +74,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 't': o->trace = optarg; break;
 		case 'm': o->timeline = optarg; break;
 		case 'p': o->plot = optarg; break;
+		case 'n': o->no_calib = 1; break;
 		case 'k':
 			printf("### Scenario keys\n\n");
 			cfg_write_reference(scenario_keys(), stdout);
@@ -109,8 +112,8 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc < 0 ? 0 : rc;
 	rc = scenario_load(&s, o.scenario, o.sets, o.nset, &e);
-	if (!rc)  /* the device's latest calibration (validate --calibrate), if any */
-		rc = calib_apply_latest(o.db, &s, &e);
+	if (!rc)  /* the device's latest calibration in --db (validate --calibrate), if any */
+		rc = calib_apply_latest(o.no_calib ? NULL : o.db, &s, &e);
 	if (!rc)
 		rc = predict_run(&s, &p, &e);
 	if (!rc && o.timeline)

@@ -1305,7 +1305,10 @@ int step_run(const struct scenario *s, const struct graph *g, struct prediction 
 		rc = periodic(&ss, s, g, mb, &p->step, e);
 	else
 		rc = step_simulate(&ss, s, g, mb, &p->step, e);
-	p->step.batch_assumed = p->micro_batch <= 0;
+	/* no micro-batch from the scenario, and none from the memory model (not
+	 * run, or not even one sample fits): 1 stands in */
+	p->step.batch_assumed = p->micro_batch <= 0 ||
+		(s->s.training.micro_batch <= 0 && p->max_micro_batch == 0);
 	step_sim_delete(&ss);
 	return rc;
 }
