@@ -3,7 +3,8 @@
 # exits 2 with a located message; --json holds DESIGN.md's contract and the
 # measured peak and max micro-batch equal the predicted ones; an emulated world
 # and a real 2-rank mpirun run; --calibrate on stored runs lowers the median
-# step-time error, and simulate then uses the calibration.
+# step-time error (measured on runs held out of the fit, with fewer parameters
+# than runs), and simulate --db then uses the calibration and names it.
 set -u
 bin=${1:-bin}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -67,10 +68,16 @@ if "$V" --calibrate --db "$db" >"$tmp/out" 2>"$tmp/err"; then
 	r=$(sqlite3 "$db" 'select n_points, error_before, error_after from calibrations order by id desc limit 1')
 	sed -n 's/^  median/median/p' "$tmp/out"
 	echo "$r" | awk -F'|' '{ exit !($1 == 5 && $3 < $2) }' && ok || bad "calibration: n, before, after = $r"
+	# at most one parameter fewer than the runs, the error measured on held-out runs
+	pj=$(sqlite3 "$db" 'select params_json from calibrations order by id desc limit 1')
+	echo "$pj" | jq -e '(.fitted | length) >= 1 and (.fitted | length) <= 4 and .heldout == "leave-one-out"' >/dev/null &&
+		grep -q "on runs held out of it (leave-one-out" "$tmp/out" && ok || bad "calibration: $pj $(cat "$tmp/out")"
 else bad "--calibrate: $(cat "$tmp/err")"; fi
 a=$("$root/$bin/simulate" scenarios/cpu-single.ini --json | jq .step.time_s)
 b=$("$root/$bin/simulate" scenarios/cpu-single.ini --json --db "$db" | jq .step.time_s)
 [ "$a" != "$b" ] && ok || bad "simulate --db ignores the calibration ($a = $b)"
+"$root/$bin/simulate" scenarios/cpu-single.ini --db "$db" | grep -q "^Calibration cpu, fitted .* to 5 runs, held-out error" &&
+	ok || bad "simulate --db does not name the calibration"
 expect_error calibrate-empty "no validate runs of device h100" --calibrate --db "$db" --device h100
 
 echo "validate: $pass passed, $fail failed"
