@@ -207,17 +207,30 @@ static char *output_json(const struct scenario *s, const struct backend *be, int
 	cJSON_AddItemToObject(root, "predicted", pj ? cJSON_Parse(pj) : cJSON_CreateNull());
 	o = cJSON_AddObjectToObject(root, "measured");
 	cJSON_AddNumberToObject(o, "max_micro_batch", (double)m->max_batch);
-	cJSON_AddNumberToObject(o, "peak_bytes", m->peak);
-	cJSON_AddNumberToObject(o, "fixed_overhead_bytes", m->fixed);
-	cJSON_AddNumberToObject(o, "step_time_s", m->step_time);
-	cJSON_AddNumberToObject(o, "tokens_per_s", m->tokens_per_s);
-	cJSON_AddNumberToObject(o, "mfu", m->mfu);
+	if (be->device_used)  /* the cpu backend has no device to ask: not measured */
+		cJSON_AddNumberToObject(o, "fixed_overhead_bytes", m->fixed);
+	else
+		cJSON_AddNullToObject(o, "fixed_overhead_bytes");
+	if (m->max_batch > 0) {
+		cJSON_AddNumberToObject(o, "peak_bytes", m->peak);
+		cJSON_AddNumberToObject(o, "step_time_s", m->step_time);
+		cJSON_AddNumberToObject(o, "tokens_per_s", m->tokens_per_s);
+		cJSON_AddNumberToObject(o, "mfu", m->mfu);
+	} else {  /* not even one sample fits: nothing measured (null, not 0) */
+		cJSON_AddNullToObject(o, "peak_bytes");
+		cJSON_AddNullToObject(o, "step_time_s");
+		cJSON_AddNullToObject(o, "tokens_per_s");
+		cJSON_AddNullToObject(o, "mfu");
+	}
 	cJSON_AddNumberToObject(o, "micro_batch", (double)(m->max_batch > 0 ? m->max_batch : 0));
 	cJSON_AddNumberToObject(o, "emulated_world", emulated);
 	*meas_json = cJSON_PrintUnformatted(o);
 	o = cJSON_AddObjectToObject(root, "error");
 	cJSON_AddNumberToObject(o, "max_micro_batch", (double)(m->max_batch - p->max_micro_batch));
-	cJSON_AddNumberToObject(o, "peak_bytes_rel", rel(m->peak, p->mem.peak));
+	if (m->max_batch > 0)
+		cJSON_AddNumberToObject(o, "peak_bytes_rel", rel(m->peak, p->mem.peak));
+	else
+		cJSON_AddNullToObject(o, "peak_bytes_rel");
 	if (p->step.valid && m->step_time > 0)
 		cJSON_AddNumberToObject(o, "step_time_rel", rel(m->step_time, p->step.time));
 	else  /* not computed: nothing timed */

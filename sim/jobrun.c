@@ -501,6 +501,9 @@ int jobrun_plot(const struct scenario *s, const struct prediction *pr, const cha
 	FILE *g;
 	int rc, status;
 
+	if (pr->job.not_run)
+		return err_set(e, ERR_INPUT, s->file, 0, "--plot: the job was not simulated (the configuration does "
+			       "not fit in memory, so it has no step time; set [job] step_time)");
 	if (!pr->job.valid)
 		return err_set(e, ERR_INPUT, s->file, 0, "--plot needs a [failures] section (the job simulation)");
 	if (strpbrk(png, "'\"\n\\") || strlen(png) + 8 > sizeof tmp)

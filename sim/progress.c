@@ -43,8 +43,8 @@ void progress_show(struct progress *p, double done, double total, const char *wh
 	for (i = 0; i < W; i++)
 		bar[i] = i < fill ? '#' : '.';
 	bar[W] = 0;
-	fprintf(stderr, "\r[%s] %.0f/%.0f %s%s%s, %.3g/s, %.0f s left   ", bar, done, total, what,
-		note ? " " : "", note ? note : "", rate, rate > 0 && total > done ? (total - done) / rate : 0.0);
+	fprintf(stderr, "\r[%s] %.0f/%.0f %s%s%s, %.3g %s/s, %.0f s left   ", bar, done, total, what,
+		note ? " " : "", note ? note : "", rate, what, rate > 0 && total > done ? (total - done) / rate : 0.0);
 	fflush(stderr);
 }
 

@@ -1,6 +1,6 @@
 /*
  * progress.h — a progress line on stderr for long runs (recommend's cells,
- * the job model's trials): "[#####.........] 120/400 cells, 3.1/s, 90 s left",
+ * the job model's trials): "[#####.........] 120/400 cells, 3.1 cells/s, 90 s left",
  * redrawn in place at most every 0.1 s, only when stderr is a terminal (logs
  * and pipes get nothing), and only once the run has lasted `delay` seconds.
  */

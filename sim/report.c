@@ -418,8 +418,7 @@ char *report_json(const struct scenario *s, const struct prediction *p)
 		num(o, "binding_gpu", m->binding_gpu);
 		cJSON_AddStringToObject(o, "binding", m->binding);
 		num(o, "host_bytes", m->host);
-		if (m->other_peak > 0)
-			num(o, "other_gpus_peak_bytes", m->other_peak);
+		num_if(o, "other_gpus_peak_bytes", m->other_peak, m->other_peak > 0);  /* dp's replicas */
 	}
 	num_if(root, "max_micro_batch", (double)p->max_micro_batch, p->max_micro_batch >= 0);
 	num_if(root, "max_global_batch", (double)p->max_global_batch, p->max_micro_batch >= 0);

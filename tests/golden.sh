@@ -201,6 +201,11 @@ sed 's/^train_tokens = .*/wall_days = 2/' "$job" >"$tmp/window.ini"
 if out=$("$root/$bin/simulate" "$tmp/window.ini" --json 2>"$tmp/err") &&
    echo "$out" | jq -e '(.job.work_s == null) and (.job.window_s == 172800)' >/dev/null; then ok
 else bad "job nulls (window): $(echo "$out" | jq -c .job) $(cat "$tmp/err")"; fi
+# a job model run longer than a second shows its progress on a terminal (script
+# gives one), and nothing into a pipe
+if script -qec "'$root/$bin/simulate' $job --set failures.trials=40000 >/dev/null" /dev/null 2>&1 | grep -q "trials (job model)" &&
+   ! "$root/$bin/simulate" "$job" --set failures.trials=40000 2>&1 >/dev/null | grep -q "job model"; then ok
+else bad "job model: no progress on a terminal, or progress into a pipe"; fi
 a=$("$root/$bin/simulate" "$job"); b=$("$root/$bin/simulate" "$job")
 [ "$a" = "$b" ] && ok || bad "repeat job runs differ"
 

@@ -63,6 +63,12 @@ check_json dp "$V" scenarios/cpu-single.ini --json --set training.strategy=dp --
 check_json mpirun-ddp timeout 120 mpirun -np 2 --oversubscribe "$V" scenarios/cpu-ddp.ini --json --set cluster.gpus_per_node=2 --memory-limit 3MiB --steps 3 --warmup 1 --db "$db"
 check_json mpirun-zero3 timeout 120 mpirun -np 2 --oversubscribe "$V" scenarios/cpu-fsdp.ini --json --set cluster.gpus_per_node=2 --set training.strategy=zero3 --set model.seq_len=32 --memory-limit 6MiB --steps 3 --warmup 1 --db "$db"
 
+# nothing fits: nothing measured or predicted as a run, null rather than 0
+if out=$("$V" scenarios/cpu-single.ini --json --memory-limit 1MiB --set model.name=gpt-mini --set model.seq_len=64 2>"$tmp/err") &&
+   echo "$out" | jq -e '(.measured.max_micro_batch == 0) and (.measured.step_time_s == null) and (.measured.peak_bytes == null)
+     and (.error.step_time_rel == null) and (.predicted.step.tokens_per_s == null)' >/dev/null; then ok
+else bad "nothing fits: $(echo "$out" | jq -c '.measured, .error') $(cat "$tmp/err")"; fi
+
 # calibration lowers the error of the stored runs; simulate then uses it
 if "$V" --calibrate --db "$db" >"$tmp/out" 2>"$tmp/err"; then
 	r=$(sqlite3 "$db" 'select n_points, error_before, error_after from calibrations order by id desc limit 1')
