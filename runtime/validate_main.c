@@ -17,6 +17,7 @@
 #include "backend.h"
 #include "calib.h"
 #include "predict.h"
+#include "pyref.h"
 #include "record.h"
 #include "report.h"
 #include "scenario.h"
@@ -39,8 +40,11 @@ static void usage(FILE *f)
 		"Several ranks: mpirun -np N validate ... (N = nodes x gpus_per_node).\n"
 		"\n"
 		"options:\n"
-		"  --backend cpu|cuda     the device backend (default cpu; cuda: one GPU per rank)\n"
-		"  --json                 print DESIGN.md's validate JSON object\n"
+		"  --backend cpu|cuda|pytorch  the device backend (default cpu; cuda: one GPU per rank;\n"
+		"                         pytorch: trace the scenario in real PyTorch on meta tensors and\n"
+		"                         compare the framework = pytorch profile with it; make pyref-deps)\n"
+		"  --attention eager|sdpa the attention PyTorch runs (--backend pytorch; default eager)\n"
+		"  --json                 print the validate JSON object of docs/CONTRACT.md\n"
 		"  --db FILE              record the run (predicted and measured) in this SQLite database; the\n"
 		"                         predictions use the device's latest calibration in it (named in the\n"
 		"                         output); without --db no database is read\n"
@@ -63,7 +67,7 @@ static void usage(FILE *f)
 }
 
 struct opts {
-	const char *scenario, *db, *backend, *device;
+	const char *scenario, *db, *backend, *device, *attention;
 	const char *sets[MAX_SETS];
 	int nset, json, calibrate, emulate, steps, warmup, no_calib;
 	double limit;          /* bytes, 0 = the scenario's */
@@ -79,12 +83,13 @@ static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
 		{"steps", required_argument, NULL, 'n'}, {"warmup", required_argument, NULL, 'u'},
 		{"max-batch", required_argument, NULL, 'x'}, {"calibrate", no_argument, NULL, 'c'},
 		{"device", required_argument, NULL, 'D'}, {"version", no_argument, NULL, 'V'},
-		{"no-calibration", no_argument, NULL, 'N'},
+		{"no-calibration", no_argument, NULL, 'N'}, {"attention", required_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	char *end;
 	int c;
 
 	o->backend = "cpu";
+	o->attention = "eager";
 	o->device = "cpu";
 	o->steps = 5;
 	o->warmup = 2;
@@ -100,6 +105,7 @@ static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
 		case 'd': o->db = optarg; break;
 		case 'b': o->backend = optarg; break;
 		case 'D': o->device = optarg; break;
+		case 'A': o->attention = optarg; break;
 		case 'c': o->calibrate = 1; break;
 		case 'N': o->no_calib = 1; break;
 		case 'm':
@@ -355,6 +361,22 @@ out:
 	return rc;
 }
 
+/* --backend pytorch: the checkout is the folder above the binary's. */
+static int run_pytorch(const struct opts *o, const char *argv0, struct err *e)
+{
+	struct pyref_opts po = {.scenario = o->scenario, .sets = o->sets, .nset = o->nset, .db = o->db,
+		.attention = o->attention, .json = o->json, .batches = {1, 2}};
+	char root[4096];
+	const char *slash = strrchr(argv0, '/');
+
+	if (slash)
+		snprintf(root, sizeof root, "%.*s/..", (int)(slash - argv0), argv0);
+	else
+		snprintf(root, sizeof root, "..");
+	po.root = root;
+	return pyref_validate(&po, e);
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = {0};
@@ -368,6 +390,8 @@ int main(int argc, char **argv)
 		return 0;
 	if (!rc && o.calibrate) {
 		rc = calib_run(o.db ? o.db : "results/results.db", o.device, stdout, &e);
+	} else if (!rc && !strcmp(o.backend, "pytorch")) {
+		rc = run_pytorch(&o, argv[0], &e);
 	} else if (!rc) {
 		rc = backend_open(o.backend, &be, &world, &e);
 		if (!rc)
