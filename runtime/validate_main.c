@@ -330,7 +330,8 @@ static int run(const struct opts *o, struct backend *be, struct rt_comm *mpiw, s
 	if (!rc)
 		rc = predict_at(&s, 0, capacity, &pmax, o->no_calib ? NULL : o->db, e);
 	if (!rc)
-		rc = predict_at(&s, m.max_batch > 0 ? m.max_batch : 1, capacity, &p, o->no_calib ? NULL : o->db, e);
+		/* nothing fits: auto (0), so no micro-batch is invented and timed */
+		rc = predict_at(&s, m.max_batch > 0 ? m.max_batch : 0, capacity, &p, o->no_calib ? NULL : o->db, e);
 	if (rc)
 		goto out;
 	p.max_micro_batch = pmax.max_micro_batch;

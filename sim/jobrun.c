@@ -364,7 +364,7 @@ int jobrun_predict(const struct scenario *s, struct prediction *pr, struct err *
 	int rc, is_auto;
 
 	memset(j, 0, sizeof *j);
-	if (s->s.job.step_time <= 0 && pr->step.valid && !pr->step.runs) {
+	if (s->s.job.step_time <= 0 && pr->step.valid && !pr->step.timed) {
 		j->not_run = 1;  /* no step time: the configuration does not fit in memory */
 		return 0;
 	}

@@ -56,8 +56,9 @@ struct step_result {
 	int64_t simulated_accum; /* micro-steps simulated: grad_accum, or fewer when the
 				    step was extended by its period (step.h) */
 	int period_settled;   /* 0: extended by a period that had not settled (approximate) */
-	int runs;             /* 1: the memory model says this micro-batch fits (or did
-				    not run): the step describes a configuration that can run */
+	int timed;            /* 0: not timed: not even one sample fits and the scenario
+				    names no micro-batch (1 would be an invention): no configuration
+				    of it can run, and reports give no step time */
 };
 
 #define JOB_MAX_WARN 6

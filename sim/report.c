@@ -43,17 +43,14 @@ static void text_memory(FILE *f, const struct prediction *p)
 		fprintf(f, "  host memory       %14s per node (offloaded states)\n", fmt(b[0], 32, m->host, UNIT_BYTES));
 }
 
-/* Why a step is not reported as a run: the memory model says it does not fit. */
+/* Why a step is not reported as a run: not even one sample fits. */
 static void text_step_not_run(FILE *f, const struct prediction *p)
 {
 	char b[2][32];
 
-	fprintf(f, "\nStep      not simulated as a run: micro-batch %lld needs %s per GPU, more than the %s "
-		"there is,\n          so the configuration cannot run (no step time, throughput or MFU)",
+	fprintf(f, "\nStep      not simulated as a run: not even one sample fits (micro-batch %lld needs %s per "
+		"GPU\n          of %s), so the configuration cannot run: no step time, throughput or MFU\n",
 		(long long)p->micro_batch, fmt(b[0], 32, p->mem.peak, UNIT_BYTES), fmt(b[1], 32, p->mem.capacity, UNIT_BYTES));
-	if (p->max_micro_batch > 0)
-		fprintf(f, "; micro-batch %lld fits", (long long)p->max_micro_batch);
-	fprintf(f, "\n");
 }
 
 static void text_step(FILE *f, const struct scenario *s, const struct prediction *p)
@@ -63,7 +60,7 @@ static void text_step(FILE *f, const struct scenario *s, const struct prediction
 
 	if (!t->valid)
 		return;
-	if (!t->runs) {
+	if (!t->timed) {
 		text_step_not_run(f, p);
 		return;
 	}
@@ -72,6 +69,12 @@ static void text_step(FILE *f, const struct scenario *s, const struct prediction
 		t->micro_batch > 1 ? "s" : "", (long long)t->global_batch);
 	if (t->batch_assumed)
 		fprintf(f, "  (micro-batch 1 assumed: neither the scenario nor the memory model gave one)\n");
+	if (p->mem.valid && !p->mem.fits && p->max_micro_batch > 0)
+		fprintf(f, "  (micro-batch %lld does not fit by the memory model, whose largest is %lld: timed as if "
+			"it did)\n", (long long)t->micro_batch, (long long)p->max_micro_batch);
+	else if (p->mem.valid && !p->mem.fits)
+		fprintf(f, "  (not even one sample fits by the memory model: micro-batch %lld timed as if it did)\n",
+			(long long)t->micro_batch);
 	if (t->simulated_accum < t->grad_accum)
 		fprintf(f, "  (%lld micro-steps simulated, the other %lld added at their period%s)\n",
 			(long long)t->simulated_accum, (long long)(t->grad_accum - t->simulated_accum),
@@ -333,11 +336,11 @@ static void json_calibration(cJSON *root, const struct scn_calibration *c)
 }
 
 /* The step object; its times and rates are null when the configuration cannot
- * run (the memory model says the micro-batch does not fit). */
+ * run (not even one sample fits and the scenario names no micro-batch). */
 static void json_step(cJSON *root, const struct step_result *t)
 {
 	cJSON *o = cJSON_AddObjectToObject(root, "step");
-	int r = t->runs;
+	int r = t->timed;
 
 	num_if(o, "time_s", t->time, r);
 	num_if(o, "compute_s", t->compute, r);
@@ -356,7 +359,6 @@ static void json_step(cJSON *root, const struct step_result *t)
 	num(o, "grad_accum", (double)t->grad_accum);
 	num(o, "global_batch", (double)t->global_batch);
 	cJSON_AddBoolToObject(o, "micro_batch_assumed", t->batch_assumed);
-	cJSON_AddBoolToObject(o, "runs", r);
 	num_if(o, "micro_steps_simulated", (double)t->simulated_accum, r);
 	cJSON_AddBoolToObject(o, "period_settled", t->period_settled);
 }

@@ -1067,7 +1067,7 @@ static void results(const struct bld *b, struct step_result *r)
 	r->events = d->tot.events;
 	r->simulated_accum = b->accum;
 	r->period_settled = 1;
-	r->runs = 1;
+	r->timed = 1;
 }
 
 /* ---- entry points ------------------------------------------------------------------ */
