@@ -182,196 +182,165 @@ static void c_sync(struct backend *be)
 
 static void embed_fwd(struct backend *be, float *out, const int32_t *ids, const float *wte, int B, int T, int C)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_embed_fwd(&g->k, CUK_F32, out, ids, wte, B, T, C);
+	cuk_embed_fwd(&CB(be)->k, CUK_F32, out, ids, wte, B, T, C);
 }
 
 static void embed_bwd(struct backend *be, float *dwte, const float *dout, const int32_t *ids, int B, int T, int C)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_embed_bwd(&g->k, CUK_F32, dwte, dout, ids, B, T, C);
+	cuk_embed_bwd(&CB(be)->k, CUK_F32, dwte, dout, ids, B, T, C);
 }
 
 static void pos_fwd(struct backend *be, float *out, const float *x, const float *wpe, int B, int T, int C)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_pos_fwd(&g->k, CUK_F32, out, x, wpe, B, T, C);
+	cuk_pos_fwd(&CB(be)->k, CUK_F32, out, x, wpe, B, T, C);
 }
 
 static void pos_bwd(struct backend *be, float *dx, float *dwpe, const float *dout, int B, int T, int C)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_pos_bwd(&g->k, CUK_F32, dx, dwpe, dout, B, T, C);
+	cuk_pos_bwd(&CB(be)->k, CUK_F32, dx, dwpe, dout, B, T, C);
 }
 
 static void layernorm_fwd(struct backend *be, float *out, float *stats, const float *x, const float *w, const float *b,
 			  int N, int C)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_layernorm_fwd(&g->k, CUK_F32, out, stats, x, w, b, N, C);
+	cuk_layernorm_fwd(&CB(be)->k, CUK_F32, out, stats, x, w, b, N, C);
 }
 
 static void layernorm_bwd(struct backend *be, float *dx, float *dw, float *db, const float *dout, const float *x,
 			  const float *stats, const float *w, int N, int C)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_layernorm_bwd(&g->k, CUK_F32, dx, dw, db, dout, x, stats, w, N, C);
+	cuk_layernorm_bwd(&CB(be)->k, CUK_F32, dx, dw, db, dout, x, stats, w, N, C);
 }
 
 static void matmul_fwd(struct backend *be, float *out, const float *x, const float *w, const float *bias, int N, int C, int OC)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_matmul_fwd(&g->k, CUK_F32, out, x, w, bias, N, C, OC);
+	cuk_matmul_fwd(&CB(be)->k, CUK_F32, out, x, w, bias, N, C, OC);
 }
 
 static void matmul_bwd(struct backend *be, float *dx, float *dw, float *dbias, const float *dout, const float *x,
 		       const float *w, int N, int C, int OC)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_matmul_bwd(&g->k, CUK_F32, dx, dw, dbias, dout, x, w, N, C, OC);
+	cuk_matmul_bwd(&CB(be)->k, CUK_F32, dx, dw, dbias, dout, x, w, N, C, OC);
 }
 
 static void attn_score_fwd(struct backend *be, float *scores, const float *qkv, int B, int T, int NH, int NKV, int hs)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_attn_score_fwd(&g->k, CUK_F32, scores, qkv, B, T, NH, NKV, hs);
+	cuk_attn_score_fwd(&CB(be)->k, CUK_F32, scores, qkv, B, T, NH, NKV, hs);
 }
 
 static void attn_score_bwd(struct backend *be, float *dqkv, const float *dscores, const float *qkv, int B, int T, int NH, int NKV,
 			   int hs)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_attn_score_bwd(&g->k, CUK_F32, dqkv, dscores, qkv, B, T, NH, NKV, hs);
+	cuk_attn_score_bwd(&CB(be)->k, CUK_F32, dqkv, dscores, qkv, B, T, NH, NKV, hs);
 }
 
 static void softmax_fwd(struct backend *be, float *out, const float *in, int rows, int T)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_softmax_fwd(&g->k, CUK_F32, out, in, rows, T);
+	cuk_softmax_fwd(&CB(be)->k, CUK_F32, out, in, rows, T);
 }
 
 static void softmax_bwd(struct backend *be, float *din, const float *dout, const float *out, int rows, int T)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_softmax_bwd(&g->k, CUK_F32, din, dout, out, rows, T);
+	cuk_softmax_bwd(&CB(be)->k, CUK_F32, din, dout, out, rows, T);
 }
 
 static void attn_ctx_fwd(struct backend *be, float *ctx, const float *att, const float *qkv, int B, int T, int NH, int NKV, int hs)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_attn_ctx_fwd(&g->k, CUK_F32, ctx, att, qkv, B, T, NH, NKV, hs);
+	cuk_attn_ctx_fwd(&CB(be)->k, CUK_F32, ctx, att, qkv, B, T, NH, NKV, hs);
 }
 
 static void attn_ctx_bwd(struct backend *be, float *datt, float *dqkv, const float *dctx, const float *att, const float *qkv,
 			 int B, int T, int NH, int NKV, int hs)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_attn_ctx_bwd(&g->k, CUK_F32, datt, dqkv, dctx, att, qkv, B, T, NH, NKV, hs);
+	cuk_attn_ctx_bwd(&CB(be)->k, CUK_F32, datt, dqkv, dctx, att, qkv, B, T, NH, NKV, hs);
 }
 
 static void rope(struct backend *be, float *qkv, int B, int T, int NH, int NKV, int hs, float theta, int dir)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_rope(&g->k, CUK_F32, qkv, B, T, NH, NKV, hs, theta, dir);
+	cuk_rope(&CB(be)->k, CUK_F32, qkv, B, T, NH, NKV, hs, theta, dir);
 }
 
 static void rmsnorm_fwd(struct backend *be, float *out, float *rstd, const float *x, const float *w, int N, int C)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_rmsnorm_fwd(&g->k, CUK_F32, out, rstd, x, w, N, C);
+	cuk_rmsnorm_fwd(&CB(be)->k, CUK_F32, out, rstd, x, w, N, C);
 }
 
 static void rmsnorm_bwd(struct backend *be, float *dx, float *dw, const float *dout, const float *x, const float *rstd,
 			const float *w, int N, int C)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_rmsnorm_bwd(&g->k, CUK_F32, dx, dw, dout, x, rstd, w, N, C);
+	cuk_rmsnorm_bwd(&CB(be)->k, CUK_F32, dx, dw, dout, x, rstd, w, N, C);
 }
 
 static void silu_fwd(struct backend *be, float *out, const float *x, size_t n)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_silu_fwd(&g->k, CUK_F32, out, x, n);
+	cuk_silu_fwd(&CB(be)->k, CUK_F32, out, x, n);
 }
 
 static void silu_bwd(struct backend *be, float *dx, const float *dout, const float *x, size_t n)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_silu_bwd(&g->k, CUK_F32, dx, dout, x, n);
+	cuk_silu_bwd(&CB(be)->k, CUK_F32, dx, dout, x, n);
 }
 
 static void mul_fwd(struct backend *be, float *out, const float *a, const float *b, size_t n)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_mul_fwd(&g->k, CUK_F32, out, a, b, n);
+	cuk_mul_fwd(&CB(be)->k, CUK_F32, out, a, b, n);
 }
 
 static void mul_bwd(struct backend *be, float *da, float *db, const float *dout, const float *a, const float *b, size_t n)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_mul_bwd(&g->k, CUK_F32, da, db, dout, a, b, n);
+	cuk_mul_bwd(&CB(be)->k, CUK_F32, da, db, dout, a, b, n);
 }
 
 static void gelu_fwd(struct backend *be, float *out, const float *x, size_t n)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_gelu_fwd(&g->k, CUK_F32, out, x, n);
+	cuk_gelu_fwd(&CB(be)->k, CUK_F32, out, x, n);
 }
 
 static void gelu_bwd(struct backend *be, float *dx, const float *dout, const float *x, size_t n)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_gelu_bwd(&g->k, CUK_F32, dx, dout, x, n);
+	cuk_gelu_bwd(&CB(be)->k, CUK_F32, dx, dout, x, n);
 }
 
 static void add_fwd(struct backend *be, float *out, const float *a, const float *b, size_t n)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_add_fwd(&g->k, CUK_F32, out, a, b, n);
+	cuk_add_fwd(&CB(be)->k, CUK_F32, out, a, b, n);
 }
 
 static void add_bwd(struct backend *be, float *da, float *db, const float *dout, size_t n)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_add_bwd(&g->k, CUK_F32, da, db, dout, n);
+	cuk_add_bwd(&CB(be)->k, CUK_F32, da, db, dout, n);
 }
 
 static void dropout_fwd(struct backend *be, float *out, uint8_t *mask, const float *x, size_t n, float p, uint64_t seed,
 			uint64_t offset)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_dropout_fwd(&g->k, CUK_F32, out, mask, x, n, p, seed, offset);
+	cuk_dropout_fwd(&CB(be)->k, CUK_F32, out, mask, x, n, p, seed, offset);
 }
 
 static void dropout_bwd(struct backend *be, float *dx, const float *dout, const uint8_t *mask, size_t n, float p)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_dropout_bwd(&g->k, CUK_F32, dx, dout, mask, n, p);
+	cuk_dropout_bwd(&CB(be)->k, CUK_F32, dx, dout, mask, n, p);
 }
 
 static void xent_fwd(struct backend *be, float *logp, double *loss_sum, const float *logits, const int32_t *ids, int B, int T,
 		     int V)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_xent_fwd(&g->k, CUK_F32, logp, loss_sum, logits, ids, B, T, V);
+	cuk_xent_fwd(&CB(be)->k, CUK_F32, logp, loss_sum, logits, ids, B, T, V);
 }
 
 static void xent_bwd(struct backend *be, float *dlogits, const float *logp, const int32_t *ids, int B, int T, int V, float scale)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_xent_bwd(&g->k, CUK_F32, dlogits, logp, ids, B, T, V, scale);
+	cuk_xent_bwd(&CB(be)->k, CUK_F32, dlogits, logp, ids, B, T, V, scale);
 }
 
 static void axpy(struct backend *be, float *y, const float *x, float a, size_t n)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_axpy(&g->k, y, x, a, n);
+	cuk_axpy(&CB(be)->k, y, x, a, n);
 }
 
 static void scale(struct backend *be, float *y, float a, size_t n)
 {
-	struct cuda_backend *g = CB(be);
-	cuk_scale(&g->k, y, a, n);
+	cuk_scale(&CB(be)->k, y, a, n);
 }
 
 static void adamw(struct backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
