@@ -47,6 +47,21 @@ struct bld {
 	struct err *e;
 };
 
+/* dst = a b c (any may be NULL) truncated to n - 1 bytes, as snprintf "%s%s%s"
+ * does: names are built for every op and tensor, and snprintf was most of the
+ * cost of building a graph. */
+static void name3(char *dst, size_t n, const char *a, const char *b, const char *c)
+{
+	const char *parts[3] = {a, b, c};
+	size_t k = 0;
+	int i;
+
+	for (i = 0; i < 3; i++)
+		for (const char *p = parts[i]; p && *p && k + 1 < n; p++)
+			dst[k++] = *p;
+	dst[k] = 0;
+}
+
 static int tensor(struct bld *b, const char *name, double elems, int dsize, int producer)
 {
 	struct graph *g = b->g;
@@ -56,13 +71,30 @@ static int tensor(struct bld *b, const char *name, double elems, int dsize, int 
 		return -1;
 	t = &g->t[g->nt];
 	memset(t, 0, sizeof *t);
-	snprintf(t->name, sizeof t->name, "%s", name);
+	name3(t->name, sizeof t->name, name, NULL, NULL);
 	t->elems = elems;
 	t->dsize = dsize;
 	t->producer = producer;
 	t->last_fwd_use = producer;
 	t->first_saver = -1;
 	return g->nt++;
+}
+
+/* "L12." or "enc3.": the prefix of a block's op names. */
+static void layer_prefix(char pre[16], int stack, int layer)
+{
+	char digits[12];
+	int d = 0, k = stack ? 3 : 1;
+
+	do {
+		digits[d++] = (char)('0' + layer % 10);
+		layer /= 10;
+	} while (layer > 0 && d < 11);
+	memcpy(pre, stack ? "enc" : "L", (size_t)k);
+	while (d > 0)
+		pre[k++] = digits[--d];
+	pre[k++] = '.';
+	pre[k] = 0;
 }
 
 /* A new op reading in0..in2 (-1 = none), producing a tensor of elems x dsize. */
@@ -78,10 +110,13 @@ static int op(struct bld *b, int kind, const char *name, int in0, int in1, int i
 	idx = g->nops++;
 	o = &g->ops[idx];
 	memset(o, 0, sizeof *o);
-	if (b->layer >= 0)
-		snprintf(o->name, sizeof o->name, "%s%d.%s", b->stack ? "enc" : "L", b->layer, name);
-	else
-		snprintf(o->name, sizeof o->name, "%s", name);
+	if (b->layer >= 0) {
+		char pre[16];
+		layer_prefix(pre, b->stack, b->layer);
+		name3(o->name, sizeof o->name, pre, name, NULL);
+	} else {
+		name3(o->name, sizeof o->name, name, NULL, NULL);
+	}
 	o->kind = kind;
 	o->stack = b->stack;
 	o->layer = b->layer;
@@ -131,7 +166,7 @@ static void save_new(struct bld *b, int o, const char *what, double elems, int d
 	char name[40];
 	int t;
 
-	snprintf(name, sizeof name, "%s.%s", b->g->ops[o].name, what);
+	name3(name, sizeof name, b->g->ops[o].name, ".", what);
 	t = tensor(b, name, elems, dsize, o);
 	save(b, o, t);
 }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memrun.h"
 #include "memwalk.h"
 
 /* ---- evaluation --------------------------------------------------------------- */
@@ -34,126 +35,226 @@ static inline int64_t round_up(int64_t x, int64_t a)
 	return (x + a - 1) / a * a;
 }
 
-/* Live bytes by pool while a tape is replayed; each pool's total rounded up to
- * its segments is kept as the pool changes (no pools: small and mid stay 0). */
+/* Live bytes by pool while a tape is replayed: outside the allocator, blocks
+ * with a segment of their own, the small pool, the large pool's split blocks.
+ * What cudaMalloc must provide is the first two as they are and the last two
+ * rounded up to whole segments (reserved()). */
+enum { P_OUT, P_BIG, P_SMALL, P_MID, NPOOL };
+
 struct pools {
-	int64_t outside, small, mid, big;
-	int64_t rsmall, rmid;  /* small, mid rounded up to small_seg, large_seg */
+	int64_t v[NPOOL];      /* bytes */
 };
 
-/* Replays event e at micro-batch b into q; returns the allocated size of its
- * block (the request rounded to the alignment). A request up to small_max is
- * served from the small pool, below split_max from the mid pool, larger ones
- * get a segment of their own rounded up to huge_round; outside the allocator
- * the request is taken as is. */
-static inline int64_t replay_event(const struct mem_plan *p, const struct mem_event *e, int64_t b,
-				   struct pools *q)
+/* Event e at micro-batch b: returns the allocated size of its block (the
+ * request rounded to the alignment; outside the allocator the request as is),
+ * sets *pool to the pool it lives in and *delta to what it adds to that pool's
+ * bytes (signed). A request up to small_max is served from the small pool,
+ * below split_max from the mid pool, larger ones get a segment of their own
+ * rounded up to huge_round. */
+static inline int64_t event_size(const struct mem_plan *p, const struct mem_event *e, int64_t b,
+				 int *pool, int64_t *delta)
 {
 	int64_t sz = e->fixed + b * e->per_sample;
 
 	if (!e->pooled) {
-		q->outside += e->sign * sz;
+		*pool = P_OUT;
+		*delta = e->sign * sz;
 		return sz;
 	}
 	sz = round_up(sz, p->align);
 	if (p->small_max <= 0) {
-		q->big += e->sign * sz;
+		*pool = P_BIG;
+		*delta = e->sign * sz;
 	} else if (sz <= p->small_max) {
-		q->small += e->sign * sz;
-		q->rsmall = round_up(q->small, p->small_seg);
+		*pool = P_SMALL;
+		*delta = e->sign * sz;
 	} else if (sz < p->split_max) {
-		q->mid += e->sign * sz;
-		q->rmid = round_up(q->mid, p->large_seg);
+		*pool = P_MID;
+		*delta = e->sign * sz;
 	} else {
-		q->big += e->sign * round_up(sz, p->huge_round);
+		*pool = P_BIG;
+		*delta = e->sign * round_up(sz, p->huge_round);
 	}
+	return sz;
+}
+
+/* Replays event e at micro-batch b into q; returns its allocated size. */
+static inline int64_t replay_event(const struct mem_plan *p, const struct mem_event *e, int64_t b,
+				   struct pools *q)
+{
+	int64_t delta, sz;
+	int pool;
+
+	sz = event_size(p, e, b, &pool, &delta);
+	q->v[pool] += delta;
 	return sz;
 }
 
 /* What cudaMalloc must provide: outside the allocator as is, each pool in
  * whole segments. */
-static inline int64_t reserved(const struct pools *q)
+static inline int64_t reserved(const struct mem_plan *p, const int64_t v[NPOOL])
 {
-	return q->outside + q->big + q->rsmall + q->rmid;
+	return v[P_OUT] + v[P_BIG] + round_up(v[P_SMALL], p->small_seg) + round_up(v[P_MID], p->large_seg);
 }
 
-static int pow2_or_none(int64_t a)
-{
-	return a <= 1 || (a & (a - 1)) == 0;
-}
+/* A scan of a tape: the pools so far, the peak reserved bytes of its allocs
+ * and the last event at the peak (-1 none). */
+struct scan {
+	struct pools q;
+	int64_t peak;
+	int at;
+};
 
-/* scan_peak's loop (below) when no size is negative, the alignment and the
- * huge rounding are powers of two (every profile's) and the small pool's limit
- * is below the split: each rounding is then a mask, the pools live in
- * registers, blocks are tested for the large pool first (most blocks are) and
- * the peak is kept without a branch. Same arithmetic, same results. */
-static int64_t scan_peak_pow2(const struct mem_plan *p, const struct mem_tape *tp, int64_t b,
-			      int64_t limit, int *at)
+/* Takes (cur, i), an alloc's reserved bytes and its index, in tape order: the
+ * peak is the largest, at the last event that reaches it. */
+static inline void take(struct scan *st, int64_t cur, int i)
 {
-	const struct mem_event *ev = tp->ev;
-	const int64_t am = p->align > 1 ? p->align - 1 : 0;
-	const int pools = p->small_max > 0;
-	/* no pools: every pooled block goes to "big", unrounded */
-	const int64_t hm = pools && p->huge_round > 1 ? p->huge_round - 1 : 0;
-	const int64_t small_max = p->small_max, big_min = pools ? p->split_max : 0;
-	const int64_t lim = limit >= 0 ? limit : INT64_MAX;
-	int64_t outside = 0, big = 0, small = 0, mid = 0, rsmall = 0, rmid = 0, peak = 0, sz, cur, sg;
-	int i, a = -1, n = tp->n, take;
-
-	for (i = 0; i < n; i++) {
-		const struct mem_event *e = &ev[i];
-		sg = e->sign;
-		sz = e->fixed + b * e->per_sample;
-		if (!e->pooled) {
-			outside += sg * sz;
-		} else {
-			sz = (sz + am) & ~am;
-			if (sz >= big_min) {
-				big += sg * ((sz + hm) & ~hm);
-			} else if (sz <= small_max) {
-				small += sg * sz;
-				rsmall = round_up(small, p->small_seg);
-			} else {
-				mid += sg * sz;
-				rmid = round_up(mid, p->large_seg);
-			}
-		}
-		cur = outside + big + rsmall + rmid;
-		take = (sg > 0) & (cur >= peak);
-		peak = take ? cur : peak;
-		a = take ? i : a;
-		if (sg > 0 && cur > lim)
-			break;
+	if (cur >= st->peak) {
+		st->peak = cur;
+		st->at = i;
 	}
-	*at = a;
-	return peak;
+}
+
+/* Events s .. e - 1 one by one. Returns 1 when an alloc went over limit (>= 0):
+ * the scan stops there. */
+static int scan_events(const struct mem_plan *p, const struct mem_tape *tp, int64_t b, int s, int e,
+		       int64_t limit, struct scan *st)
+{
+	int64_t cur;
+	int i;
+
+	for (i = s; i < e; i++) {
+		replay_event(p, &tp->ev[i], b, &st->q);
+		if (tp->ev[i].sign > 0) {
+			cur = reserved(p, st->q.v);
+			take(st, cur, i);
+			if (limit >= 0 && cur > limit)
+				return 1;
+		}
+	}
+	return 0;
+}
+
+/* Reserved bytes after event j of copy k of periodic run r, whose first copy
+ * starts from pools v0 and adds d per copy. */
+static int64_t copy_reserved(const struct mem_plan *p, const struct mem_tape *tp, const struct mem_run *r,
+			     int64_t b, const int64_t v0[NPOOL], const int64_t d[NPOOL], int64_t k, int j)
+{
+	int64_t v[NPOOL], delta;
+	int c, i, pool;
+
+	for (c = 0; c < NPOOL; c++)
+		v[c] = v0[c] + k * d[c];
+	for (i = 0; i <= j; i++) {
+		event_size(p, &tp->ev[r->start + i], b, &pool, &delta);
+		v[pool] += delta;
+	}
+	return reserved(p, v);
+}
+
+/* The peak over the copies of periodic run r in closed form. Each pool adds
+ * d[pool] per copy, so after event j of copy k it holds v0 + k x d + (what
+ * copy 0 added up to j), and reserved() is non-decreasing in each pool. When
+ * no pool shrinks per copy, the last copy holds every event's largest value;
+ * when none grows, the first does (and an equal value later, the last event at
+ * the peak, is found by bisection over the copies). When some grow and others
+ * shrink, reserved() is the pools' sum, moving by D per copy, plus what the
+ * rounding to segments adds, which is less than R: copies further than R / |D|
+ * from the first (D < 0) or the last (D > 0) are below that end's value, and
+ * only those within are read; D = 0 reads every copy. Returns 1 when an alloc
+ * went over limit. */
+static int scan_periodic(const struct mem_plan *p, const struct mem_tape *tp, const struct mem_run *r,
+			 int64_t b, int64_t limit, struct scan *st)
+{
+	const struct mem_event *ev = tp->ev + r->start;
+	int64_t d[NPOOL] = {0}, v0[NPOOL], delta, lin, cur, maxc = INT64_MIN, lo, hi, mid, D, R, win;
+	int j, c, pool, up, down, at = -1, stop;
+
+	for (j = 0; j < r->len; j++) {
+		event_size(p, &ev[j], b, &pool, &delta);
+		d[pool] += delta;
+	}
+	lin = d[P_OUT] + d[P_BIG];
+	up = lin >= 0 && d[P_SMALL] >= 0 && d[P_MID] >= 0;
+	down = lin <= 0 && d[P_SMALL] <= 0 && d[P_MID] <= 0;
+	memcpy(v0, st->q.v, sizeof v0);
+	if (!up && !down) {
+		D = lin + d[P_SMALL] + d[P_MID];
+		/* round_up(x, a) - x is in [0, 2a - 1) (a < 2 adds nothing) */
+		R = (p->small_seg > 1 ? 2 * p->small_seg : 0) + (p->large_seg > 1 ? 2 * p->large_seg : 0);
+		win = D != 0 ? R / (D < 0 ? -D : D) + 1 : r->reps;
+		if (win >= r->reps)
+			return scan_events(p, tp, b, r->start, r->start + r->len * r->reps, limit, st);
+		lo = D < 0 ? 0 : r->reps - win;  /* the copies read: lo .. lo + win - 1 */
+		for (c = 0; c < NPOOL; c++)
+			st->q.v[c] = v0[c] + lo * d[c];
+		stop = scan_events(p, tp, b, r->start + (int)lo * r->len, r->start + (int)(lo + win) * r->len,
+				   limit, st);
+		for (c = 0; c < NPOOL && !stop; c++)
+			st->q.v[c] = v0[c] + (int64_t)r->reps * d[c];
+		return stop;
+	}
+	if (up) {  /* the last copy, from its pools */
+		for (c = 0; c < NPOOL; c++)
+			st->q.v[c] = v0[c] + (int64_t)(r->reps - 1) * d[c];
+		stop = scan_events(p, tp, b, r->start + (r->reps - 1) * r->len, r->start + r->reps * r->len,
+				   limit, st);
+		if (!stop)  /* scan_events read the last copy: the pools are those after the run */
+			return 0;
+		return 1;
+	}
+	/* down: the first copy holds the largest value of every event */
+	for (j = 0; j < r->len; j++) {
+		replay_event(p, &ev[j], b, &st->q);
+		if (ev[j].sign > 0 && (cur = reserved(p, st->q.v)) > maxc)
+			maxc = cur;
+	}
+	if (limit >= 0 && maxc > limit) {  /* stop at the first alloc over, as a scan would */
+		memcpy(st->q.v, v0, sizeof v0);
+		return scan_events(p, tp, b, r->start, r->start + r->len, limit, st);
+	}
+	if (maxc >= st->peak) {  /* the last (copy, event) at the value maxc */
+		for (j = 0; j < r->len; j++) {
+			if (ev[j].sign <= 0 || copy_reserved(p, tp, r, b, v0, d, 0, j) != maxc)
+				continue;
+			lo = 0;  /* copy lo holds maxc; find the last that does */
+			hi = r->reps - 1;
+			while (lo < hi) {
+				mid = lo + (hi - lo + 1) / 2;
+				if (copy_reserved(p, tp, r, b, v0, d, mid, j) == maxc)
+					lo = mid;
+				else
+					hi = mid - 1;
+			}
+			if (r->start + (int)lo * r->len + j > at)
+				at = r->start + (int)lo * r->len + j;
+		}
+		st->peak = maxc;
+		st->at = at;
+	}
+	for (c = 0; c < NPOOL; c++)
+		st->q.v[c] = v0[c] + (int64_t)r->reps * d[c];
+	return 0;
 }
 
 /* The peak reserved bytes of tape t at b; *at = the last event at the peak
- * (-1 none). With limit >= 0, stops at the first event above limit and
- * returns its reserved bytes. */
+ * (-1 none). With limit >= 0, stops at the first alloc above limit and
+ * returns at least its reserved bytes. */
 static int64_t scan_peak(const struct mem_plan *p, int t, int64_t b, int64_t limit, int *at)
 {
 	const struct mem_tape *tp = &p->tape[t];
-	struct pools q = {0, 0, 0, 0, 0, 0};
-	int64_t peak = 0, cur;
-	int i, a = -1;
+	struct scan st;
+	int i, stop = 0;
 
-	if (tp->nonneg && b >= 0 && pow2_or_none(p->align) && pow2_or_none(p->huge_round) &&
-	    (p->small_max <= 0 || p->small_max < p->split_max))
-		return scan_peak_pow2(p, tp, b, limit, at);
-	for (i = 0; i < tp->n; i++) {
-		const struct mem_event *e = &tp->ev[i];
-		replay_event(p, e, b, &q);
-		if (e->sign > 0 && (cur = reserved(&q)) >= peak) {
-			peak = cur;
-			a = i;
-			if (limit >= 0 && cur > limit)
-				break;
-		}
+	memset(&st, 0, sizeof st);
+	st.at = -1;
+	for (i = 0; i < tp->nrun && !stop; i++) {
+		const struct mem_run *r = &tp->run[i];
+		stop = r->reps > 1 ? scan_periodic(p, tp, r, b, limit, &st)
+			: scan_events(p, tp, b, r->start, r->start + r->len, limit, &st);
 	}
-	*at = a;
-	return peak;
+	*at = st.at;
+	return st.peak;
 }
 
 int64_t mem_peak(const struct mem_plan *p, int t, int64_t b)
@@ -163,56 +264,145 @@ int64_t mem_peak(const struct mem_plan *p, int t, int64_t b)
 	return scan_peak(p, t, b, -1, &at);
 }
 
-/* The composition of tape t at b after event at (live, what, slack, op, phase). */
+/* Sums of one copy of run r at b: per category and per label, of the signed
+ * allocated sizes of its events 0 .. upto (all: len - 1). */
+static void copy_sums(const struct mem_plan *p, const struct mem_tape *tp, const struct mem_run *r,
+		      int64_t b, int upto, int64_t live[MEM_NCAT], int64_t what[W_NWHAT], int64_t *total)
+{
+	int64_t sz, delta;
+	int j, pool;
+
+	for (j = 0; j <= upto; j++) {
+		const struct mem_event *e = &tp->ev[r->start + j];
+		sz = e->sign * event_size(p, e, b, &pool, &delta);
+		live[e->cat] += sz;
+		what[e->what] += sz;
+		*total += sz;
+	}
+}
+
+/* The composition of tape t at b after event at (live, what, slack, op, phase):
+ * whole copies of periodic runs are added as multiples of one. */
 static void composition(const struct mem_plan *p, int t, int64_t b, int at, struct mem_detail *d)
 {
 	const struct mem_tape *tp = &p->tape[t];
-	struct pools q = {0, 0, 0, 0, 0, 0};
-	int64_t sz, alloc_total = 0;
-	int i;
+	int64_t live[MEM_NCAT] = {0}, what[W_NWHAT] = {0}, total = 0, one_total;
+	int i, c, full, n;
 
 	d->event = at;
-	for (i = 0; i <= at; i++) {
-		const struct mem_event *e = &tp->ev[i];
-		sz = e->sign * replay_event(p, e, b, &q);
-		d->live[e->cat] += sz;
-		d->what[e->what] += sz;
-		alloc_total += sz;
+	for (i = 0; i < tp->nrun && at >= 0; i++) {
+		const struct mem_run *r = &tp->run[i];
+		n = r->len * r->reps;
+		if (r->reps == 1) {  /* literal: as far as at */
+			struct mem_run one = {r->start, 1, 1, 0};
+			for (; one.start < r->start + n && one.start <= at; one.start++)
+				copy_sums(p, tp, &one, b, 0, d->live, d->what, &total);
+		} else {
+			full = at >= r->start + n ? r->reps : (at - r->start) / r->len;
+			if (at >= r->start) {
+				memset(live, 0, sizeof live);
+				memset(what, 0, sizeof what);
+				one_total = 0;
+				copy_sums(p, tp, r, b, r->len - 1, live, what, &one_total);
+				for (c = 0; c < MEM_NCAT; c++)
+					d->live[c] += full * live[c];
+				for (c = 0; c < W_NWHAT; c++)
+					d->what[c] += full * what[c];
+				total += full * one_total;
+				if (full < r->reps)  /* at is in copy full */
+					copy_sums(p, tp, r, b, at - r->start - full * r->len, d->live, d->what, &total);
+			}
+		}
+		if (at < r->start + n)
+			break;
 	}
-	d->slack = d->peak - alloc_total;
+	d->slack = d->peak - total;
 	if (at >= 0) {
 		d->op = tp->ev[at].op;
 		d->phase = tp->ev[at].phase;
 	}
 }
 
-void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d)
+static inline int is_state(int cat)
+{
+	return cat == MEM_PARAMS || cat == MEM_GRADS || cat == MEM_OPTIM;
+}
+
+/* The running totals mem_detail follows besides the peak: bytes per label and
+ * of the model states (params + grads + optimizer). */
+struct totals {
+	int64_t what[W_NWHAT];
+	int64_t states;
+};
+
+/* Event e (allocated size sz, signed) into x and the maxima of d, at copy k of
+ * a run whose copies add dx (NULL: a literal event, k = 0). */
+static void total_event(const struct mem_event *e, int64_t sz, struct totals *x, const struct totals *dx,
+			int64_t k, struct mem_detail *d)
+{
+	int64_t v;
+
+	x->what[e->what] += sz;
+	v = x->what[e->what] + (dx ? k * dx->what[e->what] : 0);
+	if (v > d->what_peak[e->what])
+		d->what_peak[e->what] = v;
+	if (!is_state(e->cat))
+		return;
+	x->states += sz;
+	v = x->states + (dx ? k * dx->states : 0);
+	if (v > d->states_peak)
+		d->states_peak = v;
+	if (e->phase == MEM_SETUP)
+		d->states_setup = v;
+}
+
+/* what_peak, states_peak and states_setup of tape t at b. Totals grow by the
+ * same amount per copy of a periodic run, so each event's largest value is in
+ * the first or the last copy, and the last setup event is in the last. */
+static void detail_maxima(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d)
 {
 	const struct mem_tape *tp = &p->tape[t];
-	struct pools q = {0, 0, 0, 0, 0, 0};
-	int64_t sz, cur, states = 0, what[W_NWHAT] = {0};
-	int i, at = -1;
+	struct totals x, dx, save;
+	int64_t delta, sz;
+	int i, j, c, pool;
+
+	memset(&x, 0, sizeof x);
+	for (i = 0; i < tp->nrun; i++) {
+		const struct mem_run *r = &tp->run[i];
+		const struct mem_event *ev = tp->ev + r->start;
+		if (r->reps == 1) {
+			for (j = 0; j < r->len; j++)
+				total_event(&ev[j], ev[j].sign * event_size(p, &ev[j], b, &pool, &delta), &x, NULL, 0, d);
+			continue;
+		}
+		memset(&dx, 0, sizeof dx);
+		for (j = 0; j < r->len; j++) {  /* what one copy adds */
+			sz = ev[j].sign * event_size(p, &ev[j], b, &pool, &delta);
+			dx.what[ev[j].what] += sz;
+			dx.states += is_state(ev[j].cat) ? sz : 0;
+		}
+		save = x;  /* the first copy, then the last (setup's last value wins) */
+		for (j = 0; j < r->len; j++)
+			total_event(&ev[j], ev[j].sign * event_size(p, &ev[j], b, &pool, &delta), &x, &dx, 0, d);
+		x = save;
+		for (j = 0; j < r->len; j++)
+			total_event(&ev[j], ev[j].sign * event_size(p, &ev[j], b, &pool, &delta), &x, &dx,
+				    r->reps - 1, d);
+		x = save;
+		for (c = 0; c < W_NWHAT; c++)
+			x.what[c] += (int64_t)r->reps * dx.what[c];
+		x.states += (int64_t)r->reps * dx.states;
+	}
+}
+
+void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d)
+{
+	int at;
 
 	memset(d, 0, sizeof *d);
 	d->op = -1;
-	for (i = 0; i < tp->n; i++) {
-		const struct mem_event *e = &tp->ev[i];
-		sz = replay_event(p, e, b, &q);
-		what[e->what] += e->sign * sz;
-		if (what[e->what] > d->what_peak[e->what])
-			d->what_peak[e->what] = what[e->what];
-		if (e->cat == MEM_PARAMS || e->cat == MEM_GRADS || e->cat == MEM_OPTIM) {
-			states += e->sign * sz;
-			if (states > d->states_peak)
-				d->states_peak = states;
-			if (e->phase == MEM_SETUP)
-				d->states_setup = states;
-		}
-		if (e->sign > 0 && (cur = reserved(&q)) >= d->peak) {
-			d->peak = cur;  /* the last event at the peak: its fullest composition */
-			at = i;
-		}
-	}
+	d->peak = scan_peak(p, t, b, -1, &at);
+	detail_maxima(p, t, b, d);
 	composition(p, t, b, at, d);
 }
 
@@ -354,6 +544,12 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 		p->tape[i].cum_fixed = keep[i].cum_fixed;
 		p->tape[i].cum_ps = keep[i].cum_ps;
 		p->tape[i].cum_cap = keep[i].cum_cap;
+		p->tape[i].run = keep[i].run;
+		p->tape[i].caprun = keep[i].caprun;
+		p->tape[i].ix = keep[i].ix;
+		p->tape[i].capix = keep[i].capix;
+		p->tape[i].ixoff = keep[i].ixoff;
+		p->tape[i].capixoff = keep[i].capixoff;
 	}
 	p->capacity = (int64_t)s->capacity;
 	p->align = (int64_t)pf->alignment;
@@ -377,7 +573,7 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 	}
 	p->host = host;
 	for (i = 0; !rc && i < p->ntapes; i++)
-		if (cumulate(&p->tape[i]))
+		if (cumulate(&p->tape[i]) || memrun_build(&p->tape[i], g))
 			rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
 	return rc;
 }
@@ -390,6 +586,7 @@ void mem_plan_free(struct mem_plan *p)
 		free(p->tape[i].ev);
 		free(p->tape[i].cum_fixed);
 		free(p->tape[i].cum_ps);
+		memrun_free(&p->tape[i]);
 	}
 	memset(p, 0, sizeof *p);
 }
@@ -495,7 +692,7 @@ out:
 static void csv_rows(const struct mem_plan *p, const struct graph *g, int t, int64_t b, FILE *f)
 {
 	const struct mem_tape *tp = &p->tape[t];
-	struct pools q = {0, 0, 0, 0, 0, 0};
+	struct pools q = {{0}};
 	int64_t live[MEM_NCAT] = {0}, sz, total = 0;
 	int i, c;
 
@@ -513,7 +710,7 @@ static void csv_rows(const struct mem_plan *p, const struct graph *g, int t, int
 			e->sign > 0 ? "alloc" : "free", (long long)sz);
 		for (c = 0; c < MEM_NCAT; c++)
 			fprintf(f, ",%lld", (long long)live[c]);
-		fprintf(f, ",%lld,%lld\n", (long long)total, (long long)reserved(&q));
+		fprintf(f, ",%lld,%lld\n", (long long)total, (long long)reserved(p, q.v));
 	}
 }
 

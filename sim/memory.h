@@ -150,6 +150,16 @@ struct mem_event {
 	int8_t pad;
 };
 
+/* A stretch of a tape (memrun.h): events start .. start + len - 1, then, for
+ * reps >= 2, reps - 1 copies of them (copy k at start + k x len, its op
+ * indices moved by k x dop; -1 stays -1). reps = 1: literal events. */
+struct mem_run {
+	int start;             /* first event (index into ev) */
+	int len;               /* events of one copy */
+	int reps;              /* copies */
+	int dop;               /* op shift from one copy to the next */
+};
+
 /* The events of one GPU role (every rank alike, or dp's GPU 0 / its replicas). */
 struct mem_tape {
 	struct mem_event *ev;  /* (n) */
@@ -159,6 +169,11 @@ struct mem_tape {
 	int64_t *cum_ps;       /* (n) and per-sample part */
 	int cum_cap;           /* room in cum_fixed and cum_ps */
 	int nonneg;            /* 1: no event has a negative fixed or per-sample size */
+	struct mem_run *run;   /* (nrun) the events as literal and periodic runs, in order
+				  (memrun.h); what evaluations read */
+	int nrun, caprun;
+	int *ix, *ixoff;       /* memrun's index of the events by op (kept between builds) */
+	int capix, capixoff;
 };
 
 struct mem_scripts;

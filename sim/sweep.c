@@ -179,26 +179,52 @@ static int parse_count(const char *s, double *v)
 	return 0;
 }
 
+/* One whole number of a list item in lo..hi, or an error naming it. */
+static int whole(struct sweep *sw, const char *key, const char *text, int64_t lo, int64_t hi,
+		 int64_t *v, struct err *e)
+{
+	char *end;
+	double x = strtod(text, &end);
+
+	if (end == text || *end || x != (double)(int64_t)x || x < (double)lo || x > (double)hi)
+		return err_set(e, ERR_INPUT, sw->file, line_of(sw, key),
+			       "[sweep] %s: '%s' is not a whole number in %lld..%lld", key, text,
+			       (long long)lo, (long long)hi);
+	*v = (int64_t)x;
+	return 0;
+}
+
+/* A list of whole numbers in lo..hi; an item A..B stands for A, A + 1, ..., B. */
 static int int_list(struct sweep *sw, const char *key, const char *value, int64_t lo, int64_t hi,
 		    int64_t *out, int *n, struct err *e)
 {
-	char buf[CFG_STR_MAX], *it[SWEEP_MAX_AXIS], *end;
-	int i, j;
+	char buf[CFG_STR_MAX], *it[SWEEP_MAX_AXIS], *dots;
+	int64_t a, b, v;
+	int i, j, m, k = 0;
 
-	if (list(sw, key, value, buf, sizeof buf, it, SWEEP_MAX_AXIS, n, e))
+	if (list(sw, key, value, buf, sizeof buf, it, SWEEP_MAX_AXIS, &m, e))
 		return e->code;
-	for (i = 0; i < *n; i++) {
-		double v = strtod(it[i], &end);
-		if (end == it[i] || *end || v != (double)(int64_t)v || v < (double)lo || v > (double)hi)
+	for (i = 0; i < m; i++) {
+		dots = strstr(it[i], "..");
+		if (dots)
+			*dots = 0;
+		if (whole(sw, key, it[i], lo, hi, &a, e) || whole(sw, key, dots ? dots + 2 : it[i], lo, hi, &b, e))
+			return e->code;
+		if (b < a)
 			return err_set(e, ERR_INPUT, sw->file, line_of(sw, key),
-				       "[sweep] %s: '%s' is not a whole number in %lld..%lld", key, it[i],
-				       (long long)lo, (long long)hi);
-		out[i] = (int64_t)v;
-		for (j = 0; j < i; j++)
-			if (out[j] == out[i])
+				       "[sweep] %s: '%s..%s' is an empty range", key, it[i], dots + 2);
+		for (v = a; v <= b; v++) {
+			if (k == SWEEP_MAX_AXIS)
 				return err_set(e, ERR_INPUT, sw->file, line_of(sw, key),
-					       "[sweep] %s: %s is listed twice", key, it[i]);
+					       "[sweep] %s: more than %d values", key, SWEEP_MAX_AXIS);
+			for (j = 0; j < k; j++)
+				if (out[j] == v)
+					return err_set(e, ERR_INPUT, sw->file, line_of(sw, key),
+						       "[sweep] %s: %lld is listed twice", key, (long long)v);
+			out[k++] = v;
+		}
 	}
+	*n = k;
 	return 0;
 }
 

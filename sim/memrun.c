@@ -1,0 +1,179 @@
+/*
+ * memrun.c — finding the periodic runs of a memory tape (see memrun.h).
+ *
+ * Greedy, left to right: at each event that no run covers yet, the events one
+ * block further on (op + dop for each block length of the graph, either way:
+ * forward walks the blocks up, backward and the optimizer down) that look the
+ * same are candidates for the start of its next copy; the longest exact
+ * repetition found becomes a run, otherwise the event stays literal. An index
+ * of the events by op keeps each look-up short. A run is taken from
+ * MEMRUN_MIN_REPS copies on: shorter ones cost the evaluation as much as they
+ * save.
+ */
+#include "memrun.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "life.h"
+#include "vec.h"
+
+#define MEMRUN_MIN_REPS 3
+#define MEMRUN_MAX_DOPS 8      /* op shifts tried: + and - each block length */
+#define MEMRUN_MAX_TRIES 4     /* candidate starts per shift */
+#define MEMRUN_MAX_LOOK 32     /* events of the shifted op looked at per shift */
+
+/* Whether y is x moved by dop ops (-1 stays -1), every other field equal. */
+static inline int same(const struct mem_event *x, const struct mem_event *y, int dop)
+{
+	uint64_t a, c;
+
+	if (x->fixed != y->fixed || x->per_sample != y->per_sample ||
+	    y->op != (x->op >= 0 ? x->op + dop : -1))
+		return 0;
+	/* what, cat, sign, phase, micro, pooled and pad: the 8 bytes after op */
+	_Static_assert(offsetof(struct mem_event, pad) + 1 == offsetof(struct mem_event, what) + 8, "event layout");
+	memcpy(&a, &x->what, 8);
+	memcpy(&c, &y->what, 8);
+	return a == c;
+}
+
+/* The op shifts a repetition may have: plus and minus the distance between
+ * the first ops of consecutive blocks of a stack (0 for a graph without
+ * blocks). Returns how many. */
+static int shifts(const struct graph *g, int *dop)
+{
+	int n = 0, b, d, k;
+
+	dop[n++] = 0;
+	for (b = 0; b + 1 < g->nblocks; b++) {
+		if (g->ops[g->block_first[b]].stack != g->ops[g->block_first[b + 1]].stack)
+			continue;
+		d = g->block_first[b + 1] - g->block_first[b];
+		for (k = 0; k < n && dop[k] != d; k++)
+			;
+		if (k == n && n + 2 <= MEMRUN_MAX_DOPS) {
+			dop[n++] = d;
+			dop[n++] = -d;
+		}
+	}
+	return n;
+}
+
+/* The events by op: those of op o (-1 included) are t->ix[t->ixoff[o + 1] ..
+ * t->ixoff[o + 2]), ascending (a CSR keyed by op + 1). */
+static int index_ops(struct mem_tape *t, int nops)
+{
+	int i, k, keys = nops + 1;
+
+	if (vec_grow((void **)&t->ixoff, &t->capixoff, keys + 1, sizeof *t->ixoff) ||
+	    vec_grow((void **)&t->ix, &t->capix, t->n + 1, sizeof *t->ix))
+		return -1;
+	memset(t->ixoff, 0, (size_t)(keys + 1) * sizeof *t->ixoff);
+	for (i = 0; i < t->n; i++)
+		if (t->ev[i].op >= -1 && t->ev[i].op < nops)
+			t->ixoff[t->ev[i].op + 1]++;
+	for (k = 0, i = 0; k < keys; k++) {  /* counts -> list ends, filled backwards */
+		i += t->ixoff[k];
+		t->ixoff[k] = i;
+	}
+	t->ixoff[keys] = i;
+	for (i = t->n - 1; i >= 0; i--)
+		if (t->ev[i].op >= -1 && t->ev[i].op < nops)
+			t->ix[--t->ixoff[t->ev[i].op + 1]] = i;
+	return 0;
+}
+
+/* The copies of events from i on with period len and shift dop: how many
+ * whole copies repeat exactly (1 = none). */
+static int copies(const struct mem_tape *t, int i, int len, int dop)
+{
+	int m = 0;
+
+	while (i + len + m < t->n && same(&t->ev[i + m], &t->ev[i + len + m], dop))
+		m++;
+	return 1 + m / len;
+}
+
+/* The best periodic run starting at event i: *len, *reps, *dop; 0 = none. */
+static int find_run(const struct mem_tape *t, int nops, int i, const int *dop, int ndop,
+		    int *len, int *reps, int *dbest)
+{
+	const struct mem_event *e = &t->ev[i];
+	int d, o, lo, hi, mid, k, tries, j, r, best = 0;
+
+	for (d = 0; d < ndop; d++) {
+		o = e->op < 0 ? -1 : e->op + dop[d];  /* -1 stays -1 whatever the shift */
+		if (o < -1 || o >= nops)
+			continue;
+		lo = t->ixoff[o + 1];  /* op o's events */
+		hi = t->ixoff[o + 2];
+		while (lo < hi) {  /* the first event of op o after i */
+			mid = lo + (hi - lo) / 2;
+			if (t->ix[mid] <= i)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		hi = t->ixoff[o + 2] < lo + MEMRUN_MAX_LOOK ? t->ixoff[o + 2] : lo + MEMRUN_MAX_LOOK;
+		for (k = lo, tries = 0; k < hi && tries < MEMRUN_MAX_TRIES; k++) {
+			j = t->ix[k];
+			if (!same(e, &t->ev[j], dop[d]))
+				continue;
+			tries++;
+			r = copies(t, i, j - i, dop[d]);
+			if (r < MEMRUN_MIN_REPS)
+				continue;
+			if ((long)r * (j - i) > best) {
+				best = r * (j - i);
+				*len = j - i;
+				*reps = r;
+				*dbest = dop[d];
+			}
+			break;  /* the shortest period of this shift: a longer one covers no more */
+		}
+	}
+	return best > 0;
+}
+
+static int add_run(struct mem_tape *t, int start, int len, int reps, int dop)
+{
+	if (len <= 0)
+		return 0;
+	if (vec_grow((void **)&t->run, &t->caprun, t->nrun + 1, sizeof *t->run))
+		return -1;
+	t->run[t->nrun++] = (struct mem_run){start, len, reps, dop};
+	return 0;
+}
+
+int memrun_build(struct mem_tape *t, const struct graph *g)
+{
+	int dop[MEMRUN_MAX_DOPS], ndop = shifts(g, dop), i = 0, lit = 0, len, reps, d;
+
+	t->nrun = 0;
+	if (index_ops(t, g->nops))
+		return -1;
+	while (i < t->n) {
+		if (!find_run(t, g->nops, i, dop, ndop, &len, &reps, &d)) {
+			i++;
+			continue;
+		}
+		if (add_run(t, lit, i - lit, 1, 0) || add_run(t, i, len, reps, d))
+			return -1;
+		i += len * reps;
+		lit = i;
+	}
+	return add_run(t, lit, t->n - lit, 1, 0);
+}
+
+void memrun_free(struct mem_tape *t)
+{
+	free(t->run);
+	free(t->ix);
+	free(t->ixoff);
+	t->run = NULL;
+	t->ix = t->ixoff = NULL;
+	t->nrun = t->caprun = t->capix = t->capixoff = 0;
+}
