@@ -50,7 +50,7 @@ PYREF_OLD  := transformers==4.26.1
 # ---- sources ----------------------------------------------------------------
 SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
                 sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c \
-                sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
+                sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/eager.c sim/step.c \
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
                 sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
                 sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c sim/record.c sim/calib.c \

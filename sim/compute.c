@@ -17,9 +17,13 @@
 #define E(x) offsetof(struct compute_eff, x)
 static const struct cfg_key keys[] = {
 	{NULL, "gemm_efficiency", CFG_NUM, 0, 0, 0.01, 1, NULL, E(gemm_efficiency), NULL, "fraction of peak of large products"},
+	{NULL, "gemm_efficiency_fp32", CFG_NUM, 0, 0, 0, 1, NULL, E(gemm_efficiency_fp32), NULL, "the same for fp32 (SIMT) products, 0 = gemm_efficiency"},
+	{NULL, "gemm_efficiency_tf32", CFG_NUM, 0, 0, 0, 1, NULL, E(gemm_efficiency_tf32), NULL, "the same for TF32 products, 0 = gemm_efficiency"},
 	{NULL, "gemm_half_dim", CFG_NUM, 0, 0, 0, 1e6, NULL, E(gemm_half_dim), NULL, "dimension of half shape efficiency"},
 	{NULL, "memory_efficiency", CFG_NUM, 0, 0, 0.01, 1, NULL, E(memory_efficiency), NULL, "fraction of memory bandwidth"},
 	{NULL, "kernel_gap", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(kernel_gap), NULL, "GPU time between kernels"},
+	{NULL, "gpu_variation", CFG_NUM, 0, 0, 0, 1, NULL, E(gpu_variation), NULL, "speed spread of same-model GPUs (max - min over the median)"},
+	{NULL, "overlap_slowdown", CFG_NUM, 0, 0, 0, 1, NULL, E(overlap_slowdown), NULL, "compute slowdown while a collective runs"},
 	{NULL, "dispatch_eager", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_eager), NULL, "host time per forward op"},
 	{NULL, "dispatch_autograd", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_autograd), NULL, "host time per backward op"},
 	{NULL, "dispatch_native", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_native), NULL, "host time per kernel, C runtime"},
@@ -96,21 +100,30 @@ int compute_load(const char *gpu_name, struct compute_eff *ce, struct err *e)
 	return rc;
 }
 
-double compute_gemm_eff(const struct compute_eff *ce, double m, double n, double k)
+double compute_gemm_eff(const struct compute_eff *ce, int prec, double m, double n, double k)
 {
-	double h = ce->gemm_half_dim;
+	double h = ce->gemm_half_dim, g = ce->gemm_efficiency;
 
-	return ce->gemm_efficiency * (m / (m + h)) * (n / (n + h)) * (k / (k + h));
+	if (prec == PREC_FP32 && ce->gemm_efficiency_fp32 > 0)
+		g = ce->gemm_efficiency_fp32;
+	else if (prec == PREC_TF32 && ce->gemm_efficiency_tf32 > 0)
+		g = ce->gemm_efficiency_tf32;
+	return g * (m / (m + h)) * (n / (n + h)) * (k / (k + h));
 }
 
-double compute_roofline(const struct compute_eff *ce, double peak, double mem_bw, double flops,
+double compute_roofline(const struct compute_eff *ce, int prec, double peak, double mem_bw, double flops,
 			double m, double n, double k, double bytes)
 {
-	double eff = m > 0 && n > 0 && k > 0 ? compute_gemm_eff(ce, m, n, k) : 1.0;
+	double eff = m > 0 && n > 0 && k > 0 ? compute_gemm_eff(ce, prec, m, n, k) : 1.0;
 	double tf = flops > 0 ? flops / (peak * eff) : 0;
 	double tm = bytes > 0 ? bytes / (mem_bw * ce->memory_efficiency) : 0;
 
 	return fmax(tf, tm);
+}
+
+double compute_straggle(const struct compute_eff *ce, double n)
+{
+	return n > 1 ? 1 + ce->gpu_variation / 2 * (n - 1) / (n + 1) : 1;
 }
 
 double compute_attention(const struct compute_eff *ce, int kernel, int dir, double peak,

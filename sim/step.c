@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eager.h"
 #include "units.h"
 #include "vec.h"
 
@@ -89,7 +90,9 @@ struct bld {
 	const struct compute_eff *ce;
 	int strat, shard, tp, dp, gpn, nodes, accum, algo, recompute;
 	double B;                  /* micro-batch, samples */
+	int prec;                  /* enum precision of the products */
 	double peak, peak_vec;     /* FLOP/s: products at the precision, other ops (CUDA cores) */
+	double straggle;           /* >= 1: the slowest of the job's GPUs against a median one */
 	double mem_bw;             /* bytes/s achievable */
 	double wbytes, gbytes;     /* bytes per weight read / gradient written by kernels */
 	double pcomm, gcomm;       /* bytes per element of gathered parameters / reduced gradients */
@@ -248,6 +251,7 @@ static void op_times(struct bld *b)
 	const struct model *m = &b->s->model;
 	double a = (double)(m->heads / b->tp), hd = (double)m->head_dim, gap = b->ce->kernel_gap;
 	double bw = b->mem_bw * b->ce->memory_efficiency;
+	struct eager_extra ex;
 	int i, j;
 
 	for (i = 0; i < g->nops; i++) {
@@ -284,22 +288,25 @@ static void op_times(struct bld *b)
 			/* a fused kernel: compute-bound at its own efficiency (compute.h) */
 			f = compute_attention(b->ce, o->attn, 0, b->peak, o->flops_fwd * b->B, o->n);
 			bk = compute_attention(b->ce, o->attn, 1, b->peak, o->flops_bwd * b->B, o->n);
-			b->ss->tf[i] = f > 0 ? f + gap : 0;
-			b->ss->tb[i] = bk > 0 ? bk + gap : 0;
+			b->ss->tf[i] = f > 0 ? (f + gap) * b->straggle : 0;
+			b->ss->tb[i] = bk > 0 ? (bk + gap) * b->straggle : 0;
 			continue;
 		}
-		f = compute_roofline(b->ce, peak, b->mem_bw, o->flops_fwd * b->B, mm, nn, kk,
+		f = compute_roofline(b->ce, b->prec, peak, b->mem_bw, o->flops_fwd * b->B, mm, nn, kk,
 				     act + w * b->wbytes);
-		bk = compute_roofline(b->ce, peak, b->mem_bw, o->flops_bwd * b->B, mm, nn, kk,
+		bk = compute_roofline(b->ce, b->prec, peak, b->mem_bw, o->flops_bwd * b->B, mm, nn, kk,
 				      2 * act + w * b->wbytes + o->params * b->gbytes);
+		eager_extra(g, m, i, &ex);  /* formulas written as tensor expressions */
+		f += ex.bytes_fwd * b->B / bw + ex.kernels_fwd * gap;
+		bk += ex.bytes_bwd * b->B / bw + ex.kernels_bwd * gap;
 		if (b->cast_weights && o->kind == OP_MATMUL && o->params > 0) {
 			/* autocast: fp32 weight -> 16-bit copy in forward (4 + 2 bytes), its
 			 * gradient 16-bit -> fp32 in backward (2 + 4 bytes), separate kernels */
 			f += o->params * 6 / bw + gap;
 			bk += o->params * 6 / bw + gap;
 		}
-		b->ss->tf[i] = f > 0 ? f + gap : 0;
-		b->ss->tb[i] = bk > 0 ? bk + gap : 0;
+		b->ss->tf[i] = f > 0 ? (f + gap) * b->straggle : 0;
+		b->ss->tb[i] = bk > 0 ? (bk + gap) * b->straggle : 0;
 	}
 }
 
@@ -635,6 +642,13 @@ static void grad_ready(struct bld *b, int i, int k, int sync)
 
 /* ---- passes ---------------------------------------------------------------------- */
 
+/* Host time to issue op i's forward: a module's Python call, or one aten op
+ * for a copy made inside another op (eager.h). */
+static double disp_fwd(const struct bld *b, int i)
+{
+	return eager_internal(b->g, i) ? b->disp_op : b->disp_f;
+}
+
 static void forward(struct bld *b)
 {
 	const struct graph *g = b->g;
@@ -646,7 +660,7 @@ static void forward(struct bld *b)
 		if (u >= 0 && (b->u[u].first == i || (b->u[u].root && i == 0)))
 			pre_forward(b, u);
 		if (b->ss->tf[i] > 0)
-			k = kernel(b, b->ss->tf[i], b->disp_f, i, T_FWD);
+			k = kernel(b, b->ss->tf[i], disp_fwd(b, i), i, T_FWD);
 		if (tp_forward_allreduce(b, o))
 			tp_allreduce(b, o->out >= 0 ? graph_tensor_bytes(g, o->out) : 0, k, i);
 		if (u >= 0 && b->u[u].last == i)
@@ -672,7 +686,7 @@ static void recompute(struct bld *b, int gu)
 		if (u >= 0)
 			pre_forward(b, u);
 		if (b->ss->tf[i] > 0)
-			k = kernel(b, b->ss->tf[i], b->disp_f, i, T_RECOMP);
+			k = kernel(b, b->ss->tf[i], disp_fwd(b, i), i, T_RECOMP);
 		if (u >= 0)
 			post_forward(b, u, k);
 		if (b->recompute == RECOMPUTE_FULL && tp_forward_allreduce(b, &b->g->ops[i]))
@@ -693,7 +707,7 @@ static void backward(struct bld *b, int sync)
 		if (o->unit > 0 && b->ss->glast[o->unit] == i)
 			recompute(b, o->unit);
 		if (b->ss->tb[i] > 0)
-			k = kernel(b, b->ss->tb[i], b->disp_b, i, T_BWD);
+			k = kernel(b, b->ss->tb[i], eager_internal(g, i) ? b->disp_op : b->disp_b, i, T_BWD);
 		grad_ready(b, i, k, sync);
 		if (b->ss->tpb[i] > 0)
 			tp_allreduce(b, b->ss->tpx[i], k, i);
@@ -772,7 +786,7 @@ static int opt_pass(struct bld *b, int impl, double p, double bytes, int depth, 
 	double k = impl == OPTI_FOR_LOOP ? T : mta_launches(depth, T, p);
 	double host = impl == OPTI_FOR_LOOP ? T * b->disp_op : b->disp_op + (k - 1) * b->ce->dispatch_native;
 
-	return kernel(b, p * bytes / bw + k * gap, host, label, T_OPT);
+	return kernel(b, (p * bytes / bw + k * gap) * b->straggle, host, label, T_OPT);
 }
 
 /* GradScaler.unscale_ (fp16 under torch.amp): a pass over the gradients, then
@@ -1028,6 +1042,8 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 	b->recompute = t->recompute;
 	b->offload = t->offload;
 	b->B = (double)micro_batch;
+	b->prec = t->precision;
+	b->straggle = compute_straggle(&s->eff, (double)s->world);
 	b->peak = s->gpu.peak[t->precision];
 	b->peak_vec = s->gpu.peak[PREC_FP32];
 	b->mem_bw = s->gpu.memory_bandwidth;
@@ -1093,6 +1109,7 @@ static int build(struct bld *b)
 	int m, last;
 
 	des_reset(b->d);
+	b->d->slow = 1 + b->ce->overlap_slowdown;
 	b->ss->ndyn = 0;
 	if (streams(b))
 		return -1;
