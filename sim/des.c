@@ -8,11 +8,13 @@
  * brought up to now at its old rate, the rates are recomputed from how many
  * collectives share each link, and their ends are rescheduled.
  *
- * Interference: a compute task starting while a collective is in a bandwidth
- * phase takes slow x its duration; when the first collective enters a
- * bandwidth phase or the last one leaves it, the compute tasks running then
- * have their remaining time stretched by slow or shrunk by it, and their end
- * rescheduled (EV_DONE carrying the task's version, as EV_FLOW does).
+ * Interference: from the moment a collective enters a bandwidth phase until no
+ * collective is in flight any more (a next one on the same NCCL stream starts
+ * as the previous ends, so back-to-back collectives keep it on), compute tasks
+ * run slow times longer: one starting then takes slow x its duration, and
+ * those running when it begins or ends have their remaining time stretched by
+ * slow or shrunk by it, their end rescheduled (EV_DONE carrying the task's
+ * version, as EV_FLOW does).
  */
 #include "des.h"
 
@@ -145,7 +147,7 @@ static inline void start(struct run *r, int i)
 	r->compute_busy += f->flag & DES_ON_COMPUTE;
 	r->comm_busy += (f->flag & DES_ON_COMM) != 0;
 	if (f->cls == DES_COMPUTE) {
-		if (d->nactive > 0)
+		if (d->slowed)
 			t = r->now + f->delay * d->slow;
 		d->run_task[d->tasks[i].stream] = i;
 		d->run_end[d->tasks[i].stream] = t;
@@ -263,6 +265,7 @@ static void restretch(struct run *r, double f)
 	struct des *d = r->d;
 	int s, i;
 
+	d->slowed = f > 1;
 	for (s = 0; s < d->nstreams; s++) {
 		if (d->streams[s].cls != DES_COMPUTE || (i = d->run_task[s]) < 0 || d->tasks[i].end >= 0)
 			continue;
@@ -270,6 +273,14 @@ static void restretch(struct run *r, double f)
 		d->tasks[i].ver = (d->tasks[i].ver + 1) & 0x3fffffffu;
 		push(r, d->run_end[s], EV_DONE | (d->tasks[i].ver << 2), i);
 	}
+}
+
+/* After a collective ended (and its successors started): interference ends
+ * when no collective is in flight. */
+static void calm(struct run *r)
+{
+	if (r->d->slowed && r->comm_busy == 0 && r->d->nactive == 0)
+		restretch(r, 1 / r->d->slow);
 }
 
 static void on_latency(struct run *r, int i)
@@ -281,13 +292,14 @@ static void on_latency(struct run *r, int i)
 	next_phase(k);
 	if (k->phase < 0) {
 		finish(r, i);
+		calm(r);
 		return;
 	}
 	if (add_active(d, d->tasks[i].coll)) {
 		r->oom = 1;
 		return;
 	}
-	if (d->nactive == 1 && d->slow != 1)
+	if (!d->slowed && d->slow != 1)
 		restretch(r, d->slow);
 	reschedule(r);
 }
@@ -303,9 +315,8 @@ static void on_flow(struct run *r, int i, uint32_t ver)
 	next_phase(k);
 	if (k->phase < 0) {
 		remove_active(d, d->tasks[i].coll);
-		if (d->nactive == 0 && d->slow != 1)
-			restretch(r, 1 / d->slow);
 		finish(r, i);
+		calm(r);
 	}
 	reschedule(r);
 }
@@ -367,6 +378,7 @@ static int prepare(struct des *d)
 	}
 	for (i = 0; i < DES_MAX_STREAMS; i++)
 		d->run_task[i] = -1;
+	d->slowed = 0;
 	for (i = 0; i < d->ncolls; i++) {
 		d->colls[i].phase = -1;
 		d->colls[i].ver = 0;
@@ -428,7 +440,7 @@ static void loop(struct run *r)
 	int nleft = r->nleft, oom = 0, i, k, n, to;
 	uint64_t seq = q->seq, events = 0;
 	double now = 0, last = 0, exposed = 0, dt, t;
-	double slow = d->nactive > 0 ? d->slow : 1;  /* on compute tasks starting now */
+	double slow = d->slowed ? d->slow : 1;  /* on compute tasks starting now */
 
 	q->has_slot = 0;
 	while (!oom) {
@@ -465,7 +477,7 @@ static void loop(struct run *r)
 			compute_busy = r->compute_busy;
 			comm_busy = r->comm_busy;
 			nleft = r->nleft;
-			slow = d->nactive > 0 ? d->slow : 1;
+			slow = d->slowed ? d->slow : 1;
 			continue;
 		}
 		/* finish(x.id), unless rescheduled since (restretch) */

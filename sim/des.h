@@ -11,11 +11,11 @@
  * among those using it (processor sharing, SimGrid's fluid network model in its
  * simplest form), so overlapping collectives slow each other where they really
  * share a link. A rank's compute kernels also slow down while a collective
- * is in its bandwidth phase: NCCL's kernels hold SMs (one thread block per
- * channel) and memory bandwidth that the compute kernels then lack, so a
- * compute task's remaining work runs `slow` times longer while any collective
- * is moving data (des.c; the factor is the caller's, from measurements of
- * overlapped compute: compute.h). The run pops events from an evq ordered by
+ * is moving data: NCCL's kernels hold SMs (one thread block per channel) and
+ * memory bandwidth that the compute kernels then lack, so a compute task's
+ * remaining work runs `slow` times longer from the moment a collective enters
+ * its bandwidth phase until none is in flight (des.c; the factor is the
+ * caller's, from measurements of overlapped compute: compute.h). The run pops events from an evq ordered by
  * (time, insertion count): the same graph always gives the same times, bit for
  * bit.
  *
@@ -116,8 +116,9 @@ struct des {
 	int *active;       /* collectives in a bandwidth phase */
 	int nactive, capactive;
 	struct evq q;
-	double slow;       /* >= 1: factor on a compute task's remaining time while a
-			      collective is in a bandwidth phase (1 = no interference) */
+	double slow;       /* >= 1: factor on a compute task's remaining time while
+			      collectives run (1 = no interference) */
+	int slowed;        /* the factor applies now (des_run) */
 	int run_task[DES_MAX_STREAMS]; /* compute streams: the task started last */
 	double run_end[DES_MAX_STREAMS];/* s: its scheduled end */
 	int expose_rank;   /* the rank whose exposure and busy times are totalled */

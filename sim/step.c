@@ -251,7 +251,7 @@ static void op_times(struct bld *b)
 	const struct model *m = &b->s->model;
 	double a = (double)(m->heads / b->tp), hd = (double)m->head_dim, gap = b->ce->kernel_gap;
 	double bw = b->mem_bw * b->ce->memory_efficiency;
-	struct eager_extra ex;
+	const struct eager_extra *ex;
 	int i, j;
 
 	for (i = 0; i < g->nops; i++) {
@@ -296,9 +296,9 @@ static void op_times(struct bld *b)
 				     act + w * b->wbytes);
 		bk = compute_roofline(b->ce, b->prec, peak, b->mem_bw, o->flops_bwd * b->B, mm, nn, kk,
 				      2 * act + w * b->wbytes + o->params * b->gbytes);
-		eager_extra(g, m, i, &ex);  /* formulas written as tensor expressions */
-		f += ex.bytes_fwd * b->B / bw + ex.kernels_fwd * gap;
-		bk += ex.bytes_bwd * b->B / bw + ex.kernels_bwd * gap;
+		ex = &b->ss->ex[i];  /* formulas written as tensor expressions */
+		f += ex->bytes_fwd * b->B / bw + ex->kernels_fwd * gap;
+		bk += ex->bytes_bwd * b->B / bw + ex->kernels_bwd * gap;
 		if (b->cast_weights && o->kind == OP_MATMUL && o->params > 0) {
 			/* autocast: fp32 weight -> 16-bit copy in forward (4 + 2 bytes), its
 			 * gradient 16-bit -> fp32 in backward (2 + 4 bytes), separate kernels */
@@ -646,7 +646,7 @@ static void grad_ready(struct bld *b, int i, int k, int sync)
  * for a copy made inside another op (eager.h). */
 static double disp_fwd(const struct bld *b, int i)
 {
-	return eager_internal(b->g, i) ? b->disp_op : b->disp_f;
+	return b->ss->internal[i] ? b->disp_op : b->disp_f;
 }
 
 static void forward(struct bld *b)
@@ -707,7 +707,7 @@ static void backward(struct bld *b, int sync)
 		if (o->unit > 0 && b->ss->glast[o->unit] == i)
 			recompute(b, o->unit);
 		if (b->ss->tb[i] > 0)
-			k = kernel(b, b->ss->tb[i], eager_internal(g, i) ? b->disp_op : b->disp_b, i, T_BWD);
+			k = kernel(b, b->ss->tb[i], b->ss->internal[i] ? b->disp_op : b->disp_b, i, T_BWD);
 		grad_ready(b, i, k, sync);
 		if (b->ss->tpb[i] > 0)
 			tp_allreduce(b, b->ss->tpx[i], k, i);
@@ -950,7 +950,13 @@ static int grow_ops(struct step_sim *ss, int nops, int ng)
 		int *uo = realloc(ss->unit_of, (size_t)nops * sizeof *uo);
 		if (uo)
 			ss->unit_of = uo;
-		if (!tf || !tb || !tpb || !tpx || !pos || !bkt || !uo)
+		struct eager_extra *ex = realloc(ss->ex, (size_t)nops * sizeof *ex);
+		if (ex)
+			ss->ex = ex;
+		unsigned char *in = realloc(ss->internal, (size_t)nops);
+		if (in)
+			ss->internal = in;
+		if (!tf || !tb || !tpb || !tpx || !pos || !bkt || !uo || !ex || !in)
 			return -1;
 		ss->capops = nops;
 	}
@@ -1113,6 +1119,10 @@ static int build(struct bld *b)
 	b->ss->ndyn = 0;
 	if (streams(b))
 		return -1;
+	for (m = 0; m < b->g->nops; m++) {  /* what eager PyTorch adds to each op (eager.h) */
+		eager_extra(b->g, &b->s->model, m, &b->ss->ex[m]);
+		b->ss->internal[m] = (unsigned char)eager_internal(b->g, m);
+	}
 	op_times(b);
 	tp_marks(b);
 	graph_units(b);
@@ -1210,6 +1220,8 @@ void step_sim_delete(struct step_sim *ss)
 	free(ss->tpb);
 	free(ss->tpx);
 	free(ss->pos);
+	free(ss->ex);
+	free(ss->internal);
 	free(ss->dyn);
 	free(ss->kern);
 	free(ss->sums);

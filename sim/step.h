@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "des.h"
+#include "eager.h"
 #include "graph.h"
 #include "predict.h"
 #include "scenario.h"
@@ -68,6 +69,8 @@ struct step_sim {
 	struct scn_cluster bcluster;
 	int64_t bdp, bworld;
 	unsigned char *pos;         /* (nops) which of tf, tb, tpb were > 0 */
+	struct eager_extra *ex;     /* (nops) eager kernels beyond each op's own (eager.h) */
+	unsigned char *internal;    /* (nops) 1: a copy made inside another op (eager.h) */
 	struct step_dyn *dyn;       /* collectives whose bytes scale with the micro-batch */
 	int ndyn, capdyn;
 	int *kern, nkern, capkern;  /* its kernel tasks (re-timed) */
