@@ -360,6 +360,46 @@ Test(step, fsdp_backward_prefetch_hides_all_gathers)
 	cr_expect_lt(pre.r.time, none.r.time);
 }
 
+/* One step of minimal.ini with sets, overlap_slowdown and gpu_variation as given. */
+static void sim_eff(struct step_result *r, const char *const *sets, int n, double slowdown, double variation)
+{
+	struct scenario s;
+	struct graph g;
+	struct graph_opts o;
+	struct step_sim ss;
+	struct err e = {0};
+
+	cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
+	s.eff.overlap_slowdown = slowdown;
+	s.eff.gpu_variation = variation;
+	predict_graph_opts(&s, &o);
+	cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+	cr_assert_eq(step_sim_create(&ss), 0);
+	cr_assert_eq(step_simulate(&ss, &s, &g, s.s.training.micro_batch, r, &e), 0, "%s", e.msg);
+	step_sim_delete(&ss);
+	graph_free(&g);
+	scenario_free(&s);
+}
+
+Test(step, collectives_slow_the_compute_they_overlap)
+{
+	/* FSDP on 2 nodes, GPU-bound (micro-batch 8): with overlap_slowdown s the
+	 * kernels that run beside collectives take (1 + s) x longer, so the step
+	 * grows, by at most s x the collectives' time; the variation between GPUs
+	 * stretches every kernel by compute_straggle (16 GPUs: 1 + 0.04 x 15/17) */
+	static const char *const sets[] = {"cluster.nodes=2", "cluster.gpus_per_node=8", "training.strategy=fsdp",
+					   "training.precision=bf16", "training.micro_batch=8"};
+	struct step_result a, b, v;
+
+	sim_eff(&a, sets, 5, 0, 0);
+	sim_eff(&b, sets, 5, 0.189, 0);
+	sim_eff(&v, sets, 5, 0, 0.08);
+	cr_expect_gt(b.time, a.time * 1.01);
+	cr_expect_leq(b.time, a.time + 0.189 * b.comm + 1e-9);
+	cr_expect_float_eq(v.compute - v.optimizer, (a.compute - a.optimizer) * (1 + 0.04 * 15 / 17),
+			   1e-6 * a.compute, "every forward and backward kernel stretched");
+}
+
 Test(step, tensor_parallel_all_reduces_per_layer)
 {
 	/* Megatron: 2 all-reduces per block in forward and 2 in backward, plus the
