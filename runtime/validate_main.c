@@ -45,7 +45,10 @@ static void usage(FILE *f)
 		"                         compare the framework = pytorch profile with it; make pyref-deps)\n"
 		"  --attention eager|sdpa the attention PyTorch runs (--backend pytorch; default: the scenario's)\n"
 		"  --json                 print the validate JSON object of docs/CONTRACT.md\n"
-		"  --db FILE              record the run (predicted and measured) in this SQLite database\n"
+		"  --db FILE              record the run (predicted and measured) in this SQLite database; the\n"
+		"                         predictions use the device's latest calibration in it (named in the\n"
+		"                         output); without --db no database is read\n"
+		"  --no-calibration       predict with the catalog's efficiencies even with --db\n"
 		"  --memory-limit SIZE    capacity per rank, e.g. 8MiB (default: the scenario's gpu_memory)\n"
 		"  --set SECTION.KEY=VAL  override a scenario key (repeatable)\n"
 		"  --emulate-world N      run rank 0 of an N-rank job alone (collectives become local\n"
@@ -53,7 +56,9 @@ static void usage(FILE *f)
 		"  --steps N              timed steps after warm-up (default 5; the median is reported)\n"
 		"  --warmup N             untimed steps first (default 2)\n"
 		"  --max-batch N          stop the search's growth at N (default 4096)\n"
-		"  --calibrate            fit the simulator's parameters of --device to the stored runs\n"
+		"  --calibrate            fit the simulator's parameters of --device to the stored runs of\n"
+		"                         --db (default results/results.db): at most one parameter fewer\n"
+		"                         than the runs, its error measured on runs held out of the fit\n"
 		"  --device NAME          the device to calibrate (default cpu)\n"
 		"  --version              print the version and exit\n"
 		"  -h, --help             this help\n"
@@ -64,7 +69,7 @@ static void usage(FILE *f)
 struct opts {
 	const char *scenario, *db, *backend, *device, *attention;
 	const char *sets[MAX_SETS];
-	int nset, json, calibrate, emulate, steps, warmup;
+	int nset, json, calibrate, emulate, steps, warmup, no_calib;
 	double limit;          /* bytes, 0 = the scenario's */
 	long max_batch;
 };
@@ -78,7 +83,7 @@ static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
 		{"steps", required_argument, NULL, 'n'}, {"warmup", required_argument, NULL, 'u'},
 		{"max-batch", required_argument, NULL, 'x'}, {"calibrate", no_argument, NULL, 'c'},
 		{"device", required_argument, NULL, 'D'}, {"version", no_argument, NULL, 'V'},
-		{"attention", required_argument, NULL, 'A'},
+		{"no-calibration", no_argument, NULL, 'N'}, {"attention", required_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	char *end;
 	int c;
@@ -102,6 +107,7 @@ static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
 		case 'D': o->device = optarg; break;
 		case 'A': o->attention = optarg; break;
 		case 'c': o->calibrate = 1; break;
+		case 'N': o->no_calib = 1; break;
 		case 'm':
 			if (units_parse(optarg, UNIT_BYTES, &o->limit, NULL, 0) || o->limit < 1)
 				return err_set(e, ERR_INPUT, NULL, 0, "--memory-limit %s: expected a size such as 64MiB", optarg);
@@ -207,18 +213,34 @@ static char *output_json(const struct scenario *s, const struct backend *be, int
 	cJSON_AddItemToObject(root, "predicted", pj ? cJSON_Parse(pj) : cJSON_CreateNull());
 	o = cJSON_AddObjectToObject(root, "measured");
 	cJSON_AddNumberToObject(o, "max_micro_batch", (double)m->max_batch);
-	cJSON_AddNumberToObject(o, "peak_bytes", m->peak);
-	cJSON_AddNumberToObject(o, "fixed_overhead_bytes", m->fixed);
-	cJSON_AddNumberToObject(o, "step_time_s", m->step_time);
-	cJSON_AddNumberToObject(o, "tokens_per_s", m->tokens_per_s);
-	cJSON_AddNumberToObject(o, "mfu", m->mfu);
+	if (be->device_used)  /* the cpu backend has no device to ask: not measured */
+		cJSON_AddNumberToObject(o, "fixed_overhead_bytes", m->fixed);
+	else
+		cJSON_AddNullToObject(o, "fixed_overhead_bytes");
+	if (m->max_batch > 0) {
+		cJSON_AddNumberToObject(o, "peak_bytes", m->peak);
+		cJSON_AddNumberToObject(o, "step_time_s", m->step_time);
+		cJSON_AddNumberToObject(o, "tokens_per_s", m->tokens_per_s);
+		cJSON_AddNumberToObject(o, "mfu", m->mfu);
+	} else {  /* not even one sample fits: nothing measured (null, not 0) */
+		cJSON_AddNullToObject(o, "peak_bytes");
+		cJSON_AddNullToObject(o, "step_time_s");
+		cJSON_AddNullToObject(o, "tokens_per_s");
+		cJSON_AddNullToObject(o, "mfu");
+	}
 	cJSON_AddNumberToObject(o, "micro_batch", (double)(m->max_batch > 0 ? m->max_batch : 0));
 	cJSON_AddNumberToObject(o, "emulated_world", emulated);
 	*meas_json = cJSON_PrintUnformatted(o);
 	o = cJSON_AddObjectToObject(root, "error");
 	cJSON_AddNumberToObject(o, "max_micro_batch", (double)(m->max_batch - p->max_micro_batch));
-	cJSON_AddNumberToObject(o, "peak_bytes_rel", rel(m->peak, p->mem.peak));
-	cJSON_AddNumberToObject(o, "step_time_rel", p->step.valid && m->step_time > 0 ? rel(m->step_time, p->step.time) : 0);
+	if (m->max_batch > 0)
+		cJSON_AddNumberToObject(o, "peak_bytes_rel", rel(m->peak, p->mem.peak));
+	else
+		cJSON_AddNullToObject(o, "peak_bytes_rel");
+	if (p->step.valid && m->step_time > 0)
+		cJSON_AddNumberToObject(o, "step_time_rel", rel(m->step_time, p->step.time));
+	else  /* not computed: nothing timed */
+		cJSON_AddNullToObject(o, "step_time_rel");
 	*pred_json = pj;
 	out = cJSON_Print(root);
 	cJSON_Delete(root);
@@ -228,7 +250,7 @@ static char *output_json(const struct scenario *s, const struct backend *be, int
 static void print_text(const struct scenario *s, const struct backend *be, int world, int emulated,
 		       const struct prediction *p, const struct measured *m, double capacity)
 {
-	char a[32], b[32], c[32];
+	char a[32], b[32], c[32], cal[CFG_STR_MAX + 300];
 
 	printf("shardcast validate — %s\n\n", s->file);
 	printf("Runtime   backend %s, %d rank%s%s, %s%s%s, micro-batch search: %d trials\n", be->name,
@@ -240,7 +262,8 @@ static void print_text(const struct scenario *s, const struct backend *be, int w
 	printf("Model     %s, seq_len %lld, activation checkpointing %s, grad_accum %lld\n", s->model.name,
 	       (long long)s->seq_len, scenario_enum_name("training", "activation_checkpointing", s->s.training.recompute),
 	       (long long)s->s.training.grad_accum);
-	printf("Capacity  %s per rank\n\n", units_format(a, sizeof a, capacity, UNIT_BYTES));
+	printf("Capacity  %s per rank\n", units_format(a, sizeof a, capacity, UNIT_BYTES));
+	printf("Calibration %s\n\n", calib_describe(&s->calib, cal, sizeof cal));
 	printf("                        %16s %16s %10s\n", "measured", "predicted", "error");
 	printf("  max micro-batch       %16lld %16lld %+10lld\n", (long long)m->max_batch,
 	       (long long)p->max_micro_batch, (long long)(m->max_batch - p->max_micro_batch));
@@ -305,9 +328,10 @@ static int run(const struct opts *o, struct backend *be, struct rt_comm *mpiw, s
 		m.fixed = (double)be->device_used();
 	/* predictions: the max under the same capacity, then everything at the measured batch */
 	if (!rc)
-		rc = predict_at(&s, 0, capacity, &pmax, o->db, e);
+		rc = predict_at(&s, 0, capacity, &pmax, o->no_calib ? NULL : o->db, e);
 	if (!rc)
-		rc = predict_at(&s, m.max_batch > 0 ? m.max_batch : 1, capacity, &p, o->db, e);
+		/* nothing fits: auto (0), so no micro-batch is invented and timed */
+		rc = predict_at(&s, m.max_batch > 0 ? m.max_batch : 0, capacity, &p, o->no_calib ? NULL : o->db, e);
 	if (rc)
 		goto out;
 	p.max_micro_batch = pmax.max_micro_batch;

@@ -53,6 +53,12 @@ int predict_run(const struct scenario *s, struct prediction *p, struct err *e)
 	rc = mem_predict(s, &g, p, e);
 	if (!rc)
 		rc = step_run(s, &g, p, e);
+	/* when not even one sample fits and the scenario names no micro-batch,
+	 * the configuration cannot run: reports give no step time or throughput.
+	 * A micro-batch the scenario names is timed, and said not to fit when it
+	 * does not (a memory model that overestimates must not hide the
+	 * throughput of a configuration that ran for real) */
+	p->step.timed = !p->mem.valid || p->max_micro_batch != 0 || s->s.training.micro_batch > 0;
 	graph_free(&g);
 	/* the job model needs the step time: [job] step_time or the step model's */
 	if (!rc && s->has_failures)

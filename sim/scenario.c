@@ -578,6 +578,7 @@ static int resolve(struct scenario *s, struct err *e)
 	int rc;
 	char d[256];
 
+	memset(&s->calib, 0, sizeof s->calib);  /* the catalog's values are loaded again */
 	rc = load_model(s, e);
 	if (!rc)
 		rc = load_imports(s, e);

@@ -150,6 +150,21 @@ struct scn_settings {
 
 struct imp_result;
 
+/* The stored calibration applied to the device's parameters (calib.h), or
+ * none: reports and JSON name it. */
+struct scn_calibration {
+	int applied;              /* 0: none, the catalog's values */
+	long long id;             /* its row in the calibrations table */
+	char db[CFG_STR_MAX];     /* the results database it came from */
+	char device[CFG_STR_MAX];
+	char created_at[32];      /* UTC, ISO 8601 */
+	int runs;                 /* validate runs it was fitted to */
+	int fitted;               /* parameters fitted; -1: not recorded (an older calibration) */
+	double heldout_error;     /* median |relative step-time error| on runs held out of the
+				     fit; < 0: not measured (an older calibration) */
+	char method[32];          /* how runs were held out: "leave-one-out", "5-fold" */
+};
+
 struct scenario {
 	char file[CFG_STR_MAX];   /* the scenario's path as given */
 	char *text;               /* the file's text (owned) */
@@ -176,6 +191,7 @@ struct scenario {
 	struct fail_catalog failures; /* [failures] catalog, loaded when has_failures */
 	struct storage storage;   /* [checkpoint] storage, when has_storage */
 	int has_storage;
+	struct scn_calibration calib; /* applied by calib_apply_latest (cleared when resolved) */
 };
 
 /* Loads path, applies the nset overrides ("section.key=value"), validates and

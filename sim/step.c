@@ -1202,6 +1202,9 @@ static void results(const struct bld *b, struct step_result *r)
 	r->hfu = (per_sample + ss->flops_rc) * r->samples_per_s / peak_all;
 	r->flops_per_gpu = per_sample * r->samples_per_s / (double)s->world;
 	r->events = d->tot.events;
+	r->simulated_accum = b->accum;
+	r->period_settled = 1;
+	r->timed = 1;
 }
 
 /* ---- entry points ------------------------------------------------------------------ */
@@ -1355,6 +1358,80 @@ int step_resimulate(struct step_sim *ss, const struct scenario *s, const struct 
 	return run(&b, r, e);
 }
 
+/* ---- steps of many micro-steps (step.h) ------------------------------------------ */
+
+void step_extend(const struct step_result *a, const struct step_result *b, int64_t ga,
+		 struct step_result *out)
+{
+	double n = (double)(ga - b->grad_accum), sps;
+	int64_t dp = b->global_batch / (b->micro_batch * b->grad_accum);
+	struct step_result r = *b;
+
+	r.time += n * (b->time - a->time);
+	r.compute += n * (b->compute - a->compute);
+	r.comm += n * (b->comm - a->comm);
+	r.exposed_comm += n * (b->exposed_comm - a->exposed_comm);
+	r.comm_tp += n * (b->comm_tp - a->comm_tp);
+	r.optimizer += n * (b->optimizer - a->optimizer);
+	r.copy += n * (b->copy - a->copy);
+	r.host_optimizer += n * (b->host_optimizer - a->host_optimizer);
+	r.grad_accum = ga;
+	r.global_batch = b->micro_batch * ga * dp;
+	sps = r.time > 0 ? (double)r.global_batch / r.time : 0;
+	if (b->samples_per_s > 0) {
+		r.tokens_per_s *= sps / b->samples_per_s;
+		r.mfu *= sps / b->samples_per_s;
+		r.hfu *= sps / b->samples_per_s;
+		r.flops_per_gpu *= sps / b->samples_per_s;
+	}
+	r.samples_per_s = sps;
+	*out = r;
+}
+
+/* Whether the steps of n, n + 1 and n + 2 micro-steps grow by the same period. */
+static int same_period(const struct step_result *r0, const struct step_result *r1,
+		       const struct step_result *r2)
+{
+	double tol = STEP_PERIOD_TOL * fabs(r2->time - r1->time);
+
+	return fabs((r2->time - r1->time) - (r1->time - r0->time)) <= tol &&
+		fabs((r2->compute - r1->compute) - (r1->compute - r0->compute)) <= tol &&
+		fabs((r2->comm - r1->comm) - (r1->comm - r0->comm)) <= tol &&
+		fabs((r2->exposed_comm - r1->exposed_comm) - (r1->exposed_comm - r0->exposed_comm)) <= tol;
+}
+
+/* One step of s's grad_accum micro-steps, from simulations of 1, 2, 3, ...
+ * micro-steps until the period settles (step.h). */
+static int periodic(struct step_sim *ss, const struct scenario *s, const struct graph *g, int64_t mb,
+		    struct step_result *out, struct err *e)
+{
+	struct scenario *w = malloc(sizeof *w);
+	struct step_result r[3];
+	uint64_t events = 0;
+	int64_t k;
+	int rc = 0, settled = 0;
+
+	if (!w)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	memcpy(w, s, sizeof *w);  /* read-only: its pointers stay s's */
+	memset(r, 0, sizeof r);
+	for (k = 1; k <= STEP_PERIOD_PROBE && !settled && !rc; k++) {
+		r[0] = r[1];
+		r[1] = r[2];
+		w->s.training.grad_accum = k;
+		rc = step_simulate(ss, w, g, mb, &r[2], e);
+		events += r[2].events;
+		settled = k >= 3 && same_period(&r[0], &r[1], &r[2]);
+	}
+	free(w);
+	if (rc)
+		return rc;
+	step_extend(&r[1], &r[2], s->s.training.grad_accum, out);
+	out->events = events;
+	out->period_settled = settled;
+	return 0;
+}
+
 int step_run(const struct scenario *s, const struct graph *g, struct prediction *p, struct err *e)
 {
 	struct step_sim ss;
@@ -1363,8 +1440,14 @@ int step_run(const struct scenario *s, const struct graph *g, struct prediction 
 
 	if (step_sim_create(&ss))
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
-	rc = step_simulate(&ss, s, g, mb, &p->step, e);
-	p->step.batch_assumed = p->micro_batch <= 0;
+	if (s->s.training.grad_accum > STEP_ACCUM_FULL)
+		rc = periodic(&ss, s, g, mb, &p->step, e);
+	else
+		rc = step_simulate(&ss, s, g, mb, &p->step, e);
+	/* no micro-batch from the scenario, and none from the memory model (not
+	 * run, or not even one sample fits): 1 stands in */
+	p->step.batch_assumed = p->micro_batch <= 0 ||
+		(s->s.training.micro_batch <= 0 && p->max_micro_batch == 0);
 	step_sim_delete(&ss);
 	return rc;
 }
@@ -1435,18 +1518,25 @@ int step_trace(const struct scenario *s, int64_t micro_batch, const char *path, 
 	struct step_result r;
 	struct graph g;
 	struct graph_opts o;
+	struct scenario *w = malloc(sizeof *w);
 	int rc;
 
-	predict_graph_opts(s, &o);
-	rc = graph_build(&g, &s->model, &o, e);
+	if (!w)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	memcpy(w, s, sizeof *w);  /* read-only: its pointers stay s's */
+	if (w->s.training.grad_accum > STEP_ACCUM_FULL)
+		w->s.training.grad_accum = STEP_ACCUM_FULL;
+	predict_graph_opts(w, &o);
+	rc = graph_build(&g, &w->model, &o, e);
 	if (!rc && step_sim_create(&ss))
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
 	else if (!rc) {
-		rc = step_simulate(&ss, s, &g, micro_batch > 0 ? micro_batch : 1, &r, e);
+		rc = step_simulate(&ss, w, &g, micro_batch > 0 ? micro_batch : 1, &r, e);
 		if (!rc)
 			rc = step_trace_write(&ss, path, e);
 		step_sim_delete(&ss);
 	}
 	graph_free(&g);
+	free(w);
 	return rc;
 }

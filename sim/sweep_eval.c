@@ -468,12 +468,9 @@ static int slot_prepare(struct sweep_ctx *c, int i, struct err *e)
 	return 0;
 }
 
-/* One optimizer step of micro-batch mb and grad_accum ga. Every micro-step but
- * the last is the same tasks with the same dependencies (forward and backward
- * without gradient synchronisation, or with the same per-micro-step
- * collectives), and each starts where the one before has drained, so a step
- * grows by one period per micro-step: T(ga) = T(2) + (ga - 2) (T(2) - T(1)),
- * and likewise compute, communication and exposed communication.
+/* One optimizer step of micro-batch mb and grad_accum ga: steps of more than
+ * SWEEP_ACCUM_SIMULATED micro-steps are extended by their period from the last
+ * two simulated (step_extend, step.h: every micro-step but the last repeats).
  * tests/test_sweep.c checks this against full simulations of every strategy on
  * NVLink and InfiniBand. */
 
@@ -563,7 +560,6 @@ static int step(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga, str
 {
 	const struct step_result *p;
 	struct step_result two;
-	double n, sps;
 
 	if (ga <= SWEEP_ACCUM_SIMULATED) {
 		p = simulate(c, s, mb, ga, e);
@@ -579,20 +575,7 @@ static int step(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga, str
 	p = simulate(c, s, mb, SWEEP_ACCUM_SIMULATED, e);
 	if (!p)
 		return e->code ? e->code : ERR_SYSTEM;
-	*st = *p;
-	n = (double)(ga - SWEEP_ACCUM_SIMULATED);
-	st->time += n * (st->time - two.time);
-	st->compute += n * (st->compute - two.compute);
-	st->comm += n * (st->comm - two.comm);
-	st->exposed_comm += n * (st->exposed_comm - two.exposed_comm);
-	st->grad_accum = ga;
-	st->global_batch = mb * ga * c->work.dp;
-	sps = (double)st->global_batch / st->time;
-	st->tokens_per_s *= sps / st->samples_per_s;
-	st->mfu *= sps / st->samples_per_s;
-	st->hfu *= sps / st->samples_per_s;
-	st->flops_per_gpu *= sps / st->samples_per_s;
-	st->samples_per_s = sps;
+	step_extend(&two, p, ga, st);  /* by the period (step.h) */
 	return 0;
 }
 

@@ -3,7 +3,8 @@
 # exits 2 with a located message; --json holds DESIGN.md's contract and the
 # measured peak and max micro-batch equal the predicted ones; an emulated world
 # and a real 2-rank mpirun run; --calibrate on stored runs lowers the median
-# step-time error, and simulate then uses the calibration.
+# step-time error (measured on runs held out of the fit, with fewer parameters
+# than runs), and simulate --db then uses the calibration and names it.
 set -u
 bin=${1:-bin}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -62,15 +63,27 @@ check_json dp "$V" scenarios/cpu-single.ini --json --set training.strategy=dp --
 check_json mpirun-ddp timeout 120 mpirun -np 2 --oversubscribe "$V" scenarios/cpu-ddp.ini --json --set cluster.gpus_per_node=2 --memory-limit 3MiB --steps 3 --warmup 1 --db "$db"
 check_json mpirun-zero3 timeout 120 mpirun -np 2 --oversubscribe "$V" scenarios/cpu-fsdp.ini --json --set cluster.gpus_per_node=2 --set training.strategy=zero3 --set model.seq_len=32 --memory-limit 6MiB --steps 3 --warmup 1 --db "$db"
 
+# nothing fits: nothing measured or predicted as a run, null rather than 0
+if out=$("$V" scenarios/cpu-single.ini --json --memory-limit 1MiB --set model.name=gpt-mini --set model.seq_len=64 2>"$tmp/err") &&
+   echo "$out" | jq -e '(.measured.max_micro_batch == 0) and (.measured.step_time_s == null) and (.measured.peak_bytes == null)
+     and (.error.step_time_rel == null) and (.predicted.step.tokens_per_s == null)' >/dev/null; then ok
+else bad "nothing fits: $(echo "$out" | jq -c '.measured, .error') $(cat "$tmp/err")"; fi
+
 # calibration lowers the error of the stored runs; simulate then uses it
 if "$V" --calibrate --db "$db" >"$tmp/out" 2>"$tmp/err"; then
 	r=$(sqlite3 "$db" 'select n_points, error_before, error_after from calibrations order by id desc limit 1')
 	sed -n 's/^  median/median/p' "$tmp/out"
 	echo "$r" | awk -F'|' '{ exit !($1 == 5 && $3 < $2) }' && ok || bad "calibration: n, before, after = $r"
+	# at most one parameter fewer than the runs, the error measured on held-out runs
+	pj=$(sqlite3 "$db" 'select params_json from calibrations order by id desc limit 1')
+	echo "$pj" | jq -e '(.fitted | length) >= 1 and (.fitted | length) <= 4 and .heldout == "leave-one-out"' >/dev/null &&
+		grep -q "on runs held out of it (leave-one-out" "$tmp/out" && ok || bad "calibration: $pj $(cat "$tmp/out")"
 else bad "--calibrate: $(cat "$tmp/err")"; fi
 a=$("$root/$bin/simulate" scenarios/cpu-single.ini --json | jq .step.time_s)
 b=$("$root/$bin/simulate" scenarios/cpu-single.ini --json --db "$db" | jq .step.time_s)
 [ "$a" != "$b" ] && ok || bad "simulate --db ignores the calibration ($a = $b)"
+"$root/$bin/simulate" scenarios/cpu-single.ini --db "$db" | grep -q "^Calibration cpu, fitted .* to 5 runs, held-out error" &&
+	ok || bad "simulate --db does not name the calibration"
 expect_error calibrate-empty "no validate runs of device h100" --calibrate --db "$db" --device h100
 
 echo "validate: $pass passed, $fail failed"
