@@ -40,6 +40,7 @@ static const struct cfg_key keys[] = {
 	{NULL, "attn_cudnn_fwd", CFG_NUM, 0, 0, 0.01, 1, NULL, E(attn_eff[AK_CUDNN][0]), NULL, "cuDNN fused attention forward"},
 	{NULL, "attn_cudnn_bwd", CFG_NUM, 0, 0, 0.01, 1, NULL, E(attn_eff[AK_CUDNN][1]), NULL, "cuDNN fused attention backward"},
 	{NULL, "attn_seq_half_fwd", CFG_NUM, 0, 0, 0, 1e6, NULL, E(attn_seq_half[0]), NULL, "sequence length of half the forward efficiency"},
+	{NULL, "attn_exp_ratio", CFG_NUM, 0, 0, 0, 1e5, NULL, E(attn_exp_ratio), NULL, "product FLOPs per exp the device does in the same time"},
 	{NULL, "attn_seq_half_bwd", CFG_NUM, 0, 0, 0, 1e6, NULL, E(attn_seq_half[1]), NULL, "sequence length of half the backward efficiency"},
 	{NULL, "host_link", CFG_STR, 0, 0, 0, 0, NULL, E(host_link_name), NULL, "links.ini entry between host and GPU"},
 	{NULL, "host_memory_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e14, NULL, E(host_memory_bandwidth), NULL, "host DRAM bandwidth per node"},
@@ -127,10 +128,11 @@ double compute_straggle(const struct compute_eff *ce, double n)
 }
 
 double compute_attention(const struct compute_eff *ce, int kernel, int dir, double peak,
-			 double flops, double seq)
+			 double flops, double seq, double hd)
 {
-	double half = ce->attn_seq_half[dir];
-	double eff = ce->attn_eff[kernel][dir] * seq / (seq + half);
+	double half = ce->attn_seq_half[dir], c = dir ? 10 : 4, x = ce->attn_exp_ratio;
+	double eff = ce->attn_eff[kernel][dir] * seq / (seq + half) *
+		(c * hd / (c * hd + x)) / (c * 128 / (c * 128 + x));
 
 	return flops > 0 && eff > 0 ? flops / (peak * eff) : 0;
 }

@@ -48,6 +48,8 @@ struct compute_eff {
 	 * that long sequences reach, forward and backward */
 	double attn_eff[AK_COUNT][2];  /* [kernel][0 fwd, 1 bwd]; AK_EAGER unused */
 	double attn_seq_half[2];       /* tokens: eff x S/(S + this), fwd and bwd */
+	double attn_exp_ratio;         /* FLOP: tensor-core FLOPs the device does in the time of
+					  one exp (peak / the SFUs' exp rate) */
 	char host_link_name[CFG_STR_MAX];
 	double host_memory_bandwidth;  /* bytes/s per node */
 	double host_memory_efficiency; /* fraction */
@@ -70,9 +72,16 @@ double compute_roofline(const struct compute_eff *ce, int prec, double peak, dou
 			double m, double n, double k, double bytes);
 
 /* Time of a fused attention op (OP_ATTN) of flops FLOPs over sequences of
- * seq keys, forward (dir = 0) or backward (dir = 1), at peak FLOP/s. */
+ * seq keys and heads of hd, forward (dir = 0) or backward (dir = 1), at peak
+ * FLOP/s. The kernel's efficiency (attn_*, measured with heads of 128) times
+ * seq/(seq + attn_seq_half) and times the share of matrix products in its
+ * time, r(hd)/r(128): every score takes one exp (recomputed in backward) beside
+ * 4·hd product FLOPs forward and 10·hd backward, and the exp rate of the
+ * special-function units is far below the tensor cores' (Shah et al. 2024,
+ * FlashAttention-3, arXiv 2407.08608 §3: an H100 SXM5 does 989 TFLOP/s of
+ * FP16 products and 3.9 T exp/s), so r(hd) = c·hd/(c·hd + attn_exp_ratio). */
 double compute_attention(const struct compute_eff *ce, int kernel, int dir, double peak,
-			 double flops, double seq);
+			 double flops, double seq, double hd);
 
 /* How much slower than a median GPU the slowest of n GPUs is, as a factor: a
  * synchronous step (every collective waits for every rank) runs at the pace of

@@ -286,8 +286,8 @@ static void op_times(struct bld *b)
 			w = 0;  /* a lookup reads the rows it returns (counted in act) */
 		} else if (o->kind == OP_ATTN) {
 			/* a fused kernel: compute-bound at its own efficiency (compute.h) */
-			f = compute_attention(b->ce, o->attn, 0, b->peak, o->flops_fwd * b->B, o->n);
-			bk = compute_attention(b->ce, o->attn, 1, b->peak, o->flops_bwd * b->B, o->n);
+			f = compute_attention(b->ce, o->attn, 0, b->peak, o->flops_fwd * b->B, o->n, hd);
+			bk = compute_attention(b->ce, o->attn, 1, b->peak, o->flops_bwd * b->B, o->n, hd);
 			b->ss->tf[i] = f > 0 ? (f + gap) * b->straggle : 0;
 			b->ss->tb[i] = bk > 0 ? (bk + gap) * b->straggle : 0;
 			continue;

@@ -186,3 +186,25 @@ Test(compute, gemm_efficiency_per_precision)
 	cr_expect_float_eq(compute_gemm_eff(&ce, PREC_FP32, 8192, 8192, 8192),
 			   compute_gemm_eff(&ce, PREC_BF16, 8192, 8192, 8192), 1e-12);
 }
+
+/* Fused attention's exp share (compute.h): on an A100 (attn_exp_ratio 128) a
+ * head of 64 does 4 x 64 = 256 product FLOPs per exp forward against 512 at
+ * 128, so the same FLOPs take (1 + 128/256) / (1 + 128/512) = 1.2 x as long;
+ * backward, 640 against 1280: (1 + 128/640) / (1 + 128/1280) = 1.0909. */
+Test(compute, attention_head_dim_and_exp_rate)
+{
+	struct compute_eff ce;
+	struct err e = {0};
+	double f64, f128, b64, b128;
+
+	cr_assert_eq(compute_load("a100-sxm4-80gb", &ce, &e), 0, "%s", e.msg);
+	cr_expect_float_eq(ce.attn_exp_ratio, 128, 1e-12);
+	f64 = compute_attention(&ce, AK_FLASH2, 0, 312e12, 1e12, 2048, 64);
+	f128 = compute_attention(&ce, AK_FLASH2, 0, 312e12, 1e12, 2048, 128);
+	b64 = compute_attention(&ce, AK_FLASH2, 1, 312e12, 1e12, 2048, 64);
+	b128 = compute_attention(&ce, AK_FLASH2, 1, 312e12, 1e12, 2048, 128);
+	cr_expect_float_eq(f64 / f128, 1.5 / 1.25, 1e-12);
+	cr_expect_float_eq(b64 / b128, 1.2 / 1.1, 1e-12);
+	/* at 128 the catalogue's efficiency, times the sequence factor, as measured */
+	cr_expect_float_eq(f128, 1e12 / (312e12 * 0.73 * 2048 / (2048 + 138)), 1e-15);
+}
