@@ -34,7 +34,8 @@ const char *calib_name(int k)
 
 void calib_get(const struct scenario *s, struct calib *c)
 {
-	c->v[0] = s->eff.gemm_efficiency;
+	/* the asymptote of the scenario's precision (compute.h) */
+	c->v[0] = compute_gemm_asymptote(&s->eff, s->s.training.precision);
 	c->v[1] = s->eff.gemm_half_dim;
 	c->v[2] = s->eff.memory_efficiency;
 	c->v[3] = s->eff.kernel_gap;
@@ -51,7 +52,7 @@ void calib_get(const struct scenario *s, struct calib *c)
 
 void calib_set(struct scenario *s, const struct calib *c)
 {
-	s->eff.gemm_efficiency = c->v[0];
+	*compute_gemm_asymptote_field(&s->eff, s->s.training.precision) = c->v[0];
 	s->eff.gemm_half_dim = c->v[1];
 	s->eff.memory_efficiency = c->v[2];
 	s->eff.kernel_gap = c->v[3];
