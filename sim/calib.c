@@ -34,8 +34,7 @@ const char *calib_name(int k)
 
 void calib_get(const struct scenario *s, struct calib *c)
 {
-	/* the asymptote of the scenario's precision (compute.h) */
-	c->v[0] = compute_gemm_asymptote(&s->eff, s->s.training.precision);
+	c->v[0] = s->eff.gemm_efficiency;
 	c->v[1] = s->eff.gemm_half_dim;
 	c->v[2] = s->eff.memory_efficiency;
 	c->v[3] = s->eff.kernel_gap;
@@ -52,7 +51,12 @@ void calib_get(const struct scenario *s, struct calib *c)
 
 void calib_set(struct scenario *s, const struct calib *c)
 {
-	*compute_gemm_asymptote_field(&s->eff, s->s.training.precision) = c->v[0];
+	/* the fp32 and TF32 asymptotes (compute.h) keep their ratio to it */
+	if (s->eff.gemm_efficiency > 0) {
+		s->eff.gemm_efficiency_fp32 *= c->v[0] / s->eff.gemm_efficiency;
+		s->eff.gemm_efficiency_tf32 *= c->v[0] / s->eff.gemm_efficiency;
+	}
+	s->eff.gemm_efficiency = c->v[0];
 	s->eff.gemm_half_dim = c->v[1];
 	s->eff.memory_efficiency = c->v[2];
 	s->eff.kernel_gap = c->v[3];

@@ -101,28 +101,13 @@ int compute_load(const char *gpu_name, struct compute_eff *ce, struct err *e)
 	return rc;
 }
 
-/* Which asymptote precision prec uses: 1 fp32's, 2 TF32's, 0 gemm_efficiency. */
-static int asymptote_of(const struct compute_eff *ce, int prec)
-{
-	if (prec == PREC_FP32 && ce->gemm_efficiency_fp32 > 0)
-		return 1;
-	if (prec == PREC_TF32 && ce->gemm_efficiency_tf32 > 0)
-		return 2;
-	return 0;
-}
-
 double compute_gemm_asymptote(const struct compute_eff *ce, int prec)
 {
-	int a = asymptote_of(ce, prec);
-
-	return a == 1 ? ce->gemm_efficiency_fp32 : a == 2 ? ce->gemm_efficiency_tf32 : ce->gemm_efficiency;
-}
-
-double *compute_gemm_asymptote_field(struct compute_eff *ce, int prec)
-{
-	int a = asymptote_of(ce, prec);
-
-	return a == 1 ? &ce->gemm_efficiency_fp32 : a == 2 ? &ce->gemm_efficiency_tf32 : &ce->gemm_efficiency;
+	if (prec == PREC_FP32 && ce->gemm_efficiency_fp32 > 0)
+		return ce->gemm_efficiency_fp32;
+	if (prec == PREC_TF32 && ce->gemm_efficiency_tf32 > 0)
+		return ce->gemm_efficiency_tf32;
+	return ce->gemm_efficiency;
 }
 
 double compute_gemm_eff(const struct compute_eff *ce, int prec, double m, double n, double k)

@@ -63,9 +63,8 @@ int compute_load(const char *gpu_name, struct compute_eff *ce, struct err *e);
 
 /* The asymptote products of precision prec (enum precision) use: the
  * precision's own (gemm_efficiency_fp32, _tf32) where the device has one, else
- * gemm_efficiency; and that field of ce, which calibration fits. */
+ * gemm_efficiency (a calibration scales all three alike: calib.c). */
 double compute_gemm_asymptote(const struct compute_eff *ce, int prec);
-double *compute_gemm_asymptote_field(struct compute_eff *ce, int prec);
 
 /* The efficiency of an (m x k)·(k x n) product in precision prec (enum
  * precision): the precision's asymptote times the shape factor. */
