@@ -11,7 +11,7 @@
 # (predicted / measured - 1, in the source's metric), then the median absolute
 # error and the worst row. --markdown prints the README's table instead.
 #
-# Metrics (how a prediction is converted; the JSON keys are DESIGN.md's contract):
+# Metrics (how a prediction is converted; the JSON keys are docs/CONTRACT.md's contract):
 #   tokens_per_s_per_gpu  step.tokens_per_s / cluster.gpus
 #   tokens_per_s          step.tokens_per_s (the whole job)
 #   samples_per_s         step.samples_per_s (the whole job)

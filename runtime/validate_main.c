@@ -149,16 +149,17 @@ static int check_runnable(const struct scenario *s, const struct opts *o, const 
 	if (strcmp(be->name, "cpu") == 0 && strcmp(s->gpu.name, "cpu") != 0)
 		return err_set(e, ERR_INPUT, s->file, 0, "[cluster] gpu = %s: the cpu backend runs scenarios with "
 			       "gpu = cpu (set gpu_memory for its capacity)", s->gpu.name);
-	if (t->precision != PREC_FP32)
-		return err_set(e, ERR_INPUT, s->file, 0, "[training] precision = %s: the %s backend runs fp32 only",
-			       scenario_precision_name(t->precision), be->name);
+	if (t->precision == PREC_TF32 || (s->plan.mixed && !be->round))
+		return err_set(e, ERR_INPUT, s->file, 0, "[training] precision = %s: the %s backend runs %s",
+			       scenario_precision_name(t->precision), be->name,
+			       be->round ? "fp32, bf16 and fp16 (tf32 is a matmul mode of NVIDIA GPUs)" : "fp32 only");
 	if (t->tensor_parallel > 1 || t->offload != OFFLOAD_NONE)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] %s: not implemented by the runtime",
 			       t->tensor_parallel > 1 ? "tensor_parallel > 1" : "offload");
-	if (t->strategy == STRAT_DP && world->size != 1)
+	if (s->plan.mech == MECH_DP && world->size != 1)
 		return err_set(e, ERR_INPUT, s->file, 0, "strategy = dp is one process driving %lld devices; "
 			       "run it without mpirun", (long long)s->world);
-	if (t->strategy != STRAT_DP && !o->emulate && world->size != s->world)
+	if (s->plan.mech != MECH_DP && !o->emulate && world->size != s->world)
 		return err_set(e, ERR_INPUT, s->file, 0, "the scenario has %lld ranks (nodes x gpus_per_node) but "
 			       "%d were started: use mpirun -np %lld, or --emulate-world %lld",
 			       (long long)s->world, world->size, (long long)s->world, (long long)s->world);
@@ -255,10 +256,9 @@ static void print_text(const struct scenario *s, const struct backend *be, int w
 	printf("shardcast validate — %s\n\n", s->file);
 	printf("Runtime   backend %s, %d rank%s%s, %s%s%s, micro-batch search: %d trials\n", be->name,
 	       world, world > 1 ? "s" : "", emulated ? " (rank 0 alone, an emulated world)" : "",
-	       scenario_strategy_name(s->s.training.strategy),
-	       s->s.training.strategy == STRAT_FSDP ? " " : "",
-	       s->s.training.strategy == STRAT_FSDP ?
-	       scenario_enum_name("training", "fsdp_sharding_strategy", s->s.training.fsdp_sharding) : "", m->trials);
+	       scenario_strategy_name(s->plan.strategy), s->plan.strategy == STRAT_FSDP ? " " : "",
+	       s->plan.strategy == STRAT_FSDP ?
+	       scenario_enum_name("training", "fsdp_sharding_strategy", s->plan.sharding) : "", m->trials);
 	printf("Model     %s, seq_len %lld, activation checkpointing %s, grad_accum %lld\n", s->model.name,
 	       (long long)s->seq_len, scenario_enum_name("training", "activation_checkpointing", s->s.training.recompute),
 	       (long long)s->s.training.grad_accum);
@@ -305,7 +305,7 @@ static int run(const struct opts *o, struct backend *be, struct rt_comm *mpiw, s
 	int rc;
 
 	rc = scenario_load(&s, o->scenario, o->sets, o->nset, e);
-	if (!rc && s.s.training.framework != FW_SHARDCAST)  /* the runtime is shardcast's */
+	if (!rc && s.plan.engine != FW_SHARDCAST)  /* the runtime is shardcast's */
 		rc = scenario_set(&s, "training.framework=shardcast", e);
 	if (!rc)
 		rc = check_runnable(&s, o, be, mpiw, e);
@@ -325,7 +325,7 @@ static int run(const struct opts *o, struct backend *be, struct rt_comm *mpiw, s
 	 * context, cuBLASLt's workspace and NCCL's buffers (lazily made by the
 	 * steps' collectives) */
 	if (!rc && be->device_used)
-		m.fixed = (double)be->device_used();
+		m.fixed = (double)be->device_used(be);
 	/* predictions: the max under the same capacity, then everything at the measured batch */
 	if (!rc)
 		rc = predict_at(&s, 0, capacity, &pmax, o->no_calib ? NULL : o->db, e);

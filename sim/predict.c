@@ -19,15 +19,11 @@ int predict_graph_opts(const struct scenario *s, struct graph_opts *o)
 	o->target_len = s->target_len;
 	o->dropout = s->dropout;
 	o->tp = (int)t->tensor_parallel;
-	o->flavor = t->framework == FW_SHARDCAST ? GRAPH_SHARDCAST : GRAPH_EAGER;
+	o->flavor = s->plan.engine == FW_SHARDCAST ? GRAPH_SHARDCAST : GRAPH_EAGER;
 	o->act_bytes = scenario_act_bytes(s);
 	o->attn = s->attn;
-	/* PyTorch mixed precision is autocast over fp32 weights; DeepSpeed casts
-	 * the module to bf16/fp16 and keeps fp32 masters in the optimizer (the
-	 * zero stages run DeepSpeed's engine whatever the framework), and FSDP's
-	 * MixedPrecision casts the gathered parameters */
-	o->autocast = t->framework == FW_PYTORCH && o->act_bytes == 2 &&
-		(t->strategy == STRAT_SINGLE || t->strategy == STRAT_DP || t->strategy == STRAT_DDP);
+	/* PyTorch mixed precision is autocast over fp32 weights (plan.h) */
+	o->autocast = s->plan.autocast;
 	return 0;
 }
 

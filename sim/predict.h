@@ -1,6 +1,6 @@
 /*
  * predict.h — what the simulator predicts for a scenario: the objects of
- * DESIGN.md's JSON contract (memory, step, job) and the run that fills them.
+ * docs/CONTRACT.md's JSON (memory, step, job) and the run that fills them.
  *
  * A section whose model is not run (no [failures]: no job) has valid = 0 and is
  * left out of reports and JSON rather than filled with invented numbers.

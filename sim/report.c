@@ -1,5 +1,5 @@
 /*
- * report.c — readable report and JSON output of simulate (DESIGN.md contract).
+ * report.c — readable report and JSON output of simulate (docs/CONTRACT.md).
  */
 #include "report.h"
 
@@ -277,12 +277,12 @@ void report_text(FILE *f, const struct scenario *s, const struct prediction *p)
 	fprintf(f, "          intra-node %s (%s per GPU), inter-node %s (%s per NIC, %lld per node)\n",
 		s->intra.name, fmt(b[1], 32, s->intra.bandwidth, UNIT_BW), s->inter.name,
 		fmt(b[2], 32, s->inter.bandwidth, UNIT_BW), (long long)s->s.cluster.nics_per_node);
-	fprintf(f, "Training  %s", scenario_strategy_name(t->strategy));
-	if (t->strategy == STRAT_FSDP)
-		fprintf(f, " (%s)", scenario_enum_name("training", "fsdp_sharding_strategy", t->fsdp_sharding));
+	fprintf(f, "Training  %s", scenario_strategy_name(s->plan.strategy));
+	if (s->plan.strategy == STRAT_FSDP)
+		fprintf(f, " (%s)", scenario_enum_name("training", "fsdp_sharding_strategy", s->plan.sharding));
 	fprintf(f, ", %s, %s, framework %s", scenario_precision_name(t->precision),
 		scenario_enum_name("training", "optimizer", t->optimizer),
-		scenario_enum_name("training", "framework", t->framework));
+		scenario_enum_name("training", "framework", s->plan.framework));
 	fprintf(f, ", attention %s", graph_attn_name(s->attn));
 	if (t->attention == ATTN_DEFAULT || t->attention == ATTN_SDPA)
 		fprintf(f, " (%s)", scenario_enum_name("training", "attention", t->attention));
@@ -446,7 +446,7 @@ char *report_json(const struct scenario *s, const struct prediction *p)
 	num(o, "gpus", (double)s->world);
 	num(o, "gpu_memory_bytes", s->capacity);
 	o = cJSON_AddObjectToObject(root, "training");
-	cJSON_AddStringToObject(o, "strategy", scenario_strategy_name(s->s.training.strategy));
+	cJSON_AddStringToObject(o, "strategy", scenario_strategy_name(s->plan.strategy));
 	cJSON_AddStringToObject(o, "precision", scenario_precision_name(s->s.training.precision));
 	cJSON_AddStringToObject(o, "attention", graph_attn_name(s->attn));
 	num(o, "micro_batch", (double)p->micro_batch);

@@ -88,7 +88,8 @@ struct bld {
 	const struct scenario *s;
 	const struct graph *g;
 	const struct compute_eff *ce;
-	int strat, shard, tp, dp, gpn, nodes, accum, algo, recompute;
+	const struct plan *p;      /* what the strategy does (s->plan) */
+	int tp, dp, gpn, nodes, accum, algo, recompute;
 	double B;                  /* micro-batch, samples */
 	int prec;                  /* enum precision of the products */
 	double peak, peak_vec;     /* FLOP/s: products at the precision, other ops (CUDA cores) */
@@ -114,7 +115,9 @@ struct bld {
 	int pend[16], npend;
 	/* gather units (fsdp, zero3) */
 	struct step_unit *u;
-	int nu, has_units, is_fsdp, is_zero3, is_zero;
+	int nu, has_units;
+	int wrapped;               /* wrap units (FSDP, shardcast zero3), gathered and reduced per unit */
+	int modules;               /* DeepSpeed ZeRO-3's per-module fetch */
 	int lim[LIMITER_CAP], lhead, ltail;  /* FSDP free-event queue */
 	/* gradient bucket (zero2, zero3) */
 	double bucket;             /* elements accumulated */
@@ -387,8 +390,8 @@ static int fsdp_units(struct bld *b)
 {
 	const struct graph *g = b->g;
 	int i, n = 1, *map = b->ss->unit_of;
-	int wrap = b->s->s.training.fsdp_wrap;
-	double minp = b->s->s.training.fsdp_min_num_params;
+	int wrap = b->p->wrap;
+	double minp = b->p->wrap_min_params;
 
 	if (grow_units(b->ss, g->nblocks + 1))
 		return -1;
@@ -450,7 +453,7 @@ static int zero3_units(struct bld *b)
 /* FSDP's rate limiter: with two free events queued, the host waits for the oldest. */
 static void limiter_wait(struct bld *b)
 {
-	if (!b->is_fsdp || !b->s->s.training.fsdp_limit_all_gathers)
+	if (!b->p->limit_all_gathers)
 		return;
 	if (b->ltail - b->lhead >= 2)
 		host_wait(b, b->lim[b->lhead++ % LIMITER_CAP]);
@@ -458,7 +461,7 @@ static void limiter_wait(struct bld *b)
 
 static void limiter_push(struct bld *b, int free_event)
 {
-	if (!b->is_fsdp || !b->s->s.training.fsdp_limit_all_gathers)
+	if (!b->p->limit_all_gathers)
 		return;
 	if (b->ltail - b->lhead == LIMITER_CAP)
 		b->lhead++;  /* older events precede newer ones on the compute stream */
@@ -467,7 +470,7 @@ static void limiter_push(struct bld *b, int free_event)
 
 static const struct coll_group *shard_group(const struct bld *b)
 {
-	return b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2 ? &b->gshard : &b->gdp;
+	return b->p->hybrid ? &b->gshard : &b->gdp;
 }
 
 static void gather(struct bld *b, int u)
@@ -477,7 +480,7 @@ static void gather(struct bld *b, int u)
 
 	if (un->gathered)
 		return;
-	if (b->is_fsdp && b->shard == SHARD_NONE) {
+	if (!b->p->gathers) {
 		un->gathered = 1;  /* nothing is sharded */
 		return;
 	}
@@ -511,7 +514,7 @@ static void prefetch(struct bld *b, int u, int dir)
 	double budget = b->s->s.training.zero_prefetch_bucket_size;
 	int v = next_unit(b, u, dir);
 
-	if (b->is_fsdp) {
+	if (b->wrapped) {
 		if (v >= 0)
 			gather(b, v);
 		return;
@@ -525,24 +528,24 @@ static void prefetch(struct bld *b, int u, int dir)
 
 static int reshard_after_forward(const struct bld *b, int u)
 {
-	if (b->is_zero3)
+	if (b->modules)
 		return 1;
-	return !b->u[u].root && (b->shard == SHARD_FULL || b->shard == SHARD_HYBRID);
+	return !b->u[u].root && b->p->reshard_fwd;
 }
 
 static void pre_forward(struct bld *b, int u)
 {
-	if (b->is_fsdp)
+	if (b->wrapped)
 		host_work(b, b->cpu, b->disp_uf, u, T_HOOKS);
 	gather(b, u);
 	pend(b, b->u[u].ag);
-	if (b->is_zero3 || b->s->s.training.fsdp_forward_prefetch)
+	if (b->modules || b->p->fwd_prefetch)
 		prefetch(b, u, +1);
 }
 
 static void post_forward(struct bld *b, int u, int last_kernel)
 {
-	if (b->shard == SHARD_NONE && b->is_fsdp)
+	if (!b->p->gathers)
 		return;
 	if (!reshard_after_forward(b, u))
 		return;
@@ -554,7 +557,7 @@ static void pre_backward(struct bld *b, int u)
 {
 	gather(b, u);
 	pend(b, b->u[u].ag);
-	if (b->is_zero3 || b->s->s.training.fsdp_backward_prefetch == PREFETCH_BACKWARD_PRE)
+	if (b->modules || b->p->bwd_prefetch == PREFETCH_BACKWARD_PRE)
 		prefetch(b, u, -1);
 }
 
@@ -565,13 +568,13 @@ static void reduce_grads(struct bld *b, double n, int after, int label)
 
 	if (n <= 0)
 		return;
-	if (b->is_fsdp && b->shard == SHARD_NONE) {
+	if (b->wrapped && !b->p->gathers) {
 		t = collective(b, b->pg, COLL_ALLREDUCE, &b->gdp, n * b->gcomm, after, label, T_AR);
 		d2h_after = t;
 	} else {
 		t = collective(b, b->pg, COLL_REDUCE_SCATTER, shard_group(b), n * b->gcomm, after, label, T_RS);
 		d2h_after = t;
-		if (b->is_fsdp && (b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2) && b->grep.n > 1)
+		if (b->p->hybrid && b->grep.n > 1)
 			d2h_after = collective(b, b->rep, COLL_ALLREDUCE, &b->grep, n / b->shard_n * b->gcomm,
 					       t, label, T_AR);
 	}
@@ -581,13 +584,13 @@ static void reduce_grads(struct bld *b, double n, int after, int label)
 
 static void post_backward(struct bld *b, int u, int last_kernel)
 {
-	if (b->is_fsdp) {
+	if (b->wrapped) {
 		host_work(b, b->cpu, b->disp_ub, u, T_HOOKS);
-		if (b->shard != SHARD_NONE) {
+		if (b->p->gathers) {
 			b->u[u].gathered = 0;
 			limiter_push(b, last_kernel);
 		}
-		if (b->s->s.training.fsdp_backward_prefetch == PREFETCH_BACKWARD_POST)
+		if (b->p->bwd_prefetch == PREFETCH_BACKWARD_POST)
 			prefetch(b, u, -1);
 		reduce_grads(b, b->u[u].params, last_kernel, u);
 		return;
@@ -629,9 +632,9 @@ static void grad_ready(struct bld *b, int i, int k, int sync)
 
 	if (p <= 0)
 		return;
-	if (b->strat == STRAT_DDP && sync && b->ss->bkt[i] > 0)
+	if (b->p->reduce == REDUCE_DDP && sync && b->ss->bkt[i] > 0)
 		collective(b, b->pg, COLL_ALLREDUCE, &b->gdp, b->ss->bkt[i], k, i, T_AR);
-	if (b->strat == STRAT_ZERO2 || b->strat == STRAT_ZERO3) {
+	if (b->p->reduce == REDUCE_BUCKETS) {
 		b->bucket += p;
 		if (b->bucket >= b->s->s.training.zero_reduce_bucket_size) {
 			reduce_grads(b, b->bucket, k, i);
@@ -680,7 +683,7 @@ static void recompute(struct bld *b, int gu)
 		/* ZeRO-3's hooks fetch and release a module in the recomputed forward
 		 * too (FSDP's unit is already gathered by its pre-backward hook and
 		 * FSDP does not reshard in a backward-time forward) */
-		int u = b->is_zero3 ? b->ss->unit_of[i] : -1, k = -1;
+		int u = b->modules ? b->ss->unit_of[i] : -1, k = -1;
 		if (b->recompute == RECOMPUTE_SELECTIVE && !b->g->ops[i].attn_core)
 			continue;
 		if (u >= 0)
@@ -714,9 +717,9 @@ static void backward(struct bld *b, int sync)
 		if (u >= 0 && b->u[u].first == i && !b->u[u].root)
 			post_backward(b, u, k);
 	}
-	if (b->has_units && b->is_fsdp)
+	if (b->wrapped)
 		post_backward(b, 0, k);
-	if ((b->strat == STRAT_ZERO2 || b->strat == STRAT_ZERO3) && b->bucket > 0) {
+	if (b->p->reduce == REDUCE_BUCKETS && b->bucket > 0) {
 		reduce_grads(b, b->bucket, k, -1);
 		b->bucket = 0;
 	}
@@ -727,16 +730,7 @@ static void backward(struct bld *b, int sync)
 /* Parameters (per TP rank) whose optimizer states this rank holds. */
 static double shard_params(const struct bld *b)
 {
-	double p = b->g->params_rank;
-
-	switch (b->strat) {
-	case STRAT_ZERO1: case STRAT_ZERO2: case STRAT_ZERO3:
-		return p / b->dp;
-	case STRAT_FSDP:
-		return b->shard == SHARD_NONE ? p : p / b->shard_n;
-	default:
-		return p;
-	}
+	return b->g->params_rank / (double)b->p->shard_n;
 }
 
 static void zero_allgather(struct bld *b, int after)
@@ -795,7 +789,7 @@ static void grad_scaler(struct bld *b, double p)
 {
 	int t;
 
-	if (b->s->s.training.precision != PREC_FP16 || b->s->s.training.framework != FW_PYTORCH || b->is_zero)
+	if (!b->p->grad_scaler)
 		return;
 	t = opt_pass(b, OPTI_FOREACH, p, 2 * b->gbytes, 1, -1);
 	host_wait(b, t);
@@ -846,7 +840,7 @@ static void optimizer(struct bld *b)
 			t = copy(b, b->h2d, p * b->pcomm, t, -1, T_H2D);
 		host_wait(b, t);
 	}
-	if (b->strat == STRAT_ZERO1 || b->strat == STRAT_ZERO2)
+	if (b->p->allgather_after_step)
 		zero_allgather(b, t);
 }
 
@@ -1006,11 +1000,7 @@ static void groups(struct bld *b)
 	coll_group_make(&b->gtp, tp, tp / tpr, &s->intra, &s->inter, nics, gpn / tpr);
 	coll_group_make(&b->gshard, r < b->dp ? r : b->dp, 1, &s->intra, &s->inter, nics, share);
 	coll_group_make(&b->grep, b->dp / b->gshard.n, b->dp / b->gshard.n, &s->intra, &s->inter, nics, gpn);
-	b->shard_n = 1;
-	if (b->strat == STRAT_FSDP && b->shard != SHARD_NONE)
-		b->shard_n = shard_group(b)->n;
-	else if (b->strat >= STRAT_ZERO1 && b->strat <= STRAT_ZERO3)
-		b->shard_n = b->dp;
+	b->shard_n = (int)b->p->shard_n;
 }
 
 /* Bytes per parameter an optimizer step moves: fp32 words (see the header
@@ -1028,17 +1018,16 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 		 const struct graph *g, int64_t micro_batch)
 {
 	const struct scn_training *t = &s->s.training;
-	int act = scenario_act_bytes(s), native = t->framework == FW_SHARDCAST;
-	int deepspeed = t->framework == FW_DEEPSPEED || (t->strategy >= STRAT_ZERO1 && t->strategy <= STRAT_ZERO3);
+	const struct plan *p = &s->plan;
+	int native = p->engine == FW_SHARDCAST;
 
 	memset(b, 0, sizeof *b);
 	b->ss = ss;
 	b->d = &ss->d;
 	b->s = s;
+	b->p = p;
 	b->g = g;
 	b->ce = &s->eff;
-	b->strat = t->strategy;
-	b->shard = t->strategy == STRAT_FSDP ? t->fsdp_sharding : SHARD_FULL;
 	b->tp = (int)t->tensor_parallel;
 	b->dp = (int)s->dp;
 	b->gpn = (int)s->s.cluster.gpus_per_node;
@@ -1046,24 +1035,26 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 	b->accum = (int)t->grad_accum;
 	b->algo = s->s.cluster.coll_algo;
 	b->recompute = t->recompute;
-	b->offload = t->offload;
+	b->offload = p->offload;
 	b->B = (double)micro_batch;
-	b->prec = t->precision;
+	b->prec = p->precision;
 	b->straggle = compute_straggle(&s->eff, (double)s->world);
-	b->peak = s->gpu.peak[t->precision];
+	b->peak = s->gpu.peak[p->precision];
 	b->peak_vec = s->gpu.peak[PREC_FP32];
 	b->mem_bw = s->gpu.memory_bandwidth;
 	/* PyTorch autocast keeps fp32 weights and gradients (and DDP reduces those);
-	 * FSDP's MixedPrecision and DeepSpeed hold 16-bit ones */
-	b->cast_weights = g->o.autocast && (b->strat == STRAT_SINGLE || b->strat == STRAT_DP || b->strat == STRAT_DDP);
-	b->wbytes = act;
-	b->gbytes = b->cast_weights ? 4 : act;
-	b->pcomm = b->strat == STRAT_DP && g->o.autocast ? 4 : act;
-	b->gcomm = b->cast_weights || (b->strat == STRAT_DP && g->o.autocast) ? 4 : act;
-	b->opt_impl = s->opt_impl;
-	b->opt_bytes = gpu_opt_bytes(t->optimizer, s->opt_impl == OPTI_FUSED, (deepspeed || native) && act == 2);
-	/* host: DeepSpeed's CPUAdam is fused; FSDP's CPU offload runs torch.optim on CPU tensors */
-	b->host_opt_bytes = gpu_opt_bytes(t->optimizer, deepspeed || native, (deepspeed || native) && act == 2);
+	 * FSDP's MixedPrecision and DeepSpeed hold 16-bit ones (plan.h) */
+	b->cast_weights = p->autocast;
+	b->wbytes = p->w.kernel_weights;
+	b->gbytes = p->w.kernel_grads;
+	b->pcomm = p->w.comm_params;
+	b->gcomm = p->w.comm_grads;
+	b->opt_impl = p->opt_impl;
+	/* the 16-bit working copy a fused step writes back: DeepSpeed, the runtime */
+	b->opt_bytes = gpu_opt_bytes(p->optimizer, p->opt_impl == OPTI_FUSED, p->fused_optimizer && p->mixed);
+	/* the host optimizer of offload: DeepSpeed's CPUAdam is fused, FSDP's CPU
+	 * offload runs torch.optim on CPU tensors */
+	b->host_opt_bytes = gpu_opt_bytes(p->optimizer, p->fused_optimizer, p->fused_optimizer && p->mixed);
 	b->disp_f = native ? s->eff.dispatch_native : s->eff.dispatch_eager;
 	b->disp_b = native ? s->eff.dispatch_native : s->eff.dispatch_autograd;
 	b->disp_c = s->eff.dispatch_collective;
@@ -1072,13 +1063,12 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 	 * units cost their collectives' issue only) */
 	b->disp_uf = native ? 0 : s->eff.dispatch_unit_fwd;
 	b->disp_ub = native ? 0 : s->eff.dispatch_unit_bwd;
-	b->is_fsdp = b->strat == STRAT_FSDP;
-	b->is_zero3 = b->strat == STRAT_ZERO3;
-	b->is_zero = b->strat >= STRAT_ZERO1 && b->strat <= STRAT_ZERO3;
-	/* what the optimizer steps: FSDP's FlatParameters (one per unit, counted once
-	 * the units exist), DeepSpeed's flat fp32 partition, else every tensor */
-	b->opt_tensors = b->is_zero ? 1 : graph_param_tensors(g);
-	b->has_units = b->is_fsdp || b->is_zero3;
+	b->wrapped = p->units;
+	b->modules = p->mech == MECH_ZERO3;
+	/* what the optimizer steps (plan.h opt_groups): FSDP's FlatParameters (one
+	 * per unit, counted once the units exist), a flat partition, every tensor */
+	b->opt_tensors = p->opt_groups == OPT_FLAT ? 1 : graph_param_tensors(g);
+	b->has_units = b->wrapped || b->modules;
 	b->rep = b->tps = b->h2d = b->d2h = b->host = b->gpu1 = b->cpu1 = -1;
 	if (grow_ops(ss, g->nops, g->nblocks + 1))
 		return -1;
@@ -1092,17 +1082,17 @@ static int streams(struct bld *b)
 
 	b->cpu = des_stream(d, 0, DES_CPU, "host thread");
 	b->gpu = des_stream(d, 0, DES_COMPUTE, "compute stream");
-	b->pg = des_stream(d, 0, DES_COMM, b->strat == STRAT_DP ? "nccl (GPU 0)" : "nccl data-parallel");
+	b->pg = des_stream(d, 0, DES_COMM, b->p->mech == MECH_DP ? "nccl (GPU 0)" : "nccl data-parallel");
 	if (b->tp > 1)
 		b->tps = des_stream(d, 0, DES_COMM, "nccl tensor-parallel");
-	if (b->is_fsdp && (b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2))
+	if (b->p->hybrid)
 		b->rep = des_stream(d, 0, DES_COMM, "nccl replicate (hybrid)");
 	if (b->offload != OFFLOAD_NONE) {
 		b->h2d = des_stream(d, 0, DES_COPY, "copy host->device");
 		b->d2h = des_stream(d, 0, DES_COPY, "copy device->host");
 		b->host = des_stream(d, 0, DES_HOST, "host CPU optimizer");
 	}
-	if (b->strat == STRAT_DP) {
+	if (b->p->mech == MECH_DP) {
 		b->gpu1 = des_stream(d, 1, DES_COMPUTE, "compute stream (replicas)");
 		b->cpu1 = des_stream(d, 1, DES_CPU, "autograd thread (replicas)");
 		des_stream(d, 1, DES_COMM, "nccl (replicas)");  /* shows dp's collectives */
@@ -1126,25 +1116,25 @@ static int build(struct bld *b)
 	op_times(b);
 	tp_marks(b);
 	graph_units(b);
-	if (b->strat == STRAT_DDP)
+	if (b->p->reduce == REDUCE_DDP)
 		ddp_buckets(b);
-	if ((b->is_fsdp && fsdp_units(b)) || (b->is_zero3 && zero3_units(b)))
+	if ((b->wrapped && fsdp_units(b)) || (b->modules && zero3_units(b)))
 		return -1;
-	if (b->is_fsdp)
+	if (b->p->opt_groups == OPT_PER_UNIT)
 		b->opt_tensors = b->nu;
 	if (!b->has_units)
 		for (m = 0; m < b->g->nops; m++)
 			b->ss->unit_of[m] = -1;
 	for (m = 0; m < b->accum; m++) {
 		last = m == b->accum - 1;
-		if (b->strat == STRAT_DP) {
+		if (b->p->mech == MECH_DP) {
 			dp_microstep(b);
 			continue;
 		}
 		forward(b);
 		backward(b, last);
 	}
-	if (b->strat == STRAT_ZERO1)
+	if (b->p->reduce == REDUCE_AFTER_ACCUM)
 		zero1_reduce(b);
 	optimizer(b);
 	return b->oom ? -1 : 0;

@@ -1,6 +1,6 @@
 /*
  * step.h — step time, throughput and MFU from a discrete-event simulation of one
- * optimizer step (the `step` object of DESIGN.md's JSON contract).
+ * optimizer step (the `step` object of docs/CONTRACT.md's JSON).
  *
  * From the model graph (graph.h) the builder issues, in program order, what the
  * framework really launches on each stream of a rank: forward and backward

@@ -184,7 +184,7 @@ static void md_header(const struct sweep *sw, FILE *f)
 	const struct sweep_settings *st = &sw->set;
 	char cap[32], bw[32], ibw[32], text[4 * CFG_STR_MAX + 2048], cal[CFG_STR_MAX + 400],
 		what[CFG_STR_MAX + 300];
-	int fw = b->s.training.framework, multi = sw->cands[sw->ncand - 1].nodes > 1 || sw->cands[0].nodes > 1;
+	int fw = b->plan.framework, multi = sw->cands[sw->ncand - 1].nodes > 1 || sw->cands[0].nodes > 1;
 
 	if (b->calib.applied)
 		snprintf(cal, sizeof cal, " Device parameters: the latest calibration of the device (validate "
@@ -212,7 +212,7 @@ static void md_header(const struct sweep *sw, FILE *f)
 		sw->nseq > 1 ? "s" : "", sw->ncand,
 		st->strategies, st->precision, st->recompute, st->offload, st->tensor_parallel,
 		st->nodes[0] ? "; nodes " : "", st->nodes, scenario_enum_name("training", "optimizer", b->s.training.optimizer),
-		scenario_enum_name("training", "framework", fw), fw == FW_PYTORCH ? " (DeepSpeed's engine for zero1-3)" : "",
+		scenario_enum_name("training", "framework", fw), plan_engine_note(fw),
 		cal);
 	fprintf(f, "\n\n");
 	md_wrap(f, text);

@@ -66,7 +66,7 @@ printf '[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\n[training]\naccel
 expect_error accelerate-empty "empty YAML file" "$tmp/acc-empty.ini"
 expect_error hf-directory "cannot open" --set model.hf_config="$here" "$tmp/hf-junk.ini"
 
-# the JSON contract (DESIGN.md): parses, and has the keys
+# the JSON contract (docs/CONTRACT.md): parses, and has the keys
 if out=$("$root/$bin/simulate" scenarios/default.ini --json 2>"$tmp/err"); then
 	if echo "$out" | jq -e '.scenario and .model.name and (.model.params > 0) and .cluster.gpu
 	    and (.cluster.gpus == 8) and (.cluster.gpu_memory_bytes > 0) and .training.strategy
@@ -74,7 +74,7 @@ if out=$("$root/$bin/simulate" scenarios/default.ini --json 2>"$tmp/err"); then
 	else bad "json: contract keys missing: $out"; fi
 else bad "json: exit $? ($(cat "$tmp/err"))"; fi
 
-# the step object (DESIGN.md contract) and a Chrome/Perfetto trace of the step
+# the step object (docs/CONTRACT.md) and a Chrome/Perfetto trace of the step
 if out=$("$root/$bin/simulate" scenarios/default.ini --json --trace "$tmp/trace.json" 2>"$tmp/err"); then
 	if echo "$out" | jq -e '.step.time_s > 0 and .step.compute_s > 0 and (.step.comm_s >= 0)
 	    and (.step.exposed_comm_s <= .step.comm_s) and .step.tokens_per_s > 0
