@@ -55,7 +55,7 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
                 sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
                 sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c sim/record.c sim/calib.c \
-                sim/sweep.c sim/sweep_eval.c sim/sweep_out.c sim/alloc.c sim/progress.c sim/memrun.c
+                sim/sweep.c sim/sweep_eval.c sim/sweep_out.c sim/alloc.c sim/progress.c sim/memrun.c sim/heap.c
 SIMULATE_SRCS := sim/simulate_main.c
 RESULTS_SRCS := sim/results_main.c
 BENCH_STEP_SRCS := bench/bench_step.c
@@ -172,6 +172,10 @@ $(BIN)/bench_recommend: $(BUILD)/bench/bench_recommend.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BIN)/bench_simulate: $(BUILD)/bench/bench_simulate.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BIN)/bench_step: $(BENCH_STEP_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -273,11 +277,13 @@ check: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory bench-only
-bench-only: all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_job $(BIN)/bench_recommend
+bench-only: all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_job $(BIN)/bench_recommend $(BIN)/bench_simulate
+	$(BIN)/bench_simulate bench/gpt3-175b-3072.ini
 	$(BIN)/bench_memory scenarios/gpt3-175b-zero3.ini
 	$(BIN)/bench_step
 	$(BIN)/bench_job
 	$(BIN)/bench_recommend bench/sweep.ini
+	$(BIN)/bench_recommend bench/sweep-1m.ini 1
 	bench/published.sh $(BIN)
 
 # the step model against published throughputs (scenarios/published/table.csv)
@@ -326,5 +332,5 @@ clean:
          $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d \
          $(BUILD)/bench/bench_job.d $(RT_LIB_OBJS:.o=.d) $(BUILD)/runtime/validate_main.d \
          $(BUILD)/tests/rt_mpi_main.d $(BUILD)/tests/gpu_tests.d $(BUILD)/bench/gpu_bench.d \
-         $(CUDA_SRCS:%.cu=$(BUILD)/%.d) $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d \
+         $(CUDA_SRCS:%.cu=$(BUILD)/%.d) $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d $(BUILD)/bench/bench_simulate.d \
          $(BUILD)/tests/store_writer.d

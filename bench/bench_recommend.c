@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "sweep.h"
+#include "heap.h"
 
 static double now(void)
 {
@@ -33,6 +34,7 @@ int main(int argc, char **argv)
 	double t0, t = 0;
 	int cell, rc, fits = 0, i, run, runs = 3;
 
+	heap_keep();  /* as bin/recommend does (heap.h) */
 	if (argc == 3)
 		runs = atoi(argv[2]);
 	if ((argc != 2 && argc != 3) || runs < 1) {

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "predict.h"
+#include "heap.h"
 #include "scenario.h"
 
 #define TARGET_MS 0.15
@@ -35,6 +36,7 @@ int main(int argc, char **argv)
 	struct err e = {0};
 	double c0, w0, cpu = 1e9, wall = 1e9, c, w;
 
+	heap_keep();  /* as bin/simulate does (heap.h) */
 	if (reps < 1 || scenario_load(&s, path, NULL, 0, &e)) {
 		fprintf(stderr, "bench_simulate: %s\n", reps < 1 ? "REPS must be >= 1" : e.msg);
 		return 2;

@@ -26,6 +26,7 @@
 #include "sweep.h"
 
 #include "heatmap_gp.h"  /* generated from results/plots/heatmap.gp: heatmap_gp[] */
+#include "heap.h"
 
 static void usage(FILE *f)
 {
@@ -505,6 +506,7 @@ int main(int argc, char **argv)
 	struct err e = {0};
 	int me = 0, nranks = 1, rc;
 
+	heap_keep();  /* every candidate's evaluation reuses one heap (heap.h) */
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &me);
 	MPI_Comm_size(MPI_COMM_WORLD, &nranks);

@@ -15,6 +15,7 @@
 #include "scenario.h"
 #include "step.h"
 #include "store.h"
+#include "heap.h"
 
 #define MAX_SETS 64
 
@@ -113,6 +114,7 @@ int main(int argc, char **argv)
 	char *json = NULL;
 	int rc;
 
+	heap_keep();  /* the max-batch search's evaluations reuse one heap (heap.h) */
 	rc = parse_args(argc, argv, &o);
 	if (rc)
 		return rc < 0 ? 0 : rc;
