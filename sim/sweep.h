@@ -63,9 +63,10 @@ enum sweep_status {
 
 #define SWEEP_MAX_AXIS 64
 
-/* Micro-steps simulated per optimizer step: beyond, the step is extended by
- * its period, T(2) - T(1) (sweep_eval.c). */
-#define SWEEP_ACCUM_SIMULATED 2
+/* Scores that differ by rounding only (relative SWEEP_TIE, far below what the
+ * models can tell apart: step times extended by their period, step.h, carry
+ * the rounding of a sum) are a tie, ranked by candidate order. */
+#define SWEEP_TIE 1e-12
 
 /* One candidate's settings. */
 struct sweep_cand {

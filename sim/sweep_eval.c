@@ -23,6 +23,7 @@
  */
 #include "sweep.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,11 +37,12 @@
 
 /* Step simulations and memory breakdowns already done for a candidate in the
  * group: cells of other batch sizes often land on the same micro-batch (and
- * three or more micro-steps extrapolate from the same two simulations), and
- * the same inputs give the same bits. A candidate's first simulation in a group
- * also does those its other cells will need (one task graph for all its
+ * steps of many micro-steps extend from the same few simulations), and the same
+ * inputs give the same bits. A candidate's first simulation in a group also
+ * does those its other cells will need (one task graph for all its
  * micro-batches, step_resimulate), so the memos hold one entry per batch and
- * accumulation of the group: 2 x nbatch + 2 (sweep_ctx_create). */
+ * accumulation of the group, three per batch extended by its period, and the
+ * further probes of one that does not settle at once (sweep_ctx_create). */
 
 struct step_memo {
 	int64_t mb, ga;           /* 0: empty */
@@ -88,6 +90,7 @@ struct sweep_ctx {
 	int nmemo;
 	int lo, hi;               /* the cells this context evaluates (sweep_ctx_cells) */
 	struct prediction pred;   /* the job model's input and output (time_to_train) */
+	int *order;               /* (ncand) rank_cell's */
 	struct sweep_counts k;
 };
 
@@ -102,16 +105,18 @@ struct sweep_ctx *sweep_ctx_create(const struct sweep *sw)
 	c->lo = 0;
 	c->hi = sw->ncell;
 	c->sc_slot = -1;
-	c->nmemo = 2 * sw->nbatch + 2;
+	c->nmemo = 3 * sw->nbatch + STEP_PERIOD_PROBE;
 	c->g = calloc((size_t)sw->ncand, sizeof *c->g);
 	c->go = calloc((size_t)sw->ncand, sizeof *c->go);
 	c->slots = calloc((size_t)sw->ncand, sizeof *c->slots);
 	c->sm = calloc((size_t)sw->ncand * (size_t)c->nmemo, sizeof *c->sm);
 	c->mm = calloc((size_t)sw->ncand * (size_t)c->nmemo, sizeof *c->mm);
-	if (!c->g || !c->go || !c->slots || !c->sm || !c->mm || step_sim_create(&c->ss)) {
+	c->order = calloc((size_t)sw->ncand, sizeof *c->order);
+	if (!c->g || !c->go || !c->slots || !c->sm || !c->mm || !c->order || step_sim_create(&c->ss)) {
 		sweep_ctx_delete(c);
 		return NULL;
 	}
+	c->ss.full = getenv("FULLSTEP") != NULL;
 	return c;
 }
 
@@ -153,6 +158,7 @@ void sweep_ctx_delete(struct sweep_ctx *c)
 	free(c->slots);
 	free(c->sm);
 	free(c->mm);
+	free(c->order);
 	mem_plan_free(&c->scratch);
 	mem_scripts_free(&c->scripts);
 	step_sim_delete(&c->ss);
@@ -462,11 +468,10 @@ static int slot_prepare(struct sweep_ctx *c, int i, struct err *e)
 	return 0;
 }
 
-/* One optimizer step of micro-batch mb and grad_accum ga: steps of more than
- * SWEEP_ACCUM_SIMULATED micro-steps are extended by their period from the last
- * two simulated (step_extend, step.h: every micro-step but the last repeats).
- * tests/test_sweep.c checks this against full simulations of every strategy on
- * NVLink and InfiniBand. */
+/* One optimizer step of micro-batch mb and grad_accum ga: simulate's rule
+ * (step_accumulate, step.h): up to STEP_ACCUM_FULL micro-steps simulated, more
+ * extended by their period from 1, 2, 3, ... micro-steps, each simulation
+ * through the memos. */
 
 static struct step_memo *memo_find(const struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga)
 {
@@ -479,11 +484,12 @@ static struct step_memo *memo_find(const struct sweep_ctx *c, struct slot *s, in
 }
 
 /* The simulations (micro-batch, accumulation) step() asks of candidate i in
- * the group's cells that this context evaluates: at most two per batch. */
+ * the group's cells that this context evaluates: one per batch, or the first
+ * three of step_accumulate's probes. */
 static int needed(struct sweep_ctx *c, int i, int64_t *mbs, int64_t *gas, int *n, struct err *e)
 {
 	const struct sweep *sw = c->sw;
-	int bi, a;
+	int bi, a, k;
 	int64_t mb, accum;
 
 	*n = 0;
@@ -495,12 +501,12 @@ static int needed(struct sweep_ctx *c, int i, int64_t *mbs, int64_t *gas, int *n
 			return e->code;
 		if (mb == 0)
 			continue;
-		if (accum <= SWEEP_ACCUM_SIMULATED) {
+		if (accum <= STEP_ACCUM_FULL) {
 			mbs[*n] = mb, gas[(*n)++] = accum;
-		} else {
-			mbs[*n] = mb, gas[(*n)++] = SWEEP_ACCUM_SIMULATED - 1;
-			mbs[*n] = mb, gas[(*n)++] = SWEEP_ACCUM_SIMULATED;
+			continue;
 		}
+		for (k = 1; k <= 3; k++)
+			mbs[*n] = mb, gas[(*n)++] = k;
 	}
 	return 0;
 }
@@ -525,21 +531,28 @@ static int simulate_one(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t
 static const struct step_result *simulate(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga,
 					   struct err *e)
 {
-	int64_t mbs[2 * SWEEP_MAX_AXIS], gas[2 * SWEEP_MAX_AXIS];
+	int64_t mbs[3 * SWEEP_MAX_AXIS], gas[3 * SWEEP_MAX_AXIS], next, cur = 0;
 	struct step_memo *m = memo_find(c, s, mb, ga);
-	int n, j, pass, i = (int)(s - c->slots);
+	int n, j, i = (int)(s - c->slots);
 
 	if (m)
 		return &m->st;
-	/* the others of the group first, grouped by accumulation (one task graph
-	 * each), then this one if the batches did not name it */
+	/* the others of the group first, by accumulation (one task graph each),
+	 * then this one if the batches did not name it */
 	if (needed(c, i, mbs, gas, &n, e))
 		return NULL;
-	for (pass = 1; pass <= SWEEP_ACCUM_SIMULATED; pass++)
+	for (;;) {
+		for (j = 0, next = INT64_MAX; j < n; j++)  /* the next accumulation above cur */
+			if (gas[j] > cur && gas[j] < next)
+				next = gas[j];
+		if (next == INT64_MAX)
+			break;
 		for (j = 0; j < n; j++)
-			if (gas[j] == pass && !memo_find(c, s, mbs[j], gas[j]) &&
+			if (gas[j] == next && !memo_find(c, s, mbs[j], gas[j]) &&
 			    simulate_one(c, s, mbs[j], gas[j], e))
 				return NULL;
+		cur = next;
+	}
 	m = memo_find(c, s, mb, ga);
 	if (!m) {
 		if (simulate_one(c, s, mb, ga, e))
@@ -549,28 +562,30 @@ static const struct step_result *simulate(struct sweep_ctx *c, struct slot *s, i
 	return &m->st;
 }
 
+/* step_accumulate's simulations of k micro-steps, through the memos. */
+struct micro_ctx {
+	struct sweep_ctx *c;
+	struct slot *s;
+	int64_t mb;
+};
+
+static int sweep_micro(void *ctx, int64_t k, struct step_result *r, struct err *e)
+{
+	struct micro_ctx *x = ctx;
+	const struct step_result *p = simulate(x->c, x->s, x->mb, k, e);
+
+	if (!p)
+		return e->code ? e->code : ERR_SYSTEM;
+	*r = *p;
+	return 0;
+}
+
 static int step(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga, struct step_result *st,
 		struct err *e)
 {
-	const struct step_result *p;
-	struct step_result two;
+	struct micro_ctx x = {c, s, mb};
 
-	if (ga <= SWEEP_ACCUM_SIMULATED) {
-		p = simulate(c, s, mb, ga, e);
-		if (!p)
-			return e->code ? e->code : ERR_SYSTEM;
-		*st = *p;
-		return 0;
-	}
-	p = simulate(c, s, mb, SWEEP_ACCUM_SIMULATED - 1, e);
-	if (!p)
-		return e->code ? e->code : ERR_SYSTEM;
-	two = *p;
-	p = simulate(c, s, mb, SWEEP_ACCUM_SIMULATED, e);
-	if (!p)
-		return e->code ? e->code : ERR_SYSTEM;
-	step_extend(&two, p, ga, st);  /* by the period (step.h) */
-	return 0;
+	return step_accumulate(ga, sweep_micro, &x, st, e);
 }
 
 /* Time to train: failure-free from the throughput, or with [failures] the
@@ -680,21 +695,47 @@ static int eval_cand(struct sweep_ctx *c, int i, int64_t batch, struct sweep_res
 
 /* ---- ranking ------------------------------------------------------------------------------ */
 
-/* Ranks the fitting candidates of one cell by score, ties by candidate order. */
-static void rank_cell(struct sweep_result *r, int n)
+static int tied(double a, double b)
 {
-	int i, j, better;
+	return fabs(a - b) <= SWEEP_TIE * fmax(fabs(a), fabs(b));
+}
 
-	for (i = 0; i < n; i++) {
-		if (r[i].status != SWEEP_OK)
-			continue;
-		better = 0;
-		for (j = 0; j < n; j++)
-			if (r[j].status == SWEEP_OK &&
-			    (r[j].score > r[i].score || (r[j].score == r[i].score && j < i)))
-				better++;
-		r[i].rank = better + 1;
+/* Fitting candidates by score, best first, then by candidate order. */
+static int by_score(const void *pa, const void *pb, void *ctx)
+{
+	const struct sweep_result *r = ctx;
+	int a = *(const int *)pa, b = *(const int *)pb;
+
+	if (r[a].score != r[b].score)
+		return r[a].score > r[b].score ? -1 : 1;
+	return a - b;
+}
+
+/* Ranks the fitting candidates of one cell by score, ties (SWEEP_TIE) by
+ * candidate order: sorted by score, each run of scores tied with its first
+ * (the run's best) is put in candidate order. idx has room for n. */
+static void rank_cell(struct sweep_result *r, int n, int *idx)
+{
+	int i, j, k, m = 0;
+
+	for (i = 0; i < n; i++)
+		if (r[i].status == SWEEP_OK)
+			idx[m++] = i;
+	qsort_r(idx, (size_t)m, sizeof *idx, by_score, r);
+	for (i = 0; i < m; i = j) {
+		for (j = i + 1; j < m && tied(r[idx[i]].score, r[idx[j]].score); j++)
+			;
+		for (k = i + 1; k < j; k++) {  /* the run in candidate order (insertion) */
+			int v = idx[k], q = k;
+			while (q > i && idx[q - 1] > v) {
+				idx[q] = idx[q - 1];
+				q--;
+			}
+			idx[q] = v;
+		}
 	}
+	for (i = 0; i < m; i++)
+		r[idx[i]].rank = i + 1;
 }
 
 void sweep_cell_best(const struct sweep *sw, const struct sweep_result *cell, int *best,
@@ -730,6 +771,6 @@ int sweep_eval_cell(struct sweep_ctx *c, int cell, struct sweep_result *out, str
 		if (eval_cand(c, i, sw->batches[batch], r, e))
 			return e->code;
 	}
-	rank_cell(out, sw->ncand);
+	rank_cell(out, sw->ncand, c->order);
 	return 0;
 }
