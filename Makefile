@@ -55,7 +55,8 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
                 sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
                 sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c sim/record.c sim/calib.c \
-                sim/sweep.c sim/sweep_eval.c sim/sweep_out.c sim/alloc.c sim/progress.c sim/memrun.c sim/heap.c
+                sim/sweep.c sim/sweep_eval.c sim/sweep_out.c sim/alloc.c sim/progress.c sim/memrun.c sim/heap.c \
+                sim/period.c
 SIMULATE_SRCS := sim/simulate_main.c
 RESULTS_SRCS := sim/results_main.c
 BENCH_STEP_SRCS := bench/bench_step.c

@@ -45,6 +45,7 @@ void des_reset(struct des *d)
 	d->ncolls = 0;
 	d->nactive = 0;
 	d->expose_rank = 0;
+	d->nmark = 0;
 	d->slow = 1;
 	memset(&d->tot, 0, sizeof d->tot);
 	evq_clear(&d->q);
@@ -59,6 +60,9 @@ void des_delete(struct des *d)
 	free(d->succ);
 	free(d->roots);
 	free(d->active);
+	free(d->mark);
+	free(d->mark_exposed);
+	free(d->mark_events);
 	evq_delete(&d->q);
 	memset(d, 0, sizeof *d);
 }
@@ -111,14 +115,44 @@ struct run {
 	int nleft;               /* tasks not finished */
 	double flow_t;           /* s: when the active collectives' rates were last set */
 	int oom;
+	double exposed;          /* s so far (the loop's, for marks) */
+	uint64_t events;         /* popped so far (the loop's, for marks) */
 };
 
-/* Where a task counts (prepare sets them, from the streams and expose_rank). */
-enum {
-	DES_ON_COMPUTE = 1,  /* on a compute stream of the exposure rank */
-	DES_ON_COMM = 2,     /* a collective on a comm stream of the exposure rank */
-	DES_ON_RANK = 4      /* on a stream of the exposure rank (totals) */
-};
+
+int des_mark(struct des *d, int task)
+{
+	if (vec_grow((void **)&d->mark, &d->capmark, d->nmark + 1, sizeof *d->mark))
+		return -1;
+	if (d->nmark + 1 > d->capmarkv) {
+		int cap = d->capmark;
+		double *x = realloc(d->mark_exposed, (size_t)cap * sizeof *x);
+		uint64_t *y;
+		if (!x)
+			return -1;
+		d->mark_exposed = x;
+		y = realloc(d->mark_events, (size_t)cap * sizeof *y);
+		if (!y)
+			return -1;
+		d->mark_events = y;
+		d->capmarkv = cap;
+	}
+	d->mark[d->nmark] = task;
+	d->first_n = -1;  /* the flags are set again (prepare) */
+	return d->nmark++;
+}
+
+/* Task i, marked, starts with exposed s and events so far. */
+static void mark_start(struct des *d, int i, double exposed, uint64_t events)
+{
+	int k;
+
+	for (k = 0; k < d->nmark; k++)
+		if (d->mark[k] == i) {
+			d->mark_exposed[k] = exposed;
+			d->mark_events[k] = events;
+		}
+}
 
 static int on_rank(const struct des *d, const struct des_task *t, int cls)
 {
@@ -144,6 +178,8 @@ static inline void start(struct run *r, int i)
 	double t = r->now + f->delay;
 
 	d->tasks[i].start = r->now;
+	if (f->flag & DES_MARK)
+		mark_start(d, i, r->exposed, r->events);
 	r->compute_busy += f->flag & DES_ON_COMPUTE;
 	r->comm_busy += (f->flag & DES_ON_COMM) != 0;
 	if (f->cls == DES_COMPUTE) {
@@ -383,6 +419,8 @@ static int prepare(struct des *d)
 		d->colls[i].phase = -1;
 		d->colls[i].ver = 0;
 	}
+	for (i = 0; i < d->nmark; i++)
+		d->first[d->mark[i]].flag |= DES_MARK;
 	d->nactive = 0;
 	memset(&d->tot, 0, sizeof d->tot);
 	evq_clear(&d->q);
@@ -465,6 +503,8 @@ static void loop(struct run *r)
 			r->compute_busy = compute_busy;
 			r->comm_busy = comm_busy;
 			r->nleft = nleft;
+			r->exposed = exposed;
+			r->events = events;
 			if (EV_KIND(x.kind) == EV_LAT)
 				on_latency(r, (int)x.id);
 			else
@@ -495,6 +535,8 @@ static void loop(struct run *r)
 				continue;
 			/* start(to): its first event, pushed */
 			tasks[to].start = now;
+			if (first[to].flag & DES_MARK)
+				mark_start(d, to, exposed, events);
 			compute_busy += first[to].flag & DES_ON_COMPUTE;
 			comm_busy += (first[to].flag & DES_ON_COMM) != 0;
 			t = now + first[to].delay;
@@ -533,7 +575,7 @@ static void loop(struct run *r)
 
 int des_run(struct des *d)
 {
-	struct run r = {d, 0, 0, 0, d->ntasks, 0, 0};
+	struct run r = {d, 0, 0, 0, d->ntasks, 0, 0, 0, 0};
 	int i;
 
 	if (prepare(d))

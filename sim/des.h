@@ -66,6 +66,15 @@ struct des_edge {
 	int to, next;
 };
 
+/* Where a task counts (des_first.flag; des_run sets them from the streams,
+ * expose_rank and the marks). */
+enum {
+	DES_ON_COMPUTE = 1,  /* on a compute stream of the exposure rank */
+	DES_ON_COMM = 2,     /* a collective on a comm stream of the exposure rank */
+	DES_ON_RANK = 4,     /* on a stream of the exposure rank (totals) */
+	DES_MARK = 8         /* marked (des_mark) */
+};
+
 /* What des_run reads of a task as it ends and its successors start, in one
  * record: an event leads to the next through one load per task. */
 struct des_first {
@@ -123,6 +132,12 @@ struct des {
 	double run_end[DES_MAX_STREAMS];/* s: its scheduled end */
 	int expose_rank;   /* the rank whose exposure and busy times are totalled */
 	struct des_totals tot;
+	/* marked tasks: when one starts, the run's exposure and events so far are
+	 * recorded (des_mark; the step model measures a period of its blocks) */
+	int *mark, nmark, capmark;
+	double *mark_exposed;  /* (nmark) s of exposed communication when it started */
+	uint64_t *mark_events; /* (nmark) events popped when it started */
+	int capmarkv;
 };
 
 /* Creates an empty simulation. Returns 0, or -1 when out of memory. */
@@ -205,6 +220,11 @@ static inline void des_also_on(struct des *d, int task, int stream)
 	d->tasks[task].stream2 = stream;
 	d->first_n = -1;  /* where it counts changes */
 }
+
+/* Marks task: des_run records d->tot.exposed and d->tot.events as they are
+ * when it starts into mark_exposed[k] and mark_events[k], k the value
+ * returned (-1 when out of memory). des_reset forgets the marks. */
+int des_mark(struct des *d, int task);
 
 /* Runs the graph from time 0. Fills each task's start and end and d->tot.
  * Returns 0, or -1 when out of memory or when tasks never ran (a cycle). */

@@ -52,7 +52,8 @@ struct step_result {
 	int64_t grad_accum;   /* micro-steps per optimizer step */
 	int64_t global_batch; /* samples per optimizer step */
 	int batch_assumed;    /* 1: no micro-batch from the memory model or the scenario; 1 was used */
-	uint64_t events;      /* events the simulation processed */
+	uint64_t events;      /* events the simulation processed (of the shorter steps simulated
+				 when the step was extended by a period, step.h) */
 	int64_t simulated_accum; /* micro-steps simulated: grad_accum, or fewer when the
 				    step was extended by its period (step.h) */
 	int period_settled;   /* 0: extended by a period that had not settled (approximate) */

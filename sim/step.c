@@ -45,6 +45,8 @@
 #include "step.h"
 
 #include <errno.h>
+#include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -52,6 +54,8 @@
 #include <string.h>
 
 #include "eager.h"
+#include "life.h"
+#include "period.h"
 #include "units.h"
 #include "vec.h"
 
@@ -122,10 +126,61 @@ struct bld {
 	int lim[LIMITER_CAP], lhead, ltail;  /* FSDP free-event queue */
 	/* gradient bucket (zero2, zero3) */
 	double bucket;             /* elements accumulated */
+	/* periodic blocks (step.h) */
+	const unsigned char *skip; /* (nops) ops left out, NULL none */
+	struct cut *cut;           /* the boundaries compared around the blocks left out, NULL none */
 	int oom;
 };
 
+/* What the builder holds at a block boundary, relative to it: task indices
+ * as offsets from the number of tasks issued, units by their op's offset in
+ * the periods before and after the boundary. Two boundaries whose snapshots
+ * are equal issue the same tasks from there on while the blocks repeat. */
+#define SNAP_UNITS 64
+struct snap {
+	double bucket;
+	int npend, nlim, nu, over;
+	long long pend[16];
+	long long lim[LIMITER_CAP];
+	long long last[DES_MAX_STREAMS];
+	long long u[SNAP_UNITS][3];  /* op offset, gathered, its all-gather */
+};
+
+/* The blocks left out of a shorter step, lo .. hi - 1, and the boundaries
+ * compared: forward the entries of blocks lo - 2p, lo - p and of the cut (hi,
+ * standing for lo); backward the entries of the cut (lo - 1, coming from hi),
+ * lo - 1 - p and lo - 1 - 2p. */
+struct cut {
+	int lo, hi, p;
+	int fop[3], bop[3];        /* the first op of each forward boundary's block, the last
+				      op of each backward one's */
+	int n[2];                  /* snapshots taken in this pass, forward and backward */
+	int zop[2];                /* the op starting the repeating blocks in each pass */
+	int zone;                  /* tasks issued before the repeating blocks in this pass */
+	struct snap sn[3];
+	int ok[2];                 /* every pass compared equal so far (forward, backward) */
+};
+
+/* The shorter steps of a step whose blocks repeat (step.h). */
+struct step_blocks {
+	struct step_sim sub;       /* the shorter step (every block of it simulated, its graph) */
+	int made;                  /* sub created */
+	struct period per;         /* the blocks that repeat */
+	int lo, hi;                /* sub leaves out blocks lo .. hi - 1 */
+	int64_t left;              /* periods it leaves out */
+	int planned;               /* per, lo, hi and left hold for the last settings */
+	unsigned char *src;        /* (sub's tasks) cut_timing's */
+	int capsrc;
+};
+
 /* ---- issuing tasks ------------------------------------------------------------ */
+
+/* Whether op i is in the blocks a shorter step leaves out (step.h). */
+static inline int skipped(const struct bld *b, int i)
+{
+	return b->skip && b->skip[i];
+}
+
 
 static void dep(struct bld *b, int from, int to)
 {
@@ -261,6 +316,10 @@ static void op_times(struct bld *b)
 	for (i = 0; i < g->nops; i++) {
 		const struct gop *o = &g->ops[i];
 		double act = 0, mm = 0, nn = 0, kk = 0, w = o->params, peak = b->peak_vec, f, bk;
+		if (skipped(b, i)) {  /* never issued */
+			b->ss->tf[i] = b->ss->tb[i] = 0;
+			continue;
+		}
 		for (j = 0; j < o->nin; j++)
 			act += graph_tensor_bytes(g, o->in[j]);
 		if (o->out >= 0)
@@ -520,7 +579,7 @@ static int next_unit(const struct bld *b, int u, int dir)
 
 	for (; i >= 0 && i < b->g->nops; i += dir) {
 		int v = b->ss->unit_of[i];
-		if (v >= 0 && v != u)
+		if (v >= 0 && v != u && !skipped(b, i))
 			return v;
 	}
 	return -1;
@@ -699,6 +758,110 @@ static void grad_ready(struct bld *b, int i, int k, int sync)
 	}
 }
 
+/* ---- periodic blocks: the builder's side (step.h) ---------------------------------- */
+
+/* Task t as a snapshot holds it: issued since the pass reached the repeating
+ * blocks, as an offset from base (the tasks issued at this boundary); issued
+ * before (a unit's forward all-gather in backward, the previous micro-step),
+ * as "old": such a task is done before the blocks it would delay; none,
+ * INT_MIN. */
+static long long rel(const struct bld *b, int t, int base)
+{
+	if (t < 0)
+		return INT_MIN;
+	return t >= b->cut->zone ? (long long)t - base : 1LL << 40;
+}
+
+/* Records the units starting in blocks first .. first + p - 1 into sn, their
+ * ops as offsets from the window's first op plus tag. */
+static void snap_units(const struct bld *b, struct snap *sn, int first, int p, int base, int tag)
+{
+	const struct graph *g = b->g;
+	int i, u, lo, hi;
+
+	if (!b->has_units || first < 0 || first + p > g->nblocks)
+		return;
+	lo = g->block_first[first];
+	hi = life_block_last(g, first + p - 1);
+	for (i = lo; i <= hi; i++) {
+		u = b->ss->unit_of[i];
+		if (u < 0 || b->u[u].root || b->u[u].first != i)
+			continue;
+		if (sn->nu == SNAP_UNITS) {
+			sn->over = 1;
+			return;
+		}
+		sn->u[sn->nu][0] = i - lo + tag;
+		sn->u[sn->nu][1] = b->u[u].gathered;
+		sn->u[sn->nu++][2] = rel(b, b->u[u].ag, base);
+	}
+}
+
+/* The builder's state at a boundary whose next period starts at block ahead
+ * and whose last period started at block behind. */
+static void snapshot(const struct bld *b, struct snap *sn, int ahead, int behind)
+{
+	const struct des *d = b->d;
+	int base = d->ntasks, i;
+
+	memset(sn, 0, sizeof *sn);
+	sn->bucket = b->bucket;
+	sn->npend = b->npend;
+	for (i = 0; i < b->npend; i++)
+		sn->pend[i] = rel(b, b->pend[i], base);
+	/* the rate limiter waits for its oldest event once two are queued: where
+	 * the queue holds two or more, the last two are what a repeating block
+	 * pushed and pops (one grown by a pass that never waits, shard_grad_op's
+	 * backward, is not read again before the blocks are done) */
+	sn->nlim = b->ltail - b->lhead < 2 ? b->ltail - b->lhead : 2;
+	for (i = 0; i < sn->nlim; i++)
+		sn->lim[i] = rel(b, b->lim[(b->ltail - sn->nlim + i) % LIMITER_CAP], base);
+	for (i = 0; i < d->nstreams; i++)
+		sn->last[i] = rel(b, d->streams[i].last, base);
+	snap_units(b, sn, ahead, b->cut->p, base, 0);
+	snap_units(b, sn, behind, b->cut->p, base, 1 << 24);
+}
+
+/* At op i of a forward (dir = 0) or backward (1) pass: a boundary snapshot
+ * when i starts one; after the third, whether the three were equal. */
+static void cut_check(struct bld *b, int i, int dir)
+{
+	struct cut *c = b->cut;
+	const int *at = dir ? c->bop : c->fop;
+	int k = c->n[dir], ahead, behind;
+
+	if (i == c->zop[dir])
+		c->zone = b->d->ntasks;
+	if (k >= 3 || i != at[k])
+		return;
+	if (dir == 0) {  /* forward: entering block lo - 2p, lo - p, then the cut */
+		ahead = k < 2 ? c->lo - (2 - k) * c->p : c->hi;
+		behind = (k < 2 ? ahead : c->lo) - c->p;
+	} else {         /* backward: the cut (block lo - 1 next), then p and 2p further down */
+		ahead = c->lo - (k + 1) * c->p;
+		behind = k == 0 ? c->hi : ahead + c->p;
+	}
+	snapshot(b, &c->sn[k], ahead, behind);
+	if (b->ss->cut_n < 16)
+		b->ss->cut_bnd[b->ss->cut_n][k] = b->d->ntasks;
+	c->n[dir] = ++k;
+	if (k == 3 && (memcmp(&c->sn[0], &c->sn[1], sizeof c->sn[0]) ||
+		       memcmp(&c->sn[1], &c->sn[2], sizeof c->sn[0]) || c->sn[0].over))
+		c->ok[dir] = 0;
+}
+
+/* The end of a pass: every boundary of it must have been seen. */
+static void cut_pass_end(struct bld *b, int dir)
+{
+	if (!b->cut)
+		return;
+	if (b->cut->n[dir] != 3 || b->ss->cut_n == 16)
+		b->cut->ok[dir] = 0;
+	else
+		b->ss->cut_n++;
+	b->cut->n[dir] = 0;
+}
+
 /* ---- passes ---------------------------------------------------------------------- */
 
 /* Host time to issue op i's forward: a module's Python call, or one aten op
@@ -731,6 +894,10 @@ static void forward(struct bld *b)
 	for (i = 0; i < g->nops; i++) {
 		const struct gop *o = &g->ops[i];
 		int u = b->has_units ? b->ss->unit_of[i] : -1;
+		if (b->cut)
+			cut_check(b, i, 0);
+		if (skipped(b, i))
+			continue;
 		if (u >= 0 && (b->u[u].first == i || (b->u[u].root && i == 0)))
 			pre_forward(b, u);
 		if (b->ss->tf[i] > 0)
@@ -740,6 +907,7 @@ static void forward(struct bld *b)
 		if (u >= 0 && b->u[u].last == i)
 			post_forward(b, u, k);
 	}
+	cut_pass_end(b, 0);
 }
 
 /* Recomputation before graph unit gu's backward: its whole forward (full) or
@@ -776,6 +944,10 @@ static void backward(struct bld *b, int sync)
 	for (i = g->nops - 1; i >= 0; i--) {
 		const struct gop *o = &g->ops[i];
 		int u = b->has_units ? b->ss->unit_of[i] : -1;
+		if (b->cut)
+			cut_check(b, i, 1);
+		if (skipped(b, i))
+			continue;
 		if (u >= 0 && b->u[u].last == i && !b->u[u].root)
 			pre_backward(b, u);
 		if (o->unit > 0 && b->ss->glast[o->unit] == i)
@@ -788,6 +960,7 @@ static void backward(struct bld *b, int sync)
 		if (u >= 0 && b->u[u].first == i && !b->u[u].root)
 			post_backward(b, u, k);
 	}
+	cut_pass_end(b, 1);
 	if (b->wrapped)
 		post_backward(b, 0, k);
 	if (b->p->reduce == REDUCE_BUCKETS && b->bucket > 0) {
@@ -958,7 +1131,9 @@ static void dp_microstep(struct bld *b)
 	pend(b, t);
 	k1 = t;
 	for (i = 0; i < g->nops; i++) {
-		if (b->ss->tf[i] <= 0)
+		if (b->cut)
+			cut_check(b, i, 0);
+		if (b->ss->tf[i] <= 0 || skipped(b, i))
 			continue;
 		c = host_work(b, b->cpu, b->disp_f * n, i, T_DISPATCH);
 		k0 = des_work(b->d, b->gpu, b->ss->tf[i], i, T_FWD);
@@ -972,8 +1147,11 @@ static void dp_microstep(struct bld *b)
 	t = collective_scaled(b, b->pg, COLL_GATHER, DYN_DP, dp_output_bytes(b), n, k0, -1, T_GATHER);
 	des_also_on(b->d, t, b->d->nstreams - 1);
 	dep(b, k1, t);
+	cut_pass_end(b, 0);
 	for (i = g->nops - 1; i >= 0; i--) {
-		if (b->ss->tb[i] <= 0)
+		if (b->cut)
+			cut_check(b, i, 1);
+		if (b->ss->tb[i] <= 0 || skipped(b, i))
 			continue;
 		c = host_work(b, b->cpu, b->disp_b, i, T_DISPATCH);
 		k0 = des_work(b->d, b->gpu, b->ss->tb[i], i, T_BWD);
@@ -984,6 +1162,7 @@ static void dp_microstep(struct bld *b)
 		dep(b, c, k1);
 		dep(b, t, k1);
 	}
+	cut_pass_end(b, 1);
 	t = collective(b, b->pg, COLL_REDUCE, &b->gdp, params * b->gcomm, k0, -1, T_REDUCE);
 	des_also_on(b->d, t, b->d->nstreams - 1);
 	dep(b, k1, t);
@@ -1142,6 +1321,7 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 	b->opt_tensors = p->opt_groups == OPT_FLAT ? 1 : graph_param_tensors(g);
 	b->has_units = b->wrapped || b->modules;
 	b->rep = b->tps = b->h2d = b->d2h = b->host = b->gpu1 = b->cpu1 = -1;
+	b->skip = ss->skip;
 	if (grow_ops(ss, g->nops, g->nblocks + 1))
 		return -1;
 	groups(b);
@@ -1181,10 +1361,39 @@ static int streams(struct bld *b)
 	return b->cpu < 0 || b->gpu < 0 || b->pg < 0 ? -1 : 0;
 }
 
+static int cut_marks(struct step_sim *sub);
+
+/* The boundaries a shorter step compares (step.h), from its ss's cut. */
+static void cut_prepare(struct bld *b, struct cut *c)
+{
+	const struct step_sim *ss = b->ss;
+	const struct graph *g = b->g;
+	int k;
+
+	memset(c, 0, sizeof *c);
+	c->lo = ss->cut_lo;
+	c->hi = ss->cut_hi;
+	c->p = ss->cut_p;
+	for (k = 0; k < 2; k++) {
+		c->fop[k] = g->block_first[c->lo - (2 - k) * c->p];
+		c->bop[k + 1] = life_block_last(g, c->lo - 1 - (k + 1) * c->p);
+	}
+	c->fop[2] = g->block_first[c->hi];
+	c->bop[0] = life_block_last(g, c->lo - 1);
+	c->zop[0] = g->block_first[ss->cut_e0];
+	c->zop[1] = life_block_last(g, ss->cut_e1 - 1);
+	c->ok[0] = c->ok[1] = 1;
+	b->cut = c;
+}
+
 static int build(struct bld *b)
 {
+	struct cut cut;
 	int m, last;
 
+	b->ss->cut_n = 0;
+	if (b->ss->skip && b->ss->cut_p > 0)
+		cut_prepare(b, &cut);
 	des_reset(b->d);
 	b->d->slow = 1 + b->ce->overlap_slowdown;
 	b->ss->ndyn = 0;
@@ -1220,6 +1429,10 @@ static int build(struct bld *b)
 	if (b->p->reduce == REDUCE_AFTER_ACCUM)
 		zero1_reduce(b);
 	optimizer(b);
+	b->ss->chk = b->cut && cut.ok[0] && cut.ok[1];
+	if (b->ss->chk && cut_marks(b->ss))
+		b->oom = 1;
+	b->cut = NULL;
 	return b->oom ? -1 : 0;
 }
 
@@ -1242,12 +1455,25 @@ static double recompute_flops(const struct graph *g, int mode)
 	return f * g->o.tp;
 }
 
+/* Throughput and utilisation of step r (time and global batch set). */
+static void rates(const struct step_sim *ss, const struct scenario *s, const struct graph *g,
+		  struct step_result *r)
+{
+	double per_sample = ss->flops_ps, peak_all;
+
+	r->samples_per_s = r->time > 0 ? r->global_batch / r->time : 0;
+	r->tokens_per_s = r->samples_per_s * g->tokens;
+	peak_all = s->gpu.peak[s->plan.precision] * (double)s->world;
+	r->mfu = per_sample * r->samples_per_s / peak_all;
+	r->hfu = (per_sample + ss->flops_rc) * r->samples_per_s / peak_all;
+	r->flops_per_gpu = per_sample * r->samples_per_s / (double)s->world;
+}
+
 static void results(const struct bld *b, struct step_result *r)
 {
 	const struct step_sim *ss = b->ss;
 	const struct des *d = b->d;
 	const struct scenario *s = b->s;
-	double per_sample = ss->flops_ps, peak_all;
 	int i;
 
 	memset(r, 0, sizeof *r);
@@ -1268,12 +1494,7 @@ static void results(const struct bld *b, struct step_result *r)
 	r->micro_batch = (int64_t)b->B;
 	r->grad_accum = b->accum;
 	r->global_batch = (int64_t)b->B * b->accum * b->dp;
-	r->samples_per_s = r->time > 0 ? r->global_batch / r->time : 0;
-	r->tokens_per_s = r->samples_per_s * b->g->tokens;
-	peak_all = b->peak * (double)s->world;
-	r->mfu = per_sample * r->samples_per_s / peak_all;
-	r->hfu = (per_sample + ss->flops_rc) * r->samples_per_s / peak_all;
-	r->flops_per_gpu = per_sample * r->samples_per_s / (double)s->world;
+	rates(ss, s, b->g, r);
 	r->events = d->tot.events;
 	r->simulated_accum = b->accum;
 	r->period_settled = 1;
@@ -1306,6 +1527,13 @@ void step_sim_delete(struct step_sim *ss)
 	free(ss->gfirst);
 	free(ss->glast);
 	free(ss->units);
+	free(ss->skip);
+	if (ss->blk) {
+		if (ss->blk->made)
+			step_sim_delete(&ss->blk->sub);
+		free(ss->blk->src);
+		free(ss->blk);
+	}
 	memset(ss, 0, sizeof *ss);
 }
 
@@ -1317,6 +1545,17 @@ void step_sim_delete(struct step_sim *ss)
 static unsigned char op_pattern(const struct step_sim *ss, int i)
 {
 	return (unsigned char)((ss->tf[i] > 0) | (ss->tb[i] > 0) << 1 | (ss->tpb[i] > 0) << 2);
+}
+
+/* Remembers what the step in ss was simulated for (same_settings). */
+static void remember_settings(struct step_sim *ss, const struct scenario *s, const struct graph *g)
+{
+	ss->built = 1;
+	ss->bg = g;
+	memcpy(&ss->btrain, &s->s.training, sizeof ss->btrain);
+	memcpy(&ss->bcluster, &s->s.cluster, sizeof ss->bcluster);
+	ss->bdp = s->dp;
+	ss->bworld = s->world;
 }
 
 /* Remembers what the graph in ss was built for, and what its runs read: the
@@ -1344,12 +1583,8 @@ static int remember(struct step_sim *ss, const struct scenario *s, const struct 
 	ss->flops_rc = recompute_flops(g, recompute);
 	for (i = 0; i < g->nops; i++)
 		ss->pos[i] = op_pattern(ss, i);
-	ss->built = 1;
-	ss->bg = g;
-	memcpy(&ss->btrain, &s->s.training, sizeof ss->btrain);
-	memcpy(&ss->bcluster, &s->s.cluster, sizeof ss->bcluster);
-	ss->bdp = s->dp;
-	ss->bworld = s->world;
+	remember_settings(ss, s, g);
+	ss->blocks = 0;
 	return 0;
 }
 
@@ -1396,36 +1631,327 @@ static int run(struct bld *b, struct step_result *r, struct err *e)
 	return 0;
 }
 
+/* ---- periodic blocks: three shorter steps (step.h) ------------------------------- */
+
+/* Plans the shorter step of s over g into k, or returns -1 when its blocks do
+ * not repeat long enough: nine periods (three warming the forward up, two
+ * simulated, one or more left out, three or more warming the backward up after
+ * the cut). */
+static int blocks_plan(struct step_sim *ss, const struct scenario *s, const struct graph *g, int64_t mb,
+		       struct step_blocks *k)
+{
+	struct bld b;
+	int n, p, ddp;
+
+	if (setup(&b, ss, s, g, mb))
+		return -1;
+	ddp = b.p->reduce == REDUCE_DDP;
+	if (ddp)  /* the bucket boundaries must repeat too */
+		ddp_buckets(&b);
+	if (period_find(g, ddp ? ss->bkt : NULL, STEP_BLOCK_MAXP, &k->per))
+		return -1;
+	p = k->per.p;
+	n = k->per.e1 - k->per.e0;
+	if (n / p < 9)
+		return -1;
+	k->lo = k->per.e0 + 5 * p;
+	k->hi = k->per.e1 - 3 * p - n % p;
+	k->left = (k->hi - k->lo) / p;
+	return 0;
+}
+
+/* Leaves blocks lo .. hi - 1 of g out of sub, its boundaries compared with
+ * period p; another range drops its task graph. Returns 0 or -1 (memory). */
+static int sub_cut(struct step_sim *sub, const struct graph *g, const struct period *per, int lo, int hi,
+		   int p)
+{
+	int i, f = g->block_first[lo], l = life_block_last(g, hi - 1);
+
+	if (vec_grow((void **)&sub->skip, &sub->capskip, g->nops, 1))
+		return -1;
+	for (i = 0; i < g->nops; i++)
+		sub->skip[i] = i >= f && i <= l;
+	if (sub->cut_lo != lo || sub->cut_hi != hi || sub->cut_p != p || sub->cut_e0 != per->e0 ||
+	    sub->cut_e1 != per->e1)
+		sub->built = 0;
+	sub->cut_lo = lo;
+	sub->cut_hi = hi;
+	sub->cut_p = p;
+	sub->cut_e0 = per->e0;
+	sub->cut_e1 = per->e1;
+	return 0;
+}
+
+/* Marks, in each pass, the first task of the first period before (forward)
+ * or after (backward) the cut on each device stream, and its counterpart in
+ * the second, so that the run records the exposure of one period between
+ * them (period_sums picks a pair that keeps the period). */
+static int cut_marks(struct step_sim *sub)
+{
+	const struct des *d = &sub->d;
+	int j, i, k, n, st, seen;
+
+	for (j = 0; j < sub->cut_n; j++) {
+		n = sub->cut_bnd[j][1] - sub->cut_bnd[j][0];
+		for (k = 0; k < 8; k++)
+			sub->cut_mk[j][k][0] = -1;
+		for (i = sub->cut_bnd[j][0], seen = 0; i < sub->cut_bnd[j][1] && seen < 8; i++) {
+			st = d->tasks[i].stream;
+			if (d->streams[st].cls == DES_CPU)
+				continue;
+			for (k = 0; k < seen && d->tasks[sub->cut_mk[j][k][0]].stream != st; k++)
+				;
+			if (k < seen)
+				continue;
+			sub->cut_mk[j][seen][0] = i;
+			sub->cut_mk[j][seen][1] = des_mark(&sub->d, i);
+			sub->cut_mk[j][seen][2] = des_mark(&sub->d, i + n);
+			if (sub->cut_mk[j][seen][1] < 0 || sub->cut_mk[j][seen][2] < 0)
+				return -1;
+			seen++;
+		}
+	}
+	return 0;
+}
+
+/* How the shorter step ran its two periods: P[j] the period of pass j (the
+ * largest shift of a task from the first period to its counterpart in the
+ * second), and which tasks ran ahead of it. */
+struct cut_run {
+	double P[16], tol[16];
+	int drift;                 /* some task ran ahead */
+};
+
+/* Whether the shorter step in sub ran its two periods before (forward) or
+ * after (backward) the cut alike: in each pass every task of the second starts
+ * and ends one period after its counterpart in the first (the largest shift,
+ * that of the slowest stream), or less on the host thread, launching further
+ * ahead of the GPUs each period: allowed when nothing that keeps the period
+ * ever waits for it, directly or through others, from that pass on (with more
+ * periods it would be further ahead still and waited for no more). A device
+ * stream running ahead (an NCCL stream all-gathering ahead of the compute)
+ * fails: where its collectives land against the compute, the exposed
+ * communication, would move from period to period. */
+static int cut_timing(const struct step_sim *sub, struct cut_run *cr, unsigned char *src)
+{
+	const struct des *d = &sub->d;
+	const struct des_task *t = d->tasks;
+	double T = 0, ss, se, eps;
+	int j, i, n, b0, end, e, v, first = d->ntasks, ok = 1;
+
+	memset(cr, 0, sizeof *cr);
+	for (i = 0; i < d->ntasks; i++)
+		T = t[i].end > T ? t[i].end : T;
+	eps = 64 * DBL_EPSILON * T;
+	memset(src, 0, (size_t)d->ntasks);
+	for (j = 0; j < sub->cut_n && ok; j++) {
+		b0 = sub->cut_bnd[j][0];
+		n = sub->cut_bnd[j][1] - b0;
+		if (n <= 0 || sub->cut_bnd[j][2] - sub->cut_bnd[j][1] != n)
+			return 0;
+		for (i = b0; i < b0 + n; i++) {
+			ss = t[i + n].start - t[i].start;
+			se = t[i + n].end - t[i].end;
+			cr->P[j] = fmax(cr->P[j], fmax(ss, se));
+		}
+		cr->tol[j] = STEP_PERIOD_TOL * cr->P[j] + eps;
+		if (!(cr->P[j] > cr->tol[j]))
+			return 0;
+		end = j + 1 < sub->cut_n ? sub->cut_bnd[j + 1][0] : d->ntasks;
+		for (i = b0; i < b0 + n; i++) {
+			ss = t[i + n].start - t[i].start;
+			se = t[i + n].end - t[i].end;
+			if (fabs(ss - cr->P[j]) <= cr->tol[j] && fabs(se - cr->P[j]) <= cr->tol[j])
+				continue;
+			if (ss > cr->P[j] - cr->tol[j] || se > cr->P[j] - cr->tol[j] ||
+			    d->streams[t[i].stream].cls != DES_CPU)
+				return 0;  /* neither keeping the period nor a host ahead of it */
+			/* ahead: the pass's tasks on its stream are sources of drift */
+			for (v = b0; v < end; v++)
+				src[v] |= t[v].stream == t[i].stream;
+			cr->drift = 1;
+			first = b0 < first ? b0 : first;
+		}
+	}
+	/* 2: bound by a source, directly or through tasks so bound */
+	for (i = first; cr->drift && i < d->ntasks && ok; i++) {
+		if (!src[i])
+			continue;
+		for (e = t[i].edge; e >= 0; e = d->edges[e].next) {
+			v = d->edges[e].to;
+			if (t[v].start - t[i].end <= eps && !(src[v] & 1))
+				src[v] |= 2;
+		}
+		ok = !(src[i] == 2);
+	}
+	return ok;
+}
+
+/* What one period of every pass adds to step r (the tasks of each pass's
+ * second period, summed as results() sums them; the exposure between a pair
+ * of marks whose task kept the period) into inc. Returns -1 when no marked
+ * pair kept it. */
+static int period_sums(const struct step_sim *sub, const struct cut_run *cr, struct step_result *inc)
+{
+	const struct des *d = &sub->d;
+	double dt;
+	int j, i, k, n, m;
+
+	memset(inc, 0, sizeof *inc);
+	for (j = 0; j < sub->cut_n; j++) {
+		for (i = sub->cut_bnd[j][1]; i < sub->cut_bnd[j][2]; i++) {
+			const struct des_task *t = &d->tasks[i];
+			if (!(d->first[i].flag & DES_ON_RANK))
+				continue;
+			dt = t->end - t->start;
+			switch (d->first[i].cls) {
+			case DES_COMPUTE: inc->compute += dt; break;
+			case DES_COPY: inc->copy += dt; break;
+			case DES_HOST: inc->host_optimizer += dt; break;
+			default: break;
+			}
+			if (t->coll >= 0)
+				inc->comm += dt;
+			if (t->tag == T_TP)
+				inc->comm_tp += dt;
+			else if (t->tag == T_OPT)
+				inc->optimizer += dt;
+		}
+		n = sub->cut_bnd[j][1] - sub->cut_bnd[j][0];
+		for (k = 0; k < 8 && (i = sub->cut_mk[j][k][0]) >= 0; k++)
+			if (fabs(d->tasks[i + n].start - d->tasks[i].start - cr->P[j]) <= cr->tol[j])
+				break;
+		if (k == 8 || i < 0)
+			return -1;
+		m = sub->cut_mk[j][k][1];
+		inc->exposed_comm += d->mark_exposed[sub->cut_mk[j][k][2]] - d->mark_exposed[m];
+	}
+	return 0;
+}
+
+/* Step r grown by n periods that each add inc and P of time; the rates
+ * follow (sub's FLOPs). */
+static void blocks_extend(const struct step_sim *sub, const struct scenario *s, const struct graph *g,
+			  const struct step_result *inc, const struct cut_run *cr, int64_t n, struct step_result *r)
+{
+	double k = (double)n, P = 0;
+	int j;
+
+	for (j = 0; j < sub->cut_n; j++)  /* each pass's period shifts what follows it */
+		P += cr->P[j];
+	r->time += k * P;
+	r->compute += k * inc->compute;
+	r->comm += k * inc->comm;
+	r->exposed_comm += k * inc->exposed_comm;
+	r->comm_tp += k * inc->comm_tp;
+	r->optimizer += k * inc->optimizer;
+	r->copy += k * inc->copy;
+	r->host_optimizer += k * inc->host_optimizer;
+	rates(sub, s, g, r);  /* events: those the shorter step processed */
+}
+
+/* The step of s over g from its shorter step (step.h); resim: it may keep its
+ * task graph. Returns 0 (r filled), -1 when the blocks are not periodic
+ * enough (nothing filled), or an error code (e filled). */
+static int blocks_step(struct step_sim *ss, const struct scenario *s, const struct graph *g, int64_t mb,
+		       int resim, struct step_result *r, struct err *e)
+{
+	struct step_blocks *k = ss->blk;
+	struct step_result inc;
+	struct cut_run cr;
+	long b0;
+	int rc;
+
+	if (!k && !(k = ss->blk = calloc(1, sizeof *k)))
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	if (!k->made) {
+		if (step_sim_create(&k->sub))
+			return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+		k->sub.full = 1;
+		k->made = 1;
+	}
+	if (!resim)
+		k->planned = !blocks_plan(ss, s, g, mb, k);
+	if (!k->planned)
+		return -1;
+	if (sub_cut(&k->sub, g, &k->per, k->lo, k->hi, k->per.p))
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	if (!resim)
+		k->sub.built = 0;
+	b0 = k->sub.builds;
+	rc = step_resimulate(&k->sub, s, g, mb, r, e);
+	ss->builds += k->sub.builds - b0;
+	if (rc)
+		return rc;
+	if (!k->sub.chk) {  /* the builder's state: the same at every micro-batch */
+		k->planned = 0;
+		return -1;
+	}
+	if (vec_grow((void **)&k->src, &k->capsrc, k->sub.d.ntasks, 1))
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	if (!cut_timing(&k->sub, &cr, k->src) || period_sums(&k->sub, &cr, &inc))
+		return -1;
+	blocks_extend(&k->sub, s, g, &inc, &cr, k->left, r);
+	ss->blocks = 1;
+	return 0;
+}
+
+/* Every block simulated: the task graph built in ss. */
+static int simulate_full(struct step_sim *ss, const struct scenario *s, const struct graph *g,
+			 int64_t micro_batch, struct step_result *r, struct err *e)
+{
+	struct bld b;
+
+	ss->g = g;
+	ss->whole = 0;
+	if (setup(&b, ss, s, g, micro_batch) || build(&b) || remember(ss, s, g, b.recompute))
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the step's task graph");
+	ss->whole = 1;
+	ss->builds++;
+	return run(&b, r, e);
+}
+
 int step_simulate(struct step_sim *ss, const struct scenario *s, const struct graph *g,
 		  int64_t micro_batch, struct step_result *r, struct err *e)
 {
-	struct bld b;
+	int rc;
 
 	if (micro_batch < 1)
 		return err_set(e, ERR_INPUT, s->file, 0, "step simulation needs a micro-batch of at least 1");
 	ss->g = g;
-	ss->built = 0;
-	if (setup(&b, ss, s, g, micro_batch) || build(&b) || remember(ss, s, g, b.recompute))
-		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the step's task graph");
-	ss->builds++;
-	return run(&b, r, e);
+	ss->built = ss->whole = ss->blocks = 0;
+	if (!ss->full) {
+		rc = blocks_step(ss, s, g, micro_batch, 0, r, e);
+		remember_settings(ss, s, g);
+		if (rc >= 0)
+			return rc;
+	}
+	return simulate_full(ss, s, g, micro_batch, r, e);
 }
 
 int step_resimulate(struct step_sim *ss, const struct scenario *s, const struct graph *g,
 		    int64_t micro_batch, struct step_result *r, struct err *e)
 {
 	struct bld b;
-	int i;
+	int i, rc;
 
 	if (micro_batch < 1 || !same_settings(ss, s, g))
 		return step_simulate(ss, s, g, micro_batch, r, e);
+	ss->blocks = 0;
+	if (!ss->full && ss->blk && ss->blk->planned) {  /* as step_simulate decides */
+		rc = blocks_step(ss, s, g, micro_batch, 1, r, e);
+		if (rc >= 0)
+			return rc;
+	}
+	if (!ss->whole)
+		return simulate_full(ss, s, g, micro_batch, r, e);
 	if (setup(&b, ss, s, g, micro_batch))
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the step's task graph");
 	op_times(&b);
 	tp_marks(&b);
 	for (i = 0; i < g->nops; i++)
 		if (op_pattern(ss, i) != ss->pos[i])
-			return step_simulate(ss, s, g, micro_batch, r, e);
+			return simulate_full(ss, s, g, micro_batch, r, e);
 	ss->g = g;
 	retime(&b);
 	return run(&b, r, e);
@@ -1473,55 +1999,65 @@ static int same_period(const struct step_result *r0, const struct step_result *r
 		fabs((r2->exposed_comm - r1->exposed_comm) - (r1->exposed_comm - r0->exposed_comm)) <= tol;
 }
 
-/* One step of s's grad_accum micro-steps, from simulations of 1, 2, 3, ...
- * micro-steps until the period settles (step.h). */
-static int periodic(struct step_sim *ss, const struct scenario *s, const struct graph *g, int64_t mb,
-		    struct step_result *out, struct err *e)
+int step_accumulate(int64_t ga, step_micro_fn sim, void *ctx, struct step_result *out, struct err *e)
 {
-	struct scenario *w = malloc(sizeof *w);
 	struct step_result r[3];
 	uint64_t events = 0;
 	int64_t k;
 	int rc = 0, settled = 0;
 
-	if (!w)
-		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
-	memcpy(w, s, sizeof *w);  /* read-only: its pointers stay s's */
+	if (ga <= STEP_ACCUM_FULL)
+		return sim(ctx, ga, out, e);
 	memset(r, 0, sizeof r);
 	for (k = 1; k <= STEP_PERIOD_PROBE && !settled && !rc; k++) {
 		r[0] = r[1];
 		r[1] = r[2];
-		w->s.training.grad_accum = k;
-		rc = step_simulate(ss, w, g, mb, &r[2], e);
+		rc = sim(ctx, k, &r[2], e);
 		events += r[2].events;
 		settled = k >= 3 && same_period(&r[0], &r[1], &r[2]);
 	}
-	free(w);
 	if (rc)
 		return rc;
-	step_extend(&r[1], &r[2], s->s.training.grad_accum, out);
+	step_extend(&r[1], &r[2], ga, out);
 	out->events = events;
 	out->period_settled = settled;
 	return 0;
 }
 
+/* step_run's simulations of k micro-steps: s with grad_accum k, in ss. */
+struct run_ctx {
+	struct step_sim *ss;
+	struct scenario *w;      /* a copy of the scenario (its pointers stay the original's) */
+	const struct graph *g;
+	int64_t mb;
+};
+
+static int run_micro(void *ctx, int64_t k, struct step_result *r, struct err *e)
+{
+	struct run_ctx *c = ctx;
+
+	c->w->s.training.grad_accum = k;
+	return step_simulate(c->ss, c->w, c->g, c->mb, r, e);
+}
+
 int step_run(const struct scenario *s, const struct graph *g, struct prediction *p, struct err *e)
 {
 	struct step_sim ss;
-	int64_t mb = p->micro_batch > 0 ? p->micro_batch : 1;
+	struct run_ctx c = {&ss, malloc(sizeof *c.w), g, p->micro_batch > 0 ? p->micro_batch : 1};
 	int rc;
 
-	if (step_sim_create(&ss))
+	if (!c.w || step_sim_create(&ss)) {
+		free(c.w);
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
-	if (s->s.training.grad_accum > STEP_ACCUM_FULL)
-		rc = periodic(&ss, s, g, mb, &p->step, e);
-	else
-		rc = step_simulate(&ss, s, g, mb, &p->step, e);
+	}
+	memcpy(c.w, s, sizeof *c.w);  /* read-only: its pointers stay s's */
+	rc = step_accumulate(s->s.training.grad_accum, run_micro, &c, &p->step, e);
 	/* no micro-batch from the scenario, and none from the memory model (not
 	 * run, or not even one sample fits): 1 stands in */
 	p->step.batch_assumed = p->micro_batch <= 0 ||
 		(s->s.training.micro_batch <= 0 && p->max_micro_batch == 0);
 	step_sim_delete(&ss);
+	free(c.w);
 	return rc;
 }
 
@@ -1605,6 +2141,7 @@ int step_trace(const struct scenario *s, int64_t micro_batch, const char *path, 
 	if (!rc && step_sim_create(&ss))
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
 	else if (!rc) {
+		ss.full = 1;  /* a trace shows every block */
 		rc = step_simulate(&ss, w, &g, micro_batch > 0 ? micro_batch : 1, &r, e);
 		if (!rc)
 			rc = step_trace_write(&ss, path, e);

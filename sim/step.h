@@ -47,6 +47,7 @@
 
 struct step_unit;
 struct step_dyn;
+struct step_blocks;
 
 /* Reusable state of step simulations (arrays are kept between runs). */
 struct step_sim {
@@ -77,7 +78,49 @@ struct step_sim {
 	int *sums, nsums, capsums;  /* its TP and optimizer tasks (summed in results) */
 	double flops_ps, flops_rc;  /* model FLOPs per sample, recomputed FLOPs per sample */
 	long builds;                /* task graphs built (step_simulate) */
+	/* periodic blocks (below): a step whose blocks repeat is simulated as three
+	 * shorter steps, each in a simulation of its own that keeps its task graph */
+	int full;                   /* 1: simulate every block (traces; the shorter steps) */
+	int blocks;                 /* 1: the last step came from the shorter steps */
+	int whole;                  /* 1: d holds the task graph of every block (re-timed) */
+	struct step_blocks *blk;    /* the shorter steps and their plan, NULL until needed */
+	/* in a shorter step: blocks cut_lo .. cut_hi - 1 left out, periods of cut_p blocks */
+	unsigned char *skip;        /* (nops) the ops left out, NULL none */
+	int capskip;
+	int cut_lo, cut_hi, cut_p;  /* cut_p 0: no boundaries compared */
+	int cut_e0, cut_e1;         /* the blocks that repeat */
+	int chk;                    /* the builder's state was the same at the boundaries
+				       around the cut, forward and backward */
+	int cut_n;                  /* passes (forward, backward of each micro-step) seen */
+	int cut_bnd[16][3];         /* tasks issued at each pass's three boundaries */
+	int cut_mk[16][8][3];       /* each pass's marked tasks: the first of its first period on
+				       each device stream, its mark and its counterpart's (-1 none) */
 };
+
+/* Periodic blocks. When blocks e0 .. e1 - 1 of the graph repeat with a period
+ * of p blocks (period.h: the same ops; for DDP the same bucket boundaries),
+ * every block of them issues the same tasks with the same dependencies, and
+ * once the simulation is in its steady state each further period adds the
+ * same time to the step: T(n + 1) - T(n) is a constant, as for micro-steps
+ * (below), and likewise compute, communication, exposed communication and the
+ * other sums. So the step is simulated three times with two periods of
+ * warm-up, then 1, 2 and 3 periods, then the last 3p to 4p - 1 blocks (the
+ * others left out: the step goes on from the last period kept to the blocks
+ * after those left out, which warm the backward up), and extended from the
+ * last two by the periods left out, when
+ *  - the builder issued the same around the cut: at the three period
+ *    boundaries before it (forward) and after it (backward) the task graph
+ *    builder's state is the same (the FSDP rate limiter's queue, the units
+ *    gathered and their all-gathers, the gradient bucket's fill, each stream's
+ *    last task, all relative to the boundary), so a left-out period would have
+ *    issued exactly what a kept one did;
+ *  - the periods settled: the three steps grow by the same amount to a relative
+ *    STEP_PERIOD_TOL, in every sum.
+ * Otherwise every block is simulated. The result is the full simulation's to
+ * the rounding of a sum of a few hundred numbers (tests/test_periodic.c checks
+ * it against full simulations of every strategy on NVLink, InfiniBand and
+ * Ethernet, to 1e-9 relative); a trace shows every block. */
+#define STEP_BLOCK_MAXP 4           /* longest period looked for, in blocks */
 
 int step_sim_create(struct step_sim *ss);
 void step_sim_delete(struct step_sim *ss);
@@ -115,7 +158,7 @@ int step_trace_write(const struct step_sim *ss, const char *path, struct err *e)
  * they agree from the first), at most STEP_PERIOD_PROBE, then extended by that
  * period: exact while micro-steps repeat, and a step of 10^6 micro-steps costs
  * what one of three does. tests/test_step.c checks it against full simulations;
- * recommend (sweep_eval.c) extends from 2 simulated micro-steps the same way. */
+ * recommend (sweep_eval.c) goes through the same step_accumulate. */
 #define STEP_ACCUM_FULL 8
 #define STEP_PERIOD_PROBE 16
 #define STEP_PERIOD_TOL 1e-9
@@ -126,6 +169,16 @@ int step_trace_write(const struct step_sim *ss, const char *path, struct err *e)
  * host optimizer grow by the period; the batch and the rates follow. */
 void step_extend(const struct step_result *a, const struct step_result *b, int64_t ga,
 		 struct step_result *out);
+
+/* A simulation of k micro-steps (of whatever step the caller has in mind)
+ * into r. Returns 0 or an error code with e filled. */
+typedef int (*step_micro_fn)(void *ctx, int64_t k, struct step_result *r, struct err *e);
+
+/* One step of ga micro-steps: sim(ctx, ga, ...) when ga <= STEP_ACCUM_FULL,
+ * else extended by its period from sim(ctx, 1), sim(ctx, 2), ... (above;
+ * out->events counts every micro-step simulated). The one rule of simulate
+ * (step_run) and recommend (sweep_eval.c). Returns 0 or sim's error. */
+int step_accumulate(int64_t ga, step_micro_fn sim, void *ctx, struct step_result *out, struct err *e);
 
 /* PyTorch FSDP's (FSDP1) passes over the flat gradient of a unit of n
  * elements on its way to the reduction (torch/distributed/fsdp,

@@ -67,6 +67,10 @@ enum sweep_status {
  * its period, T(2) - T(1) (sweep_eval.c). */
 #define SWEEP_ACCUM_SIMULATED 2
 
+/* Scores that differ by rounding only (relative SWEEP_TIE, far below what the
+ * models can tell apart) have a margin of 0 (sweep_out.c). */
+#define SWEEP_TIE 1e-12
+
 /* One candidate's settings. */
 struct sweep_cand {
 	int strategy;       /* enum strategy */

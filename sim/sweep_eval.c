@@ -112,6 +112,10 @@ struct sweep_ctx *sweep_ctx_create(const struct sweep *sw)
 		sweep_ctx_delete(c);
 		return NULL;
 	}
+	/* every block simulated: a candidate's one task graph is re-timed at each
+	 * of its micro-batches (step_resimulate), cheaper here than the periodic
+	 * blocks' three shorter steps per micro-batch (step.h) */
+	c->ss.full = 1;
 	return c;
 }
 

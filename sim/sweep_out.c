@@ -44,14 +44,18 @@ static const char *rate(char *b, size_t n, double v)
 	return b;
 }
 
-/* How much worse the runner-up is under the objective, in percent. */
+/* How much worse the runner-up is under the objective, in percent; 0 for a
+ * tie (scores within a relative SWEEP_TIE, rounding only: sweep.h). */
 static double margin(const struct sweep *sw, const struct sweep_result *best, const struct sweep_result *ru)
 {
+	double pct;
+
 	switch (sw->set.objective) {
-	case SWEEP_COST: return 100 * (ru->gpu_hours_per_mtok / best->gpu_hours_per_mtok - 1);
-	case SWEEP_TIME_TO_TRAIN: return 100 * (ru->train_days / best->train_days - 1);
-	default: return 100 * (best->tokens_per_s / ru->tokens_per_s - 1);
+	case SWEEP_COST: pct = 100 * (ru->gpu_hours_per_mtok / best->gpu_hours_per_mtok - 1); break;
+	case SWEEP_TIME_TO_TRAIN: pct = 100 * (ru->train_days / best->train_days - 1); break;
+	default: pct = 100 * (best->tokens_per_s / ru->tokens_per_s - 1); break;
 	}
+	return fabs(pct) <= 100 * SWEEP_TIE ? 0 : pct;
 }
 
 /* The winner's lead over the runner-up: "tie" (under 0.05 %), "+0.7%", "+12%". */
