@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ static const struct cfg_key keys[] = {
 	{NULL, "gemm_efficiency_fp32", CFG_NUM, 0, 0, 0, 1, NULL, E(gemm_efficiency_fp32), NULL, "the same for fp32 (SIMT) products, 0 = gemm_efficiency"},
 	{NULL, "gemm_efficiency_tf32", CFG_NUM, 0, 0, 0, 1, NULL, E(gemm_efficiency_tf32), NULL, "the same for TF32 products, 0 = gemm_efficiency"},
 	{NULL, "gemm_half_dim", CFG_NUM, 0, 0, 0, 1e6, NULL, E(gemm_half_dim), NULL, "dimension of half shape efficiency"},
+	{NULL, "gemm_unaligned", CFG_NUM, 0, 0, 0.01, 1, NULL, E(gemm_unaligned), NULL, "factor on tensor-core products with n or k not a multiple of 16 bytes"},
 	{NULL, "memory_efficiency", CFG_NUM, 0, 0, 0.01, 1, NULL, E(memory_efficiency), NULL, "fraction of memory bandwidth"},
 	{NULL, "kernel_gap", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(kernel_gap), NULL, "GPU time between kernels"},
 	{NULL, "gpu_variation", CFG_NUM, 0, 0, 0, 1, NULL, E(gpu_variation), NULL, "speed spread of same-model GPUs (max - min over the median)"},
@@ -110,10 +112,23 @@ double compute_gemm_asymptote(const struct compute_eff *ce, int prec)
 	return ce->gemm_efficiency;
 }
 
+/* 1 when a tensor-core product's n and k are multiples of 16 bytes of its
+ * operands' type (8 fp16/bf16 elements, 4 fp32 ones read as TF32); m, the
+ * rows of a row-major operand, is never a leading dimension. fp32 SIMT
+ * products are not affected (compute.h). */
+static int gemm_aligned(int prec, double n, double k)
+{
+	int64_t mask = prec == PREC_TF32 ? 3 : 7, in = (int64_t)n, ik = (int64_t)k;
+
+	return prec == PREC_FP32 || (!(in & mask) && !(ik & mask) && in == n && ik == k);
+}
+
 double compute_gemm_eff(const struct compute_eff *ce, int prec, double m, double n, double k)
 {
 	double h = ce->gemm_half_dim, g = compute_gemm_asymptote(ce, prec);
 
+	if (!gemm_aligned(prec, n, k))
+		g *= ce->gemm_unaligned;
 	return g * (m / (m + h)) * (n / (n + h)) * (k / (k + h));
 }
 

@@ -11,7 +11,13 @@
  * product with random inputs sustains on the device), small dimensions lose to
  * tile quantisation (a k of 64, attention's head size, runs at half of it).
  * fp32 products without tensor cores (SIMT) and TF32 ones reach other
- * fractions of their own peaks (gemm_efficiency_fp32, _tf32; 0 = the same). Ops
+ * fractions of their own peaks (gemm_efficiency_fp32, _tf32; 0 = the same).
+ * A tensor-core product whose n or k (the contiguous dimensions of its row-
+ * major operands and output: a linear layer's features, a vocabulary, a head
+ * size) is not a multiple of 16 bytes cannot use the 128-bit loads of cuBLAS's
+ * fast kernels and runs an align1 kernel at gemm_unaligned of the rate (NVIDIA,
+ * Matrix Multiplication Background User's Guide, §2.2 "Tensor Core
+ * Requirements"; measured: pytorch/pytorch issue #181718). Ops
  * without a matrix product are memory-bound: their flops use no shape factor.
  * The parameters are data, fitted by `validate --calibrate`.
  */
@@ -28,6 +34,8 @@ struct compute_eff {
 	double gemm_efficiency_fp32;   /* the same for fp32 products (0: gemm_efficiency) */
 	double gemm_efficiency_tf32;   /* the same for TF32 products (0: gemm_efficiency) */
 	double gemm_half_dim;          /* elements */
+	double gemm_unaligned;         /* factor on a tensor-core product whose n or k is not a
+					  multiple of 16 bytes */
 	double memory_efficiency;      /* fraction of memory_bandwidth */
 	double kernel_gap;             /* s per kernel on the GPU */
 	double overlap_slowdown;       /* fraction by which a compute kernel slows while a

@@ -56,6 +56,7 @@ static const struct cfg_key keys[] = {
 	{"model", "seq_len", CFG_INT, 0, 0, 1, 1e7, "1024", M(seq_len), NULL, "tokens per sample (encoder input for encoder-decoder models)"},
 	{"model", "target_len", CFG_INT, 0, CFG_DEFAULTV, 1, 1e7, "default", M(target_len), NULL, "decoder tokens per sample, encoder-decoder only (default: seq_len)"},
 	{"model", "dropout", CFG_NUM, 0, CFG_DEFAULTV, 0, 0.99, "default", M(dropout), NULL, "dropout probability (default: the model file's); 0 = no dropout, as an eval-mode forward"},
+	{"model", "pad_vocab_multiple", CFG_INT, 0, 0, 1, 1e6, "1", M(pad_vocab_multiple), NULL, "round the vocabulary up to a multiple of this, as the framework allocates it (llm.c's padded vocabulary: 128; llm-foundry's pad_vocab_multiple); 1 = the model's"},
 
 	{"cluster", "gpu", CFG_STR, 0, CFG_REQUIRED, 0, 0, NULL, C(gpu), NULL, "models/hw/gpus.ini section, or a path (cpu = the runtime's CPU backend)"},
 	{"cluster", "gpu_memory", CFG_NUM, UNIT_BYTES, CFG_DEFAULTV, 1 << 20, 1e14, "default", C(gpu_memory), NULL, "override the device's capacity, e.g. 40GiB, 64MiB"},
@@ -360,6 +361,10 @@ static int load_model(struct scenario *s, struct err *e)
 	}
 	if (!rc)
 		snprintf(s->model.name, sizeof s->model.name, "%s", sm->name[0] ? sm->name : sm->hf_config);
+	/* the framework's padded embedding and head: rows that no token uses, but
+	 * products whose vocabulary dimension is aligned (compute.h) */
+	s->model.vocab = (s->model.vocab + sm->pad_vocab_multiple - 1) / sm->pad_vocab_multiple *
+		sm->pad_vocab_multiple;
 	return rc;
 }
 

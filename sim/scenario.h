@@ -50,6 +50,7 @@ struct scn_model {
 	int64_t seq_len;          /* tokens per sample (encoder input) */
 	int64_t target_len;       /* decoder tokens (encoder-decoder); -1 = seq_len */
 	double dropout;           /* -1 = the model file's rate */
+	int64_t pad_vocab_multiple; /* vocabulary rounded up to a multiple of this; 1 = as is */
 };
 
 struct scn_cluster {

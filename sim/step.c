@@ -41,6 +41,17 @@
  * (found_inf.item() in GradScaler._maybe_opt_step); clip_grad_norm_ adds
  * _foreach_norm (reads the gradients) and _foreach_mul_ (rewrites them), with
  * an all-reduce of the norm under FSDP and ZeRO.
+ * AccumulateGrad (torch/csrc/autograd/functions/accumulate_grad.h): a
+ * parameter whose .grad is None steals the new gradient; one whose .grad
+ * exists adds it in place (a read of both, a write: one kernel). Where
+ * zero_grad zeroes the gradients instead of setting them to None
+ * (set_to_none=False, PyTorch's default before 2.0, whose release notes make
+ * set_to_none=True the default), every micro-step adds, and zero_grad issues
+ * one fill per parameter tensor from Python: framework_version 1.13,
+ * unsharded strategies (FSDP and ZeRO accumulate into their flat buffers).
+ * Not modelled: the add of micro-steps after the first under 2.x (the
+ * sweep extends a step by T(2) - T(1), which needs the first micro-step to
+ * cost what the later ones do).
  */
 #include "step.h"
 
@@ -61,7 +72,7 @@
 
 enum tag {
 	T_DISPATCH, T_WAIT, T_FWD, T_BWD, T_RECOMP, T_OPT, T_AG, T_RS, T_AR, T_TP, T_BCAST,
-	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_ISSUE_COLL, T_HOOKS, T_FLAT, T_SHARD_CAST, T_COUNT
+	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_ISSUE_COLL, T_HOOKS, T_FLAT, T_SHARD_CAST, T_GRAD_ADD, T_COUNT
 };
 
 struct step_unit {
@@ -936,10 +947,19 @@ static void recompute(struct bld *b, int gu)
 	}
 }
 
+/* Whether zero_grad leaves zeroed gradients, so that AccumulateGrad adds in
+ * place on every micro-step (header). */
+static int grad_add(const struct bld *b)
+{
+	return b->p->mech == MECH_REPL && b->p->engine == FW_PYTORCH &&
+		b->s->s.training.framework_version == FWV_1_13;
+}
+
 static void backward(struct bld *b, int sync)
 {
 	const struct graph *g = b->g;
-	int i, k = -1;
+	double bw = b->mem_bw * b->ce->memory_efficiency;
+	int i, k = -1, add = grad_add(b);
 
 	for (i = g->nops - 1; i >= 0; i--) {
 		const struct gop *o = &g->ops[i];
@@ -954,6 +974,9 @@ static void backward(struct bld *b, int sync)
 			recompute(b, o->unit);
 		if (b->ss->tb[i] > 0)
 			k = kernel(b, b->ss->tb[i], disp_bwd(b, i), i, T_BWD);
+		if (add && o->params > 0)  /* .grad += the new gradient */
+			k = kernel(b, (o->params * 3 * b->gbytes / bw + b->ce->kernel_gap) * b->straggle,
+				   b->disp_op, i, T_GRAD_ADD);
 		grad_ready(b, i, k, sync);
 		if (b->ss->tpb[i] > 0)
 			tp_allreduce(b, b->ss->tpx[i], k, i);
@@ -1086,6 +1109,8 @@ static void optimizer(struct bld *b)
 	}
 	if (b->p->allgather_after_step)
 		zero_allgather(b, t);
+	if (grad_add(b))  /* zero_grad(set_to_none=False): a fill per tensor */
+		opt_pass(b, OPTI_FOR_LOOP, p, b->gbytes, 1, -1);
 }
 
 /* ZeRO-1: the accumulated gradients are reduce-scattered after the last backward. */
@@ -2072,7 +2097,7 @@ static const char *task_name(void *ctx, const struct des_task *t, char *buf, siz
 		"optimizer step", "all-gather", "reduce-scatter", "all-reduce", "TP all-reduce",
 		"broadcast", "gather", "reduce", "copy to GPU", "copy to host",
 		"optimizer step (host)", "issue ", "FSDP unit hooks", "FSDP flat gradient",
-		"FSDP shard cast"};
+		"FSDP shard cast", "AccumulateGrad"};
 	char size[32];
 
 	if (t->coll >= 0) {

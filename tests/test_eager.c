@@ -226,6 +226,39 @@ Test(compute, gemm_efficiency_per_precision)
 			   compute_gemm_eff(&ce, PREC_BF16, 8192, 8192, 8192), 1e-12);
 }
 
+/* Tensor-core products need n and k (the contiguous dimensions of row-major
+ * operands) in multiples of 16 bytes for cuBLAS's fast kernels; otherwise an
+ * align1 kernel runs at gemm_unaligned = 0.71 of the rate (efficiency.ini:
+ * pytorch/pytorch issue #181718, 111.3 / 155.9 TFLOP/s). GPT-2's head over a
+ * 50,257-token vocabulary is such a product in bf16 and TF32, not once padded
+ * to 50,304 (llm.c); m (the tokens) is never a leading dimension; fp32 SIMT
+ * products are not affected. TF32 reads 4-byte elements: 4 of them align. */
+Test(compute, unaligned_tensor_core_products)
+{
+	struct compute_eff ce;
+	struct err e = {0};
+	double h = 64, shape = (8192 / (8192 + h)) * (50257 / (50257 + h)) * (768 / (768 + h));
+	double padded = (8192 / (8192 + h)) * (50304 / (50304 + h)) * (768 / (768 + h));
+
+	cr_assert_eq(compute_load("a100-sxm4-80gb", &ce, &e), 0, "%s", e.msg);
+	cr_expect_float_eq(ce.gemm_unaligned, 0.71, 1e-12);
+	cr_expect_float_eq(compute_gemm_eff(&ce, PREC_BF16, 8192, 50257, 768), 0.869 * 0.71 * shape, 1e-12);
+	cr_expect_float_eq(compute_gemm_eff(&ce, PREC_BF16, 8192, 768, 50257),
+			   compute_gemm_eff(&ce, PREC_BF16, 8192, 50257, 768), 1e-12, "k as n");
+	cr_expect_float_eq(compute_gemm_eff(&ce, PREC_BF16, 8192, 50304, 768), 0.869 * padded, 1e-12);
+	cr_expect_float_eq(compute_gemm_eff(&ce, PREC_BF16, 8191, 50304, 768),
+			   0.869 * (8191 / (8191 + h)) * (50304 / (50304 + h)) * (768 / (768 + h)), 1e-12,
+			   "an odd m is aligned");
+	cr_expect_float_eq(compute_gemm_eff(&ce, PREC_TF32, 8192, 50257, 768), 0.804 * 0.71 * shape, 1e-12);
+	cr_expect_float_eq(compute_gemm_eff(&ce, PREC_TF32, 8192, 1028, 768),
+			   0.804 * (8192 / (8192 + h)) * (1028 / (1028 + h)) * (768 / (768 + h)), 1e-12,
+			   "1028 fp32 elements are 16-byte rows");
+	cr_expect_float_eq(compute_gemm_eff(&ce, PREC_BF16, 8192, 1028, 768),
+			   0.869 * 0.71 * (8192 / (8192 + h)) * (1028 / (1028 + h)) * (768 / (768 + h)), 1e-12,
+			   "1028 bf16 elements are not");
+	cr_expect_float_eq(compute_gemm_eff(&ce, PREC_FP32, 8192, 50257, 768), 0.984 * shape, 1e-12);
+}
+
 /* Fused attention's exp share (compute.h): on an A100 (attn_exp_ratio 128) a
  * head of 64 does 4 x 64 = 256 product FLOPs per exp forward against 512 at
  * 128, so the same FLOPs take (1 + 128/256) / (1 + 128/512) = 1.2 x as long;

@@ -59,6 +59,24 @@ Test(loader, set_overrides_and_line_numbers)
 	scenario_free(&s);
 }
 
+/* pad_vocab_multiple rounds the model's vocabulary up as llm.c's export does
+ * (train_gpt2.py: "pad the vocab to a multiple of 128"): GPT-2's 50,257 tokens
+ * become 50,304 = 393 x 128; 1 (the default) keeps the file's. */
+Test(loader, pad_vocab_multiple)
+{
+	struct scenario s;
+	struct err e = {0};
+	const char *text = "[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\n";
+	const char *sets[] = {"model.pad_vocab_multiple=128"};
+
+	cr_assert_eq(load(&s, text, NULL, 0, &e), 0, "%s", e.msg);
+	cr_expect_eq(s.model.vocab, 50257);
+	scenario_free(&s);
+	cr_assert_eq(load(&s, text, sets, 1, &e), 0, "%s", e.msg);
+	cr_expect_eq(s.model.vocab, 50304);
+	scenario_free(&s);
+}
+
 Test(loader, gpu_memory_override_and_units)
 {
 	struct scenario s;

@@ -527,6 +527,46 @@ Test(step, grad_scaler_and_clipping_passes)
 			   "clipping %g s", cl.r.optimizer - bf.r.optimizer);
 }
 
+/* PyTorch before 2.0 zeroes gradients instead of setting them to None
+ * (zero_grad(set_to_none=False)), so AccumulateGrad adds each new gradient
+ * into the existing .grad (accumulate_grad.h: one kernel reading both and
+ * writing, 3 x 4 bytes per fp32 gradient element) and zero_grad fills every
+ * parameter tensor (4 bytes each, one for-loop kernel per tensor) after the
+ * step. Same optimizer implementation and attention in both runs, so the
+ * difference is exactly these passes: the fill in the optimizer's time, the
+ * adds (one per op with parameters) in the rest of compute. */
+Test(step, zero_grad_without_set_to_none_adds_in_place)
+{
+	struct run cur, old;
+	struct scenario s;
+	struct graph g;
+	struct graph_opts o;
+	struct err e = {0};
+	const char *sets[] = {"training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+			      "training.optimizer_impl=foreach", "training.attention=eager",
+			      "training.framework_version=1.13"};
+	double P = 124439808, bw, T, adds = 0, gap;
+	int i;
+
+	sim_list(&cur, sets, 5);
+	sim_list(&old, sets, 6);
+	cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, 6, &e), 0, "%s", e.msg);
+	predict_graph_opts(&s, &o);
+	cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+	T = graph_param_tensors(&g);
+	for (i = 0; i < g.nops; i++)
+		adds += g.ops[i].params > 0;
+	graph_free(&g);
+	scenario_free(&s);
+	bw = cur.s.gpu.memory_bandwidth * cur.s.eff.memory_efficiency;
+	gap = cur.s.eff.kernel_gap;
+	cr_expect_float_eq(old.r.optimizer - cur.r.optimizer, P * 4 / bw + T * gap, 1e-9,
+			   "zero_grad fill %g s", old.r.optimizer - cur.r.optimizer);
+	cr_expect_float_eq((old.r.compute - old.r.optimizer) - (cur.r.compute - cur.r.optimizer),
+			   P * 12 / bw + adds * gap, 1e-9, "AccumulateGrad adds");
+	basic_invariants(&old, "framework_version 1.13");
+}
+
 /* PyTorch FSDP's passes over each unit's flat gradient (step.h
  * step_flat_grad, following torch/distributed/fsdp): on 8 ranks the
  * predivide factor is 4 and the postdivide 2 (plan.c). bf16 gradients reduced
