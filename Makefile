@@ -5,6 +5,7 @@
 #   make check   the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench   speed targets of the simulator
 #   make deps    install the Debian packages shardcast needs (idempotent)
+#   make fuzz    the libFuzzer harnesses of fuzz/, FUZZ_SECONDS each (clang)
 
 # ---- settings ---------------------------------------------------------------
 CC       ?= cc
@@ -35,6 +36,13 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 DEPS_PKGS := libinih-dev libsqlite3-dev sqlite3 libgsl-dev libcriterion-dev gnuplot-nox \
              libopenmpi-dev openmpi-bin libcjson-dev libyaml-dev jq
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# fuzzing (make fuzz): clang 14 with its sanitizer and libFuzzer runtimes
+FUZZ_PKGS := clang-14 libclang-rt-14-dev llvm-14
+FUZZ_CC   ?= clang-14
+FUZZ_SECONDS ?= 60
+FUZZ_HARNESSES := scenario hf accel ds sweep
+FUZZ_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+              -fno-sanitize-recover=undefined
 
 # ---- sources ----------------------------------------------------------------
 SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
@@ -72,7 +80,7 @@ LIB := $(BUILD)/libshardcast.a
 RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o) $(CUDA_C_SRCS:%.c=$(BUILD)/%.o)
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
-.PHONY: all test check bench run deps clean readme-keys gpu-test plots run-only test-only bench-only plots-only
+.PHONY: all test check bench run deps clean readme-keys fuzz fuzz-deps fuzz-bins clang-build gpu-test plots run-only test-only bench-only plots-only
 all: $(BIN)/simulate $(BIN)/results $(BIN)/validate $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
@@ -170,9 +178,19 @@ $(BIN)/unit_tests: $(TEST_OBJS) $(RT_LIB) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
 
+# ---- fuzzing ----------------------------------------------------------------
+# The harnesses (fuzz/fuzz_*.c) link the sim library built with clang into its
+# own folders: make BUILD=build-fuzz BIN=bin-fuzz CC=clang-14 CFLAGS=... fuzz-bins
+$(BIN)/fuzz_%: $(BUILD)/fuzz/fuzz_%.o $(BUILD)/fuzz/fuzz_common.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+fuzz-bins: $(FUZZ_HARNESSES:%=$(BIN)/fuzz_%)
+
 # ---- user targets -----------------------------------------------------------
-deps:
-	@missing=""; for p in $(DEPS_PKGS); do \
+# Installs the Debian packages named in $(1) that are missing.
+define install_pkgs
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -180,6 +198,27 @@ deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null \
 	    || { echo "deps: apt-get failed"; exit 1; }; \
 	else echo "deps: all present ✓"; fi
+endef
+
+deps:
+	$(call install_pkgs,$(DEPS_PKGS))
+
+fuzz-deps: deps
+	$(call install_pkgs,$(FUZZ_PKGS))
+
+# Each harness runs FUZZ_SECONDS over its committed corpus (fuzz/corpus/NAME);
+# what it finds goes to build-fuzz/ (fuzz/run.sh says where).
+fuzz: fuzz-deps
+	@$(MAKE) --no-print-directory BUILD=build-fuzz BIN=bin-fuzz CC=$(FUZZ_CC) \
+	  CFLAGS="$(FUZZ_FLAGS) -fsanitize=fuzzer-no-link" fuzz-bins
+	fuzz/mkdict.sh
+	fuzz/run.sh bin-fuzz $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
+
+# the build under clang with warnings as errors (CI: gcc and clang both clean)
+clang-build: fuzz-deps
+	@OMPI_CC=$(FUZZ_CC) $(MAKE) --no-print-directory BUILD=build-clang BIN=bin-clang CC=$(FUZZ_CC) \
+	  CFLAGS="-O2 -g -Werror" \
+	  all bin-clang/unit_tests bin-clang/store_writer bin-clang/rt_mpi_test
 
 # The user targets install first and then build in a second make, so that the
 # flags read from the installed tools (mpicc --showme) exist on a clean machine.
@@ -196,6 +235,7 @@ test-only: all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/store_writer $(if $(N
 	tests/golden.sh $(BIN)
 	tests/mpi.sh $(BIN)
 	tests/validate.sh $(BIN)
+	tests/store.sh $(BIN)
 	tests/recommend.sh $(BIN)
 	@if [ -n "$(NVCC)" ]; then $(BIN)/gpu_tests; else echo "gpu_tests: not built (✗ nvcc not found)"; fi
 
@@ -210,6 +250,7 @@ check: deps
 	  bin-san/simulate bin-san/results bin-san/unit_tests bin-san/validate bin-san/recommend bin-san/store_writer
 	ASAN_OPTIONS=detect_leaks=1 bin-san/unit_tests --jobs 1
 	tests/golden.sh bin-san
+	tests/store.sh bin-san
 	ASAN_OPTIONS=detect_leaks=0 tests/recommend.sh bin-san  # Open MPI's own allocations are not ours
 
 bench: deps
@@ -238,11 +279,11 @@ $(BIN)/bench_job: $(BUILD)/bench/bench_job.o $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 clean:
-	rm -rf build build-san bin bin-san
+	rm -rf build build-san bin bin-san build-fuzz bin-fuzz build-clang bin-clang
 
 -include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d \
          $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d \
          $(BUILD)/bench/bench_job.d $(RT_LIB_OBJS:.o=.d) $(BUILD)/runtime/validate_main.d \
          $(BUILD)/tests/rt_mpi_main.d $(BUILD)/tests/gpu_tests.d $(BUILD)/bench/gpu_bench.d \
          $(CUDA_SRCS:%.cu=$(BUILD)/%.d) $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d \
-         $(BUILD)/tests/store_writer.d
+         $(BUILD)/tests/store_writer.d $(wildcard $(BUILD)/fuzz/*.d)

@@ -402,7 +402,7 @@ static void loop(struct run *r)
 		events++;
 		memcpy(&now, &x.t, sizeof now);
 		dt = now - last;  /* exposure since the last event (account()) */
-		exposed += (dt > 0) & (comm_busy > 0) & (compute_busy == 0) ? dt : 0.0;
+		exposed += ((dt > 0) & (comm_busy > 0) & (compute_busy == 0)) ? dt : 0.0;
 		last = now;
 		if (EV_KIND(x.kind) != EV_DONE) {
 			q->slot = slot;

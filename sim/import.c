@@ -429,15 +429,24 @@ static const char *yname(int t)
 	return names[t];
 }
 
-static int yaml_dups(const struct imp_yaml *y, const yaml_node_t *map, struct err *e)
+/* Nesting deeper than this is refused: an alias inside the node it names
+ * (`a: &x {b: *x}`) makes the document a cycle that a walk would follow forever
+ * (found by fuzz/fuzz_accel.c). */
+enum { YAML_MAX_DEPTH = 64 };
+
+static int yaml_dups(const struct imp_yaml *y, const yaml_node_t *map, int depth, struct err *e)
 {
 	yaml_document_t *d = (yaml_document_t *)&y->doc;
 	yaml_node_pair_t *a, *b;
 
+	if (depth > YAML_MAX_DEPTH)
+		return err_set(e, ERR_INPUT, y->file, (int)map->start_mark.line + 1,
+			       "nested more than %d levels deep (an alias inside the node it names?)",
+			       YAML_MAX_DEPTH);
 	if (map->type == YAML_SEQUENCE_NODE) {
 		yaml_node_item_t *it;
 		for (it = map->data.sequence.items.start; it < map->data.sequence.items.top; it++)
-			if (yaml_dups(y, yaml_document_get_node(d, *it), e))
+			if (yaml_dups(y, yaml_document_get_node(d, *it), depth + 1, e))
 				return e->code;
 	}
 	if (map->type != YAML_MAPPING_NODE)
@@ -455,7 +464,7 @@ static int yaml_dups(const struct imp_yaml *y, const yaml_node_t *map, struct er
 					       "duplicate key '%s' (first at line %d)",
 					       (char *)ka->data.scalar.value, (int)ka->start_mark.line + 1);
 		}
-		if (yaml_dups(y, yaml_document_get_node(d, a->value), e))
+		if (yaml_dups(y, yaml_document_get_node(d, a->value), depth + 1, e))
 			return e->code;
 	}
 	return 0;
@@ -490,7 +499,7 @@ int imp_yaml_load(struct imp_yaml *y, const char *path, struct err *e)
 	if (y->root->type != YAML_MAPPING_NODE)
 		return err_set(e, ERR_INPUT, path, (int)y->root->start_mark.line + 1,
 			       "expected a mapping (key: value lines) at the top level");
-	return yaml_dups(y, y->root, e);
+	return yaml_dups(y, y->root, 0, e);
 }
 
 void imp_yaml_free(struct imp_yaml *y)

@@ -683,13 +683,11 @@ static void zero3_replay_fetch(struct wk *w, int i, int last)
 static void zero3_setup(struct wk *w)
 {
 	int i, bytes, copies;
-	int64_t own = 0, pers = 0, sh;
+	int64_t own = 0, sh;
 
 	opt_layout(w, &bytes, &copies);
-	for (i = 0; i < w->g->nops; i++) {
+	for (i = 0; i < w->g->nops; i++)
 		own += w->G[i] - (w->g->ops[i].tied && w->G[i] > 0 ? w->table : 0);
-		pers += w->pers[i];
-	}
 	sh = shard(w, own);
 	if (w->offload == OFFLOAD_OPTIMIZER_AND_PARAMS)
 		w->host += (double)sh * w->wp;

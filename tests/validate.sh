@@ -62,6 +62,27 @@ check_json dp "$V" scenarios/cpu-single.ini --json --set training.strategy=dp --
 check_json mpirun-ddp timeout 120 mpirun -np 2 --oversubscribe "$V" scenarios/cpu-ddp.ini --json --set cluster.gpus_per_node=2 --memory-limit 3MiB --steps 3 --warmup 1 --db "$db"
 check_json mpirun-zero3 timeout 120 mpirun -np 2 --oversubscribe "$V" scenarios/cpu-fsdp.ini --json --set cluster.gpus_per_node=2 --set training.strategy=zero3 --set model.seq_len=32 --memory-limit 6MiB --steps 3 --warmup 1 --db "$db"
 
+# A new database per job is a cluster campaign's normal case: with 4 ranks,
+# only rank 0 may touch it (a rank that read it while rank 0 created it exited
+# 2 without a word in 3 of 10 runs before); 12 runs, each must record its run.
+fails=0
+for i in $(seq 12); do
+	rm -f "$tmp"/new.db*
+	if ! timeout 120 mpirun -np 4 --oversubscribe "$V" scenarios/gpt-tiny-cpu-ddp.ini --db "$tmp/new.db" \
+		--memory-limit 8MiB --max-batch 2 --steps 1 --warmup 0 >"$tmp/out" 2>"$tmp/err" ||
+	   [ "$(sqlite3 "$tmp/new.db" 'SELECT count(*) FROM runs')" != 1 ]; then
+		fails=$((fails + 1))
+		cp "$tmp/err" "$tmp/err.failed"
+	fi
+done
+[ $fails -eq 0 ] && ok || bad "4 ranks, a new database: $fails of 12 runs failed ($(head -c 300 "$tmp/err.failed"))"
+# every rank says why it failed, not rank 0 alone
+timeout 120 mpirun -np 4 --oversubscribe "$V" scenarios/gpt-tiny-cpu-ddp.ini --set training.precision=bf16 \
+	>"$tmp/out" 2>"$tmp/err"
+n=$(grep -c "^validate: rank [123] of 4: error: .*runs fp32 only" "$tmp/err")
+[ "$n" = 3 ] && grep -q "^validate: error: .*runs fp32 only" "$tmp/err" && ok ||
+	bad "4 failing ranks: $n of 3 other ranks' errors printed ($(head -c 300 "$tmp/err"))"
+
 # calibration lowers the error of the stored runs; simulate then uses it
 if "$V" --calibrate --db "$db" >"$tmp/out" 2>"$tmp/err"; then
 	r=$(sqlite3 "$db" 'select n_points, error_before, error_after from calibrations order by id desc limit 1')
