@@ -13,11 +13,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
+#include "model.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Writes data to <private folder>/name and returns that path (a static
  * buffer); aborts on an I/O error, which is the machine's, not the input's. */
 const char *fuzz_write(const char *name, const uint8_t *data, size_t size);
+
+/* The catalog's gpt2 (the model an import's "auto" sizes are taken from),
+ * loaded on the first call; exits when the catalog cannot be found. */
+const struct model *fuzz_gpt2(void);
 
 #endif

@@ -3,26 +3,8 @@
  * (imp_accelerate: libyaml parsing, aliases, fsdp_config / deepspeed_config
  * fields), with gpt2 as the scenario's model for DeepSpeed "auto" sizes.
  */
-#include <stdio.h>
-#include <stdlib.h>
-
 #include "fuzz.h"
 #include "import.h"
-
-static struct model gpt2;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	struct err e = {0};
-
-	(void)argc;
-	(void)argv;
-	if (model_load("gpt2", &gpt2, NULL, 0, &e)) {
-		fprintf(stderr, "fuzz_accel: %s (set SHARDCAST_MODELS to the catalog)\n", e.msg);
-		exit(1);
-	}
-	return 0;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -30,6 +12,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct err e = {0};
 
 	imp_init(&r);
-	imp_accelerate(&r, fuzz_write("accelerate.yaml", data, size), &gpt2, &e);
+	imp_accelerate(&r, fuzz_write("accelerate.yaml", data, size), fuzz_gpt2(), &e);
 	return 0;
 }

@@ -44,3 +44,17 @@ const char *fuzz_write(const char *name, const uint8_t *data, size_t size)
 	}
 	return path;
 }
+
+const struct model *fuzz_gpt2(void)
+{
+	static struct model m;
+	static int loaded;
+	struct err e = {0};
+
+	if (!loaded && model_load("gpt2", &m, NULL, 0, &e)) {
+		fprintf(stderr, "fuzz: %s (set SHARDCAST_MODELS to the catalog)\n", e.msg);
+		exit(1);
+	}
+	loaded = 1;
+	return &m;
+}
