@@ -339,7 +339,7 @@ static int read_only_folder(const char *path)
  * its own first, that one is used. */
 static int create_whole(struct store *st, struct err *e)
 {
-	char tmp[sizeof st->path + 48], id[STORE_UUID_LEN + 1], sql[64];
+	char tmp[sizeof st->path + 48], side[sizeof tmp + 8], id[STORE_UUID_LEN + 1], sql[64];
 	struct store t = {0};
 	int rc = 0;
 
@@ -349,21 +349,28 @@ static int create_whole(struct store *st, struct err *e)
 	snprintf(tmp, sizeof tmp, "%s.new-%.8s", st->path, id);
 	snprintf(t.path, sizeof t.path, "%s", st->path);
 	snprintf(sql, sizeof sql, "PRAGMA user_version = %d; COMMIT", STORE_SCHEMA_VERSION);
+	/* in WAL mode already: its first openers need not switch it (an exclusive lock) */
 	if (sqlite3_open_v2(tmp, &t.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK ||
-	    sqlite3_exec(t.db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_exec(t.db, "PRAGMA journal_mode=WAL; BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_exec(t.db, schema_sql, NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_exec(t.db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		rc = store_fail(&t, e, "creating the results database");
+	/* closing checkpoints the log into the file and removes it: the file is whole */
 	if (t.db && sqlite3_close(t.db) != SQLITE_OK && !rc)
 		rc = err_set(e, ERR_SYSTEM, st->path, 0, "creating the results database: closing %s failed", tmp);
+	snprintf(side, sizeof side, "%s-wal", tmp);
+	if (!rc && access(side, F_OK) == 0)
+		rc = err_set(e, ERR_SYSTEM, st->path, 0, "creating the results database: %s was not "
+			     "checkpointed (is the disk full?)", side);
 	if (!rc && link(tmp, st->path) != 0 && errno != EEXIST &&
 	    /* a file system without hard links: a rename, unless one appeared meanwhile */
 	    access(st->path, F_OK) != 0 && rename(tmp, st->path) != 0)
 		rc = err_set(e, path_error(errno) ? ERR_INPUT : ERR_SYSTEM, st->path, 0,
 			     "creating the results database: %s", strerror(errno));
 	unlink(tmp);
-	snprintf(tmp + strlen(tmp), sizeof tmp - strlen(tmp), "-journal");
-	unlink(tmp);
+	unlink(side);
+	snprintf(side, sizeof side, "%s-shm", tmp);
+	unlink(side);
 	return rc;
 }
 
