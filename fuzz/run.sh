@@ -10,7 +10,11 @@
 #   fuzz/run.sh BIN_DIR SECONDS NAME...      e.g. fuzz/run.sh bin-fuzz 30 scenario sweep
 #
 # FUZZ_RUNS=N also stops a harness after N executions (whichever comes first);
-# FUZZ_TIMEOUT (default 10) is the seconds one input may take.
+# FUZZ_TIMEOUT (default 10) is the seconds one input may take; FUZZ_SEED fixes
+# libFuzzer's random seed (CI: the same mutations on every run); FUZZ_FORK=1
+# runs the harness in a child process that is restarted after a timeout, so a
+# known slow input (recorded, in build-fuzz/artifacts/NAME/) does not end a
+# long run: the summary counts the timeouts.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=$1 seconds=$2
@@ -28,12 +32,19 @@ for name in "$@"; do
 	extra=()
 	[ -f "build-fuzz/dict/$name.dict" ] && extra+=(-dict="build-fuzz/dict/$name.dict")
 	[ -n "${FUZZ_RUNS:-}" ] && extra+=(-runs="$FUZZ_RUNS")
+	[ -n "${FUZZ_SEED:-}" ] && extra+=(-seed="$FUZZ_SEED")
+	[ "${FUZZ_FORK:-0}" = 1 ] && extra+=(-fork=1 -ignore_timeouts=1)
 	start=$(date +%s)
 	"$bin/fuzz_$name" "$work" "fuzz/corpus/$name" "${extra[@]}" -max_total_time="$seconds" \
 		-timeout="$timeout_s" -rss_limit_mb=2048 -max_len=4096 -artifact_prefix="$art/" \
 		-print_final_stats=1 >"$log" 2>&1
 	rc=$? took=$(($(date +%s) - start))
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+	if [ "${FUZZ_FORK:-0}" = 1 ]; then   # fork mode: "#N: cov: ... oom/timeout/crash: a/b/c ..."
+		execs=$(sed -n 's/^#\([0-9]*\): cov.*/\1/p' "$log" | tail -1)
+		timeouts=$(sed -n 's|.*oom/timeout/crash: [0-9]*/\([0-9]*\)/.*|\1|p' "$log" | tail -1)
+		execs="${execs:-?} (${timeouts:-0} timeouts)"
+	fi
 	secs=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
 	corpus=$(find "$work" "fuzz/corpus/$name" -type f | wc -l)
 	if [ "$rc" -eq 0 ]; then
