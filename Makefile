@@ -3,8 +3,13 @@
 #   make run     install what is missing, build, simulate scenarios/default.ini
 #   make test    install what is missing, build, run every test
 #   make check   the tests under AddressSanitizer + UndefinedBehaviorSanitizer
-#   make bench   speed targets of the simulator
+#   make bench   speed targets of the simulator, and the step model against
+#                published throughputs (make published)
+#   make snapshots  rewrite tests/snapshots/ (simulate/recommend of every shipped scenario)
 #   make deps    install the Debian packages shardcast needs (idempotent)
+#   make slurm-test  install Slurm and munge (make slurm-deps), run tests/slurm.sh
+#   make pyref-deps  the two PyTorch stacks of the reference (build/pyref/current, build/pyref/1.13)
+#   make pyref-test  the tracer's tests and the reference grid (needs pyref-deps)
 #   make fuzz    the libFuzzer harnesses of fuzz/, FUZZ_SECONDS each (clang)
 
 # ---- settings ---------------------------------------------------------------
@@ -35,6 +40,8 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 # Debian packages: header or tool -> package
 DEPS_PKGS := libinih-dev libsqlite3-dev sqlite3 libgsl-dev libcriterion-dev gnuplot-nox \
              libopenmpi-dev openmpi-bin libcjson-dev libyaml-dev jq
+# a one-node Slurm cluster for tests/slurm.sh (make slurm-deps; .ci/run)
+SLURM_PKGS := slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # fuzzing (make fuzz): clang 14 with its sanitizer and libFuzzer runtimes
 FUZZ_PKGS := clang-14 libclang-rt-14-dev llvm-14
@@ -43,15 +50,20 @@ FUZZ_SECONDS ?= 60
 FUZZ_HARNESSES := scenario hf accel ds sweep
 FUZZ_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
               -fno-sanitize-recover=undefined
+# The PyTorch reference (runtime/pytorch): the current stack from PyPI in a venv,
+# the older one Debian's python3-torch 1.13 with transformers of its time
+PYREF      := build/pyref
+PYREF_CUR  := torch==2.15.0 transformers==5.23.0
+PYREF_OLD  := transformers==4.26.1
 
 # ---- sources ----------------------------------------------------------------
 SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
-                sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c \
+                sim/scenario.c sim/plan.c sim/graph.c sim/life.c sim/predict.c sim/report.c sim/store.c \
                 sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
                 sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
                 sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c sim/record.c sim/calib.c \
-                sim/sweep.c sim/sweep_eval.c sim/sweep_out.c
+                sim/sweep.c sim/sweep_eval.c sim/sweep_out.c sim/alloc.c sim/progress.c
 SIMULATE_SRCS := sim/simulate_main.c
 RESULTS_SRCS := sim/results_main.c
 BENCH_STEP_SRCS := bench/bench_step.c
@@ -59,10 +71,11 @@ TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/te
              tests/test_store.c tests/test_coll.c tests/test_step.c \
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
              tests/test_job.c tests/test_runtime.c tests/test_reference.c tests/test_grid.c \
-             tests/test_cuda.c tests/test_gemm.c tests/test_sweep.c
+             tests/test_cuda.c tests/test_gemm.c tests/test_sweep.c tests/test_alloc.c \
+             tests/test_ckpt.c tests/test_calib.c tests/test_plan.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
-               runtime/rtckpt.c runtime/search.c cuda/gemm.c
+               runtime/rtckpt.c runtime/search.c runtime/pyref.c cuda/gemm.c
 ifneq ($(NVCC),)
 RT_LIB_SRCS += runtime/backend_cuda.c
 CUDA_SRCS := cuda/kernels.cu
@@ -80,7 +93,9 @@ LIB := $(BUILD)/libshardcast.a
 RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o) $(CUDA_C_SRCS:%.c=$(BUILD)/%.o)
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
-.PHONY: all test check bench run deps clean readme-keys fuzz fuzz-deps fuzz-bins clang-build gpu-test plots run-only test-only bench-only plots-only
+.PHONY: all test check bench run deps clean readme-keys gpu-test plots run-only test-only bench-only plots-only \
+        published published-only readme-published pyref-deps pyref-test slurm-deps slurm-test slurm-test-only \
+        host-overhead snapshots snapshots-only fuzz fuzz-deps fuzz-bins clang-build
 all: $(BIN)/simulate $(BIN)/results $(BIN)/validate $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
@@ -188,23 +203,29 @@ $(BIN)/fuzz_%: $(BUILD)/fuzz/fuzz_%.o $(BUILD)/fuzz/fuzz_common.o $(LIB)
 fuzz-bins: $(FUZZ_HARNESSES:%=$(BIN)/fuzz_%)
 
 # ---- user targets -----------------------------------------------------------
-# Installs the Debian packages named in $(1) that are missing.
-define install_pkgs
-	@missing=""; for p in $(1); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "deps: installing$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null \
-	    || { echo "deps: apt-get failed"; exit 1; }; \
-	else echo "deps: all present ✓"; fi
+# $(call apt_install,NAME,PACKAGES,APT-OPTIONS): install those not installed yet
+define apt_install
+@missing=""; for p in $(2); do \
+  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+done; \
+if [ -n "$$missing" ]; then \
+  echo "$(1): installing$$missing"; \
+  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(3) $$missing >/dev/null \
+    || { echo "$(1): apt-get failed"; exit 1; }; \
+else echo "$(1): all present ✓"; fi
 endef
 
 deps:
-	$(call install_pkgs,$(DEPS_PKGS))
+	$(call apt_install,deps,$(DEPS_PKGS),)
+
+# Slurm's daemons, clients and munge, without the recommended extras; their
+# services are not used (tests/slurm.sh starts its own). srun --mpi=pmix loads
+# libpmix.so, which libopenmpi-dev (make deps) brings with libpmix-dev.
+slurm-deps:
+	$(call apt_install,slurm-deps,$(SLURM_PKGS),--no-install-recommends)
 
 fuzz-deps: deps
-	$(call install_pkgs,$(FUZZ_PKGS))
+	$(call apt_install,fuzz-deps,$(FUZZ_PKGS),)
 
 # Each harness runs FUZZ_SECONDS over its committed corpus (fuzz/corpus/NAME);
 # what it finds goes to build-fuzz/ (fuzz/run.sh says where).
@@ -237,7 +258,40 @@ test-only: all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/store_writer $(if $(N
 	tests/validate.sh $(BIN)
 	tests/store.sh $(BIN)
 	tests/recommend.sh $(BIN)
+	tests/published.sh $(BIN)
+	tests/snapshots.sh $(BIN)
+	tests/slurm.sh $(BIN)
+	@echo "pyref: the PyTorch reference grid was skipped (it needs the stacks: make pyref-deps pyref-test)"
 	@if [ -n "$(NVCC)" ]; then $(BIN)/gpu_tests; else echo "gpu_tests: not built (✗ nvcc not found)"; fi
+
+# validate.sbatch under a real one-node Slurm (a skip is a failure here)
+slurm-test: deps slurm-deps
+	@$(MAKE) --no-print-directory slurm-test-only
+slurm-test-only: all
+	SHARDCAST_REQUIRE_SLURM=1 tests/slurm.sh $(BIN)
+
+pyref-deps:
+	@[ -x $(PYREF)/current/bin/python ] && $(PYREF)/current/bin/python -c 'import torch, transformers' 2>/dev/null \
+	  || { echo "pyref-deps: current stack ($(PYREF_CUR)) into $(PYREF)/current"; \
+	       python3 -m venv $(PYREF)/current && $(PYREF)/current/bin/pip install -q $(PYREF_CUR); }
+	@dpkg-query -W -f='$${Status}' python3-torch 2>/dev/null | grep -q "install ok installed" \
+	  || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3-torch python3-venv >/dev/null; }
+	@[ -x $(PYREF)/1.13/bin/python ] && $(PYREF)/1.13/bin/python -c 'import torch, transformers' 2>/dev/null \
+	  || { echo "pyref-deps: older stack (Debian python3-torch, $(PYREF_OLD)) into $(PYREF)/1.13"; \
+	       /usr/bin/python3 -m venv --system-site-packages $(PYREF)/1.13 && $(PYREF)/1.13/bin/pip install -q $(PYREF_OLD); }
+	@echo "pyref-deps: $$($(PYREF)/current/bin/python -c 'import torch, transformers as t; print("torch", torch.__version__, "transformers", t.__version__)'); $$($(PYREF)/1.13/bin/python -c 'import torch, transformers as t; print("torch", torch.__version__, "transformers", t.__version__)') ✓"
+
+# the tracer's unit tests (both stacks) and the reference grid
+pyref-test: $(BIN)/validate
+	cd runtime/pytorch && ../../$(PYREF)/current/bin/python -m unittest test_pyref
+	cd runtime/pytorch && ../../$(PYREF)/1.13/bin/python -m unittest test_pyref.Models  # 1.13's trace: README
+	tests/pyref_grid.sh $(BIN)
+
+# rewrite the whole-scenario snapshots on purpose (review and commit the diff)
+snapshots: deps
+	@$(MAKE) --no-print-directory snapshots-only
+snapshots-only: $(BIN)/simulate $(BIN)/recommend
+	tests/snapshots.sh $(BIN) --update
 
 # the CUDA kernels against the cpu reference on this machine's GPU
 gpu-test: $(if $(NVCC),$(BIN)/gpu_tests $(BIN)/gpu_bench,no-nvcc)
@@ -260,6 +314,29 @@ bench-only: all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_job $(BIN)/be
 	$(BIN)/bench_step
 	$(BIN)/bench_job
 	$(BIN)/bench_recommend bench/sweep.ini
+	bench/published.sh $(BIN)
+
+# the step model against published throughputs (scenarios/published/table.csv)
+published: deps
+	@$(MAKE) --no-print-directory published-only
+published-only: $(BIN)/simulate
+	bench/published.sh $(BIN)
+
+# the host side of eager PyTorch (efficiency.ini's dispatch_* figures), measured
+# on this CPU with PyPI's torch and transformers in a venv under build/ (not
+# part of make test: the wheels are large)
+HOST_VENV := $(BUILD)/venv-host
+host-overhead:
+	@[ -x $(HOST_VENV)/bin/python ] || { python3 -m venv $(HOST_VENV) && \
+	  $(HOST_VENV)/bin/pip install --quiet torch transformers; }
+	$(HOST_VENV)/bin/python bench/host_overhead.py --model gpt2 --layers 12 --steps 7
+
+# regenerate README.md's published-throughput table from the harness
+readme-published: $(BIN)/simulate
+	@bench/published.sh $(BIN) --markdown > README.published.new && \
+	 { sed '/<!-- published:begin -->/q' README.md; cat README.published.new; \
+	   sed -n '/<!-- published:end -->/,$$p' README.md; } > README.md.new && mv README.md.new README.md; \
+	 rc=$$?; rm -f README.published.new; exit $$rc
 
 # the gnuplot scripts of results/plots rendered from the results database
 # (the shipped sweeps are recorded into it first when it has no recommend run)

@@ -24,8 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "units.h"
+
 #define EPS 1e-6              /* s: times closer than this are equal */
-#define MAX_STRETCH 1000.0    /* a run longer than this x its work never finishes */
 #define REPAIR_SLACK 4096     /* nodes in repair beyond the spares */
 
 enum { EV_JOB, EV_WRITE, EV_END, EV_EXP, EV_REPAIR, EV_WEIBULL, EV_MAX = EV_WEIBULL + FAIL_MAX };
@@ -132,6 +133,7 @@ struct trial {
 	double wait_until;       /* s: the repair in place the job waits for */
 	int st;
 	int final;               /* the checkpoint under way is the last one */
+	int fresh;               /* no save since the start or the last restart */
 	int64_t spares, deficit; /* free spare nodes; nodes the job lacks */
 	double compute, ckpt, down, lost, checkpoints, waits;
 	double unexpected, planned;
@@ -259,9 +261,14 @@ static void skip(struct job_sim *w, struct trial *r)
 
 static void block(struct job_sim *w, struct trial *r)
 {
+	double extra = 0;
+
 	enter(r, ST_BLOCK);
-	skip(w, r);
-	evq_set(&w->q, EV_JOB, r->t + w->p->block);
+	if (!r->fresh)
+		skip(w, r);
+	else if (w->p->background <= 0)
+		extra = w->p->first_extra;  /* a sync save's first plan */
+	evq_set(&w->q, EV_JOB, r->t + w->p->block + extra);
 }
 
 /* Failure clocks run while the job keeps its hardware busy (training,
@@ -293,6 +300,7 @@ static void restart(struct job_sim *w, struct trial *r)
 	if (r->st == ST_DOWN || r->st == ST_WAIT)
 		clocks_go(w, r);
 	enter(r, ST_RESTART);
+	r->fresh = 1;
 	evq_set(&w->q, EV_JOB, r->t + w->p->restart);
 }
 
@@ -318,6 +326,9 @@ static void ckpt_start(struct job_sim *w, struct trial *r)
 
 static void block_end(struct job_sim *w, struct trial *r)
 {
+	double extra = r->fresh ? w->p->first_extra : 0;
+
+	r->fresh = 0;
 	if (w->p->background <= 0) {
 		saved(r, r->p);
 		if (r->final)
@@ -327,7 +338,7 @@ static void block_end(struct job_sim *w, struct trial *r)
 		return;
 	}
 	r->p_write = r->p;
-	evq_set(&w->q, EV_WRITE, r->t + w->p->background);
+	evq_set(&w->q, EV_WRITE, r->t + w->p->background + extra);
 	if (r->final) {
 		enter(r, ST_DRAIN);
 		evq_clear(&w->q, EV_JOB);
@@ -490,6 +501,7 @@ static void start(struct job_sim *w, int64_t trial)
 	gsl_rng_set(w->r_aux, (unsigned long)(splitmix(base + 3) & 0xffffffffu));
 	memset(r, 0, sizeof *r);
 	r->p_write = -1;
+	r->fresh = 1;
 	r->spares = p->spares;
 	r->st = ST_DONE;  /* nothing accounted before the start */
 	w->repairs.n = 0;
@@ -508,17 +520,22 @@ static int run_trial(struct job_sim *w, int64_t trial, struct err *e)
 {
 	const struct job_params *p = w->p;
 	struct trial *r = &w->r;
-	double limit = p->work > 0 ? MAX_STRETCH * p->work : INFINITY;
+	double limit = p->work > 0 ? JOB_MAX_STRETCH * p->work : INFINITY;
+	char b[4][32];
 	int ev;
 
 	start(w, trial);
 	while (r->st != ST_DONE && (ev = evq_next(&w->q)) >= 0) {
 		r->t = w->q.t[ev];
-		if (r->t > limit)
-			return err_set(e, ERR_INPUT, NULL, 0, "the job does not finish: after %.0f times its "
-				       "failure-free time it has kept %.1f%% of its training (failures or repairs "
-				       "outpace it: add spare nodes, checkpoint more often, or shorten restarts)",
-				       MAX_STRETCH, 100 * r->p_saved / p->work);
+		if (r->t > limit)  /* it would finish, but at an ETTR below 1 / JOB_MAX_STRETCH */
+			return err_set(e, ERR_INPUT, NULL, 0, "the job makes almost no progress: a run had kept "
+				       "only %.1f%% of its %s of training after %s, %.0f times as long (ETTR below "
+				       "%.1f%%); failures (one every %s) outpace restarts (%s) and waits for "
+				       "repairs: add spare nodes, shorten restarts, or use fewer nodes",
+				       100 * r->p_saved / p->work, units_format(b[0], 32, p->work, UNIT_TIME),
+				       units_format(b[1], 32, r->t, UNIT_TIME), JOB_MAX_STRETCH,
+				       100 / JOB_MAX_STRETCH, units_format(b[2], 32, job_mtbf(p), UNIT_TIME),
+				       units_format(b[3], 32, p->restart, UNIT_TIME));
 		switch (ev) {
 		case EV_JOB: job_event(w, r); break;
 		case EV_WRITE: evq_clear(&w->q, EV_WRITE); write_end(w, r); break;
@@ -588,6 +605,8 @@ int job_sim_run(struct job_sim *w, const struct job_params *p, int quantiles, st
 		return err_set(e, ERR_SYSTEM, NULL, 0, "internal: job workspace or interval does not fit the parameters");
 	setup(w, p);
 	for (k = 0; k < p->trials; k++) {
+		if (p->tick)
+			p->tick(p->tick_ctx, k);
 		rc = run_trial(w, k, e);
 		if (rc)
 			return rc;

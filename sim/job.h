@@ -9,7 +9,9 @@
  * the copy to host memory), and an async save then writes for `background`
  * seconds while training goes on; the next save waits for that write. A
  * checkpoint counts once it is complete (sync: the block ends; async: the
- * write ends); a final one is saved at the end of the work.
+ * write ends); a final one is saved at the end of the work. The first save
+ * after a start or a restart takes first_extra seconds longer (its plan is not
+ * cached yet): blocked for a sync save, written longer for an async one.
  *
  * Failures come from the catalog's components, each a renewal process over
  * the job's hardware: exponential components are merged into one Poisson
@@ -63,11 +65,15 @@ struct job_params {
 	double block;         /* s training is blocked per checkpoint */
 	double background;    /* s an async save writes after the block; 0 = sync */
 	double block_sync;    /* s of the save before a planned stop */
+	double first_extra;   /* s the first save after a start or restart takes longer
+				 (sync: blocked; async: written in the background) */
 	double restart;       /* s from detection (and a node) to training again */
 	int64_t spares;       /* hot spare nodes */
 	int64_t trials;
 	uint64_t seed;
 	int no_skip;          /* 1: simulate every checkpoint as events (tests) */
+	void (*tick)(void *ctx, int64_t trial); /* called before each trial (progress); NULL: none */
+	void *tick_ctx;
 	int n;
 	struct job_component c[FAIL_MAX];
 };
@@ -90,6 +96,10 @@ struct job_stats {
 	double by_comp[FAIL_MAX]; /* interruptions per run by component */
 };
 
+/* A run that lasts more than JOB_MAX_STRETCH times its failure-free work is
+ * given up (ETTR below 0.1%): failures outpace restarts and checkpoints. */
+#define JOB_MAX_STRETCH 1000.0
+
 struct job_sim;
 
 /* A workspace for p's trials (generators, repair queue, per-trial results):
@@ -98,7 +108,8 @@ int job_sim_new(struct job_sim **w, const struct job_params *p, struct err *e);
 void job_sim_free(struct job_sim *w);
 
 /* Runs p->trials trials of p into st (quantiles: also the 2.5/97.5% ones).
- * Errors: a job that never finishes, more nodes in repair than the queue holds. */
+ * Errors: a run past JOB_MAX_STRETCH times its work, more nodes in repair than
+ * the queue holds. */
 int job_sim_run(struct job_sim *w, const struct job_params *p, int quantiles, struct job_stats *st,
 		struct err *e);
 

@@ -29,6 +29,18 @@
  * makes 8 passes (20 fp32 words: mul_, lerp_, mul_, addcmul_, sqrt, div_, add_,
  * addcdiv_); a fused Adam (DeepSpeed FusedAdam, CPUAdam, shardcast) reads p, g,
  * m, v and writes p, m, v (7 words).
+ * Optimizer launches: a foreach pass over T tensors of E elements in all runs
+ * max(ceil(T / max_tensors[depth]), ceil(E / (320 x 65536))) kernels, depth
+ * being the number of tensor lists it reads or writes (aten/src/ATen/native/
+ * cuda/MultiTensorApply.cuh: depth_to_max_tensors {110, 64, 48, 36, 30},
+ * depth_to_max_blocks 320, kChunkSize 65536), each pass one Python call; the
+ * for-loop implementation (_single_tensor_adam) issues every pass per tensor
+ * from Python; the fused one a single depth-4 pass (p, g, m, v). fp16's
+ * GradScaler.unscale_ adds a depth-1 pass over the gradients
+ * (_amp_foreach_non_finite_check_and_unscale_) and the host waits for it
+ * (found_inf.item() in GradScaler._maybe_opt_step); clip_grad_norm_ adds
+ * _foreach_norm (reads the gradients) and _foreach_mul_ (rewrites them), with
+ * an all-reduce of the norm under FSDP and ZeRO.
  */
 #include "step.h"
 
@@ -44,7 +56,7 @@
 
 enum tag {
 	T_DISPATCH, T_WAIT, T_FWD, T_BWD, T_RECOMP, T_OPT, T_AG, T_RS, T_AR, T_TP, T_BCAST,
-	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_ISSUE_COLL, T_COUNT
+	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_ISSUE_COLL, T_HOOKS, T_COUNT
 };
 
 struct step_unit {
@@ -75,7 +87,8 @@ struct bld {
 	const struct scenario *s;
 	const struct graph *g;
 	const struct compute_eff *ce;
-	int strat, shard, tp, dp, gpn, nodes, accum, algo, recompute;
+	const struct plan *p;      /* what the strategy does (s->plan) */
+	int tp, dp, gpn, nodes, accum, algo, recompute;
 	double B;                  /* micro-batch, samples */
 	double peak, peak_vec;     /* FLOP/s: products at the precision, other ops (CUDA cores) */
 	double mem_bw;             /* bytes/s achievable */
@@ -83,8 +96,12 @@ struct bld {
 	double pcomm, gcomm;       /* bytes per element of gathered parameters / reduced gradients */
 	int cast_weights;          /* autocast casts fp32 weights to 16 bits each forward */
 	double opt_bytes;          /* optimizer memory traffic per parameter on the GPU */
+	int opt_impl;              /* enum opt_impl (resolved) */
+	double opt_tensors;        /* parameter tensors the optimizer steps on this rank */
 	double host_opt_bytes;     /* the same on the host (offload) */
 	double disp_f, disp_b, disp_c;  /* s host time per forward op, backward op, collective */
+	double disp_op;            /* s host time per Python-called aten op (optimizer) */
+	double disp_uf, disp_ub;   /* s host time per FSDP unit, forward and backward */
 	int offload;
 	/* streams */
 	int cpu, gpu, pg, tps, rep, h2d, d2h, host, gpu1, cpu1;
@@ -95,7 +112,9 @@ struct bld {
 	int pend[16], npend;
 	/* gather units (fsdp, zero3) */
 	struct step_unit *u;
-	int nu, has_units, is_fsdp, is_zero3;
+	int nu, has_units;
+	int wrapped;               /* wrap units (FSDP, shardcast zero3), gathered and reduced per unit */
+	int modules;               /* DeepSpeed ZeRO-3's per-module fetch */
 	int lim[LIMITER_CAP], lhead, ltail;  /* FSDP free-event queue */
 	/* gradient bucket (zero2, zero3) */
 	double bucket;             /* elements accumulated */
@@ -264,6 +283,13 @@ static void op_times(struct bld *b)
 			peak = b->peak;
 		} else if (o->kind == OP_EMBED) {
 			w = 0;  /* a lookup reads the rows it returns (counted in act) */
+		} else if (o->kind == OP_ATTN) {
+			/* a fused kernel: compute-bound at its own efficiency (compute.h) */
+			f = compute_attention(b->ce, o->attn, 0, b->peak, o->flops_fwd * b->B, o->n);
+			bk = compute_attention(b->ce, o->attn, 1, b->peak, o->flops_bwd * b->B, o->n);
+			b->ss->tf[i] = f > 0 ? f + gap : 0;
+			b->ss->tb[i] = bk > 0 ? bk + gap : 0;
+			continue;
 		}
 		f = compute_roofline(b->ce, peak, b->mem_bw, o->flops_fwd * b->B, mm, nn, kk,
 				     act + w * b->wbytes);
@@ -357,8 +383,8 @@ static int fsdp_units(struct bld *b)
 {
 	const struct graph *g = b->g;
 	int i, n = 1, *map = b->ss->unit_of;
-	int wrap = b->s->s.training.fsdp_wrap;
-	double minp = b->s->s.training.fsdp_min_num_params;
+	int wrap = b->p->wrap;
+	double minp = b->p->wrap_min_params;
 
 	if (grow_units(b->ss, g->nblocks + 1))
 		return -1;
@@ -420,7 +446,7 @@ static int zero3_units(struct bld *b)
 /* FSDP's rate limiter: with two free events queued, the host waits for the oldest. */
 static void limiter_wait(struct bld *b)
 {
-	if (!b->is_fsdp || !b->s->s.training.fsdp_limit_all_gathers)
+	if (!b->p->limit_all_gathers)
 		return;
 	if (b->ltail - b->lhead >= 2)
 		host_wait(b, b->lim[b->lhead++ % LIMITER_CAP]);
@@ -428,7 +454,7 @@ static void limiter_wait(struct bld *b)
 
 static void limiter_push(struct bld *b, int free_event)
 {
-	if (!b->is_fsdp || !b->s->s.training.fsdp_limit_all_gathers)
+	if (!b->p->limit_all_gathers)
 		return;
 	if (b->ltail - b->lhead == LIMITER_CAP)
 		b->lhead++;  /* older events precede newer ones on the compute stream */
@@ -437,7 +463,7 @@ static void limiter_push(struct bld *b, int free_event)
 
 static const struct coll_group *shard_group(const struct bld *b)
 {
-	return b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2 ? &b->gshard : &b->gdp;
+	return b->p->hybrid ? &b->gshard : &b->gdp;
 }
 
 static void gather(struct bld *b, int u)
@@ -447,7 +473,7 @@ static void gather(struct bld *b, int u)
 
 	if (un->gathered)
 		return;
-	if (b->is_fsdp && b->shard == SHARD_NONE) {
+	if (!b->p->gathers) {
 		un->gathered = 1;  /* nothing is sharded */
 		return;
 	}
@@ -481,7 +507,7 @@ static void prefetch(struct bld *b, int u, int dir)
 	double budget = b->s->s.training.zero_prefetch_bucket_size;
 	int v = next_unit(b, u, dir);
 
-	if (b->is_fsdp) {
+	if (b->wrapped) {
 		if (v >= 0)
 			gather(b, v);
 		return;
@@ -495,22 +521,24 @@ static void prefetch(struct bld *b, int u, int dir)
 
 static int reshard_after_forward(const struct bld *b, int u)
 {
-	if (b->is_zero3)
+	if (b->modules)
 		return 1;
-	return !b->u[u].root && (b->shard == SHARD_FULL || b->shard == SHARD_HYBRID);
+	return !b->u[u].root && b->p->reshard_fwd;
 }
 
 static void pre_forward(struct bld *b, int u)
 {
+	if (b->wrapped)
+		host_work(b, b->cpu, b->disp_uf, u, T_HOOKS);
 	gather(b, u);
 	pend(b, b->u[u].ag);
-	if (b->is_zero3 || b->s->s.training.fsdp_forward_prefetch)
+	if (b->modules || b->p->fwd_prefetch)
 		prefetch(b, u, +1);
 }
 
 static void post_forward(struct bld *b, int u, int last_kernel)
 {
-	if (b->shard == SHARD_NONE && b->is_fsdp)
+	if (!b->p->gathers)
 		return;
 	if (!reshard_after_forward(b, u))
 		return;
@@ -522,7 +550,7 @@ static void pre_backward(struct bld *b, int u)
 {
 	gather(b, u);
 	pend(b, b->u[u].ag);
-	if (b->is_zero3 || b->s->s.training.fsdp_backward_prefetch == PREFETCH_BACKWARD_PRE)
+	if (b->modules || b->p->bwd_prefetch == PREFETCH_BACKWARD_PRE)
 		prefetch(b, u, -1);
 }
 
@@ -533,13 +561,13 @@ static void reduce_grads(struct bld *b, double n, int after, int label)
 
 	if (n <= 0)
 		return;
-	if (b->is_fsdp && b->shard == SHARD_NONE) {
+	if (b->wrapped && !b->p->gathers) {
 		t = collective(b, b->pg, COLL_ALLREDUCE, &b->gdp, n * b->gcomm, after, label, T_AR);
 		d2h_after = t;
 	} else {
 		t = collective(b, b->pg, COLL_REDUCE_SCATTER, shard_group(b), n * b->gcomm, after, label, T_RS);
 		d2h_after = t;
-		if (b->is_fsdp && (b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2) && b->grep.n > 1)
+		if (b->p->hybrid && b->grep.n > 1)
 			d2h_after = collective(b, b->rep, COLL_ALLREDUCE, &b->grep, n / b->shard_n * b->gcomm,
 					       t, label, T_AR);
 	}
@@ -549,12 +577,13 @@ static void reduce_grads(struct bld *b, double n, int after, int label)
 
 static void post_backward(struct bld *b, int u, int last_kernel)
 {
-	if (b->is_fsdp) {
-		if (b->shard != SHARD_NONE) {
+	if (b->wrapped) {
+		host_work(b, b->cpu, b->disp_ub, u, T_HOOKS);
+		if (b->p->gathers) {
 			b->u[u].gathered = 0;
 			limiter_push(b, last_kernel);
 		}
-		if (b->s->s.training.fsdp_backward_prefetch == PREFETCH_BACKWARD_POST)
+		if (b->p->bwd_prefetch == PREFETCH_BACKWARD_POST)
 			prefetch(b, u, -1);
 		reduce_grads(b, b->u[u].params, last_kernel, u);
 		return;
@@ -596,9 +625,9 @@ static void grad_ready(struct bld *b, int i, int k, int sync)
 
 	if (p <= 0)
 		return;
-	if (b->strat == STRAT_DDP && sync && b->ss->bkt[i] > 0)
+	if (b->p->reduce == REDUCE_DDP && sync && b->ss->bkt[i] > 0)
 		collective(b, b->pg, COLL_ALLREDUCE, &b->gdp, b->ss->bkt[i], k, i, T_AR);
-	if (b->strat == STRAT_ZERO2 || b->strat == STRAT_ZERO3) {
+	if (b->p->reduce == REDUCE_BUCKETS) {
 		b->bucket += p;
 		if (b->bucket >= b->s->s.training.zero_reduce_bucket_size) {
 			reduce_grads(b, b->bucket, k, i);
@@ -640,7 +669,7 @@ static void recompute(struct bld *b, int gu)
 		/* ZeRO-3's hooks fetch and release a module in the recomputed forward
 		 * too (FSDP's unit is already gathered by its pre-backward hook and
 		 * FSDP does not reshard in a backward-time forward) */
-		int u = b->is_zero3 ? b->ss->unit_of[i] : -1, k = -1;
+		int u = b->modules ? b->ss->unit_of[i] : -1, k = -1;
 		if (b->recompute == RECOMPUTE_SELECTIVE && !b->g->ops[i].attn_core)
 			continue;
 		if (u >= 0)
@@ -674,9 +703,9 @@ static void backward(struct bld *b, int sync)
 		if (u >= 0 && b->u[u].first == i && !b->u[u].root)
 			post_backward(b, u, k);
 	}
-	if (b->has_units && b->is_fsdp)
+	if (b->wrapped)
 		post_backward(b, 0, k);
-	if ((b->strat == STRAT_ZERO2 || b->strat == STRAT_ZERO3) && b->bucket > 0) {
+	if (b->p->reduce == REDUCE_BUCKETS && b->bucket > 0) {
 		reduce_grads(b, b->bucket, k, -1);
 		b->bucket = 0;
 	}
@@ -687,16 +716,7 @@ static void backward(struct bld *b, int sync)
 /* Parameters (per TP rank) whose optimizer states this rank holds. */
 static double shard_params(const struct bld *b)
 {
-	double p = b->g->params_rank;
-
-	switch (b->strat) {
-	case STRAT_ZERO1: case STRAT_ZERO2: case STRAT_ZERO3:
-		return p / b->dp;
-	case STRAT_FSDP:
-		return b->shard == SHARD_NONE ? p : p / b->shard_n;
-	default:
-		return p;
-	}
+	return b->g->params_rank / (double)b->p->shard_n;
 }
 
 static void zero_allgather(struct bld *b, int after)
@@ -710,21 +730,89 @@ static void zero_allgather(struct bld *b, int after)
 	}
 }
 
+/* The foreach passes of torch.optim's step: the depth (tensor lists) of each. */
+static int opt_passes(int optimizer, int impl, int depth[8])
+{
+	static const int sgd[] = {2}, mom[] = {1, 2, 2};
+	static const int adam[] = {2, 1, 3, 2, 1, 1, 3}, adamw[] = {1, 2, 1, 3, 2, 1, 1, 3};
+	static const int *const tab[] = {sgd, mom, adam, adamw};
+	static const int n[] = {1, 3, 7, 8};
+	int i;
+
+	if (impl == OPTI_FUSED) {  /* one pass over p, g (, buffers) */
+		depth[0] = optimizer == OPT_SGD ? 2 : optimizer == OPT_SGD_MOMENTUM ? 3 : 4;
+		return 1;
+	}
+	for (i = 0; i < n[optimizer]; i++)
+		depth[i] = tab[optimizer][i];
+	return n[optimizer];
+}
+
+/* Kernels of one multi_tensor_apply pass of depth d over T tensors, E elements. */
+static double mta_launches(int d, double T, double E)
+{
+	static const double max_tensors[] = {110, 64, 48, 36, 30};
+	double by_t = ceil(T / max_tensors[d - 1]), by_e = ceil(E / (320.0 * 65536));
+
+	return fmax(1, fmax(by_t, by_e));
+}
+
+/* A memory-bound pass over p elements of bytes each, as torch.optim issues it:
+ * one Python call and its launches (foreach, fused), or one call per tensor
+ * (for_loop). Returns the kernel task. */
+static int opt_pass(struct bld *b, int impl, double p, double bytes, int depth, int label)
+{
+	double bw = b->mem_bw * b->ce->memory_efficiency, gap = b->ce->kernel_gap, T = b->opt_tensors;
+	double k = impl == OPTI_FOR_LOOP ? T : mta_launches(depth, T, p);
+	double host = impl == OPTI_FOR_LOOP ? T * b->disp_op : b->disp_op + (k - 1) * b->ce->dispatch_native;
+
+	return kernel(b, p * bytes / bw + k * gap, host, label, T_OPT);
+}
+
+/* GradScaler.unscale_ (fp16 under torch.amp): a pass over the gradients, then
+ * the host reads found_inf before stepping. */
+static void grad_scaler(struct bld *b, double p)
+{
+	int t;
+
+	if (!b->p->grad_scaler)
+		return;
+	t = opt_pass(b, OPTI_FOREACH, p, 2 * b->gbytes, 1, -1);
+	host_wait(b, t);
+}
+
+/* clip_grad_norm_: the gradients' norm (a read), an all-reduce of it across
+ * the shards (FSDP, ZeRO), the scaling (a read and a write). */
+static void grad_clip(struct bld *b, double p)
+{
+	int t;
+
+	if (!b->s->s.training.grad_clipping)
+		return;
+	t = opt_pass(b, OPTI_FOREACH, p, b->gbytes, 1, -1);
+	if (b->shard_n > 1)
+		pend(b, collective(b, b->pg, COLL_ALLREDUCE, &b->gdp, 4, t, -1, T_AR));
+	opt_pass(b, OPTI_FOREACH, p, 2 * b->gbytes, 1, -1);
+}
+
 static void optimizer(struct bld *b)
 {
-	double p = shard_params(b), gap = b->ce->kernel_gap;
-	int t;
+	double p = shard_params(b);
+	int t = -1, i, n, depth[8];
 
 	pend(b, last_on(b, b->pg));
 	pend(b, last_on(b, b->rep));
 	pend(b, last_on(b, b->d2h));
 	if (b->offload == OFFLOAD_NONE) {
-		t = kernel(b, p * b->opt_bytes / (b->mem_bw * b->ce->memory_efficiency) + gap,
-			   b->disp_f, -1, T_OPT);
+		grad_clip(b, p);
+		grad_scaler(b, p);
+		n = opt_passes(b->s->s.training.optimizer, b->opt_impl, depth);
+		for (i = 0; i < n; i++)
+			t = opt_pass(b, b->opt_impl, p, b->opt_bytes / n, depth[i], -1);
 	} else {
 		/* the node's DRAM is shared by the optimizers of its GPUs */
 		double bw = b->ce->host_memory_bandwidth * b->ce->host_memory_efficiency / b->gpn;
-		int w = host_work(b, b->cpu, b->disp_f, -1, T_DISPATCH), i;
+		int w = host_work(b, b->cpu, b->disp_f, -1, T_DISPATCH);
 		t = des_work(b->d, b->host, p * b->host_opt_bytes / bw, -1, T_HOSTOPT);
 		if (t < 0) {
 			b->oom = 1;
@@ -738,7 +826,7 @@ static void optimizer(struct bld *b)
 			t = copy(b, b->h2d, p * b->pcomm, t, -1, T_H2D);
 		host_wait(b, t);
 	}
-	if (b->strat == STRAT_ZERO1 || b->strat == STRAT_ZERO2)
+	if (b->p->allgather_after_step)
 		zero_allgather(b, t);
 }
 
@@ -892,37 +980,34 @@ static void groups(struct bld *b)
 	coll_group_make(&b->gtp, tp, tp / tpr, &s->intra, &s->inter, nics, gpn / tpr);
 	coll_group_make(&b->gshard, r < b->dp ? r : b->dp, 1, &s->intra, &s->inter, nics, share);
 	coll_group_make(&b->grep, b->dp / b->gshard.n, b->dp / b->gshard.n, &s->intra, &s->inter, nics, gpn);
-	b->shard_n = 1;
-	if (b->strat == STRAT_FSDP && b->shard != SHARD_NONE)
-		b->shard_n = shard_group(b)->n;
-	else if (b->strat >= STRAT_ZERO1 && b->strat <= STRAT_ZERO3)
-		b->shard_n = b->dp;
+	b->shard_n = (int)b->p->shard_n;
 }
 
-static double gpu_opt_bytes(int optimizer, int fused, int act_bytes)
+/* Bytes per parameter an optimizer step moves: fp32 words (see the header
+ * comment), plus the 16-bit working copy a fused step writes where the model
+ * holds 16-bit weights (DeepSpeed, the shardcast runtime). */
+static double gpu_opt_bytes(int optimizer, int fused, int working16)
 {
-	/* fp32 words per parameter (see the header comment) */
 	static const double foreach[] = {3, 8, 18, 20};  /* sgd, sgd_momentum, adam, adamw */
 	static const double fusedw[] = {3, 5, 7, 7};
 
-	return 4 * (fused ? fusedw[optimizer] : foreach[optimizer]) + (fused && act_bytes == 2 ? 2 : 0);
+	return 4 * (fused ? fusedw[optimizer] : foreach[optimizer]) + (fused && working16 ? 2 : 0);
 }
 
 static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 		 const struct graph *g, int64_t micro_batch)
 {
 	const struct scn_training *t = &s->s.training;
-	int act = scenario_act_bytes(s), native = t->framework == FW_SHARDCAST;
-	int deepspeed = t->framework == FW_DEEPSPEED || (t->strategy >= STRAT_ZERO1 && t->strategy <= STRAT_ZERO3);
+	const struct plan *p = &s->plan;
+	int native = p->engine == FW_SHARDCAST;
 
 	memset(b, 0, sizeof *b);
 	b->ss = ss;
 	b->d = &ss->d;
 	b->s = s;
+	b->p = p;
 	b->g = g;
 	b->ce = &s->eff;
-	b->strat = t->strategy;
-	b->shard = t->strategy == STRAT_FSDP ? t->fsdp_sharding : SHARD_FULL;
 	b->tp = (int)t->tensor_parallel;
 	b->dp = (int)s->dp;
 	b->gpn = (int)s->s.cluster.gpus_per_node;
@@ -930,27 +1015,38 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 	b->accum = (int)t->grad_accum;
 	b->algo = s->s.cluster.coll_algo;
 	b->recompute = t->recompute;
-	b->offload = t->offload;
+	b->offload = p->offload;
 	b->B = (double)micro_batch;
-	b->peak = s->gpu.peak[t->precision];
+	b->peak = s->gpu.peak[p->precision];
 	b->peak_vec = s->gpu.peak[PREC_FP32];
 	b->mem_bw = s->gpu.memory_bandwidth;
 	/* PyTorch autocast keeps fp32 weights and gradients (and DDP reduces those);
-	 * FSDP's MixedPrecision and DeepSpeed hold 16-bit ones */
-	b->cast_weights = g->o.autocast && (b->strat == STRAT_SINGLE || b->strat == STRAT_DP || b->strat == STRAT_DDP);
-	b->wbytes = act;
-	b->gbytes = b->cast_weights ? 4 : act;
-	b->pcomm = b->strat == STRAT_DP && g->o.autocast ? 4 : act;
-	b->gcomm = b->cast_weights || (b->strat == STRAT_DP && g->o.autocast) ? 4 : act;
-	b->opt_bytes = gpu_opt_bytes(t->optimizer, deepspeed || native, act);
-	/* host: DeepSpeed's CPUAdam is fused; FSDP's CPU offload runs torch.optim on CPU tensors */
-	b->host_opt_bytes = gpu_opt_bytes(t->optimizer, deepspeed || native, act);
+	 * FSDP's MixedPrecision and DeepSpeed hold 16-bit ones (plan.h) */
+	b->cast_weights = p->autocast;
+	b->wbytes = p->w.kernel_weights;
+	b->gbytes = p->w.kernel_grads;
+	b->pcomm = p->w.comm_params;
+	b->gcomm = p->w.comm_grads;
+	b->opt_impl = p->opt_impl;
+	/* the 16-bit working copy a fused step writes back: DeepSpeed, the runtime */
+	b->opt_bytes = gpu_opt_bytes(p->optimizer, p->opt_impl == OPTI_FUSED, p->fused_optimizer && p->mixed);
+	/* the host optimizer of offload: DeepSpeed's CPUAdam is fused, FSDP's CPU
+	 * offload runs torch.optim on CPU tensors */
+	b->host_opt_bytes = gpu_opt_bytes(p->optimizer, p->fused_optimizer, p->fused_optimizer && p->mixed);
 	b->disp_f = native ? s->eff.dispatch_native : s->eff.dispatch_eager;
 	b->disp_b = native ? s->eff.dispatch_native : s->eff.dispatch_autograd;
 	b->disp_c = s->eff.dispatch_collective;
-	b->is_fsdp = b->strat == STRAT_FSDP;
-	b->is_zero3 = b->strat == STRAT_ZERO3;
-	b->has_units = b->is_fsdp || b->is_zero3;
+	b->disp_op = native ? s->eff.dispatch_native : s->eff.dispatch_op;
+	/* PyTorch FSDP's per-unit hooks and buffer handling (the shardcast runtime's
+	 * units cost their collectives' issue only) */
+	b->disp_uf = native ? 0 : s->eff.dispatch_unit_fwd;
+	b->disp_ub = native ? 0 : s->eff.dispatch_unit_bwd;
+	b->wrapped = p->units;
+	b->modules = p->mech == MECH_ZERO3;
+	/* what the optimizer steps (plan.h opt_groups): FSDP's FlatParameters (one
+	 * per unit, counted once the units exist), a flat partition, every tensor */
+	b->opt_tensors = p->opt_groups == OPT_FLAT ? 1 : graph_param_tensors(g);
+	b->has_units = b->wrapped || b->modules;
 	b->rep = b->tps = b->h2d = b->d2h = b->host = b->gpu1 = b->cpu1 = -1;
 	if (grow_ops(ss, g->nops, g->nblocks + 1))
 		return -1;
@@ -964,17 +1060,17 @@ static int streams(struct bld *b)
 
 	b->cpu = des_stream(d, 0, DES_CPU, "host thread");
 	b->gpu = des_stream(d, 0, DES_COMPUTE, "compute stream");
-	b->pg = des_stream(d, 0, DES_COMM, b->strat == STRAT_DP ? "nccl (GPU 0)" : "nccl data-parallel");
+	b->pg = des_stream(d, 0, DES_COMM, b->p->mech == MECH_DP ? "nccl (GPU 0)" : "nccl data-parallel");
 	if (b->tp > 1)
 		b->tps = des_stream(d, 0, DES_COMM, "nccl tensor-parallel");
-	if (b->is_fsdp && (b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2))
+	if (b->p->hybrid)
 		b->rep = des_stream(d, 0, DES_COMM, "nccl replicate (hybrid)");
 	if (b->offload != OFFLOAD_NONE) {
 		b->h2d = des_stream(d, 0, DES_COPY, "copy host->device");
 		b->d2h = des_stream(d, 0, DES_COPY, "copy device->host");
 		b->host = des_stream(d, 0, DES_HOST, "host CPU optimizer");
 	}
-	if (b->strat == STRAT_DP) {
+	if (b->p->mech == MECH_DP) {
 		b->gpu1 = des_stream(d, 1, DES_COMPUTE, "compute stream (replicas)");
 		b->cpu1 = des_stream(d, 1, DES_CPU, "autograd thread (replicas)");
 		des_stream(d, 1, DES_COMM, "nccl (replicas)");  /* shows dp's collectives */
@@ -993,23 +1089,25 @@ static int build(struct bld *b)
 	op_times(b);
 	tp_marks(b);
 	graph_units(b);
-	if (b->strat == STRAT_DDP)
+	if (b->p->reduce == REDUCE_DDP)
 		ddp_buckets(b);
-	if ((b->is_fsdp && fsdp_units(b)) || (b->is_zero3 && zero3_units(b)))
+	if ((b->wrapped && fsdp_units(b)) || (b->modules && zero3_units(b)))
 		return -1;
+	if (b->p->opt_groups == OPT_PER_UNIT)
+		b->opt_tensors = b->nu;
 	if (!b->has_units)
 		for (m = 0; m < b->g->nops; m++)
 			b->ss->unit_of[m] = -1;
 	for (m = 0; m < b->accum; m++) {
 		last = m == b->accum - 1;
-		if (b->strat == STRAT_DP) {
+		if (b->p->mech == MECH_DP) {
 			dp_microstep(b);
 			continue;
 		}
 		forward(b);
 		backward(b, last);
 	}
-	if (b->strat == STRAT_ZERO1)
+	if (b->p->reduce == REDUCE_AFTER_ACCUM)
 		zero1_reduce(b);
 	optimizer(b);
 	return b->oom ? -1 : 0;
@@ -1028,6 +1126,8 @@ static double recompute_flops(const struct graph *g, int mode)
 			continue;
 		if (o->kind == OP_ATTN_SCORE || (mode == RECOMPUTE_FULL && o->kind == OP_MATMUL))
 			f += o->flops_fwd;
+		else if (o->kind == OP_ATTN)
+			f += o->flops_model;
 	}
 	return f * g->o.tp;
 }
@@ -1065,6 +1165,9 @@ static void results(const struct bld *b, struct step_result *r)
 	r->hfu = (per_sample + ss->flops_rc) * r->samples_per_s / peak_all;
 	r->flops_per_gpu = per_sample * r->samples_per_s / (double)s->world;
 	r->events = d->tot.events;
+	r->simulated_accum = b->accum;
+	r->period_settled = 1;
+	r->timed = 1;
 }
 
 /* ---- entry points ------------------------------------------------------------------ */
@@ -1216,6 +1319,80 @@ int step_resimulate(struct step_sim *ss, const struct scenario *s, const struct 
 	return run(&b, r, e);
 }
 
+/* ---- steps of many micro-steps (step.h) ------------------------------------------ */
+
+void step_extend(const struct step_result *a, const struct step_result *b, int64_t ga,
+		 struct step_result *out)
+{
+	double n = (double)(ga - b->grad_accum), sps;
+	int64_t dp = b->global_batch / (b->micro_batch * b->grad_accum);
+	struct step_result r = *b;
+
+	r.time += n * (b->time - a->time);
+	r.compute += n * (b->compute - a->compute);
+	r.comm += n * (b->comm - a->comm);
+	r.exposed_comm += n * (b->exposed_comm - a->exposed_comm);
+	r.comm_tp += n * (b->comm_tp - a->comm_tp);
+	r.optimizer += n * (b->optimizer - a->optimizer);
+	r.copy += n * (b->copy - a->copy);
+	r.host_optimizer += n * (b->host_optimizer - a->host_optimizer);
+	r.grad_accum = ga;
+	r.global_batch = b->micro_batch * ga * dp;
+	sps = r.time > 0 ? (double)r.global_batch / r.time : 0;
+	if (b->samples_per_s > 0) {
+		r.tokens_per_s *= sps / b->samples_per_s;
+		r.mfu *= sps / b->samples_per_s;
+		r.hfu *= sps / b->samples_per_s;
+		r.flops_per_gpu *= sps / b->samples_per_s;
+	}
+	r.samples_per_s = sps;
+	*out = r;
+}
+
+/* Whether the steps of n, n + 1 and n + 2 micro-steps grow by the same period. */
+static int same_period(const struct step_result *r0, const struct step_result *r1,
+		       const struct step_result *r2)
+{
+	double tol = STEP_PERIOD_TOL * fabs(r2->time - r1->time);
+
+	return fabs((r2->time - r1->time) - (r1->time - r0->time)) <= tol &&
+		fabs((r2->compute - r1->compute) - (r1->compute - r0->compute)) <= tol &&
+		fabs((r2->comm - r1->comm) - (r1->comm - r0->comm)) <= tol &&
+		fabs((r2->exposed_comm - r1->exposed_comm) - (r1->exposed_comm - r0->exposed_comm)) <= tol;
+}
+
+/* One step of s's grad_accum micro-steps, from simulations of 1, 2, 3, ...
+ * micro-steps until the period settles (step.h). */
+static int periodic(struct step_sim *ss, const struct scenario *s, const struct graph *g, int64_t mb,
+		    struct step_result *out, struct err *e)
+{
+	struct scenario *w = malloc(sizeof *w);
+	struct step_result r[3];
+	uint64_t events = 0;
+	int64_t k;
+	int rc = 0, settled = 0;
+
+	if (!w)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	memcpy(w, s, sizeof *w);  /* read-only: its pointers stay s's */
+	memset(r, 0, sizeof r);
+	for (k = 1; k <= STEP_PERIOD_PROBE && !settled && !rc; k++) {
+		r[0] = r[1];
+		r[1] = r[2];
+		w->s.training.grad_accum = k;
+		rc = step_simulate(ss, w, g, mb, &r[2], e);
+		events += r[2].events;
+		settled = k >= 3 && same_period(&r[0], &r[1], &r[2]);
+	}
+	free(w);
+	if (rc)
+		return rc;
+	step_extend(&r[1], &r[2], s->s.training.grad_accum, out);
+	out->events = events;
+	out->period_settled = settled;
+	return 0;
+}
+
 int step_run(const struct scenario *s, const struct graph *g, struct prediction *p, struct err *e)
 {
 	struct step_sim ss;
@@ -1224,8 +1401,14 @@ int step_run(const struct scenario *s, const struct graph *g, struct prediction 
 
 	if (step_sim_create(&ss))
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
-	rc = step_simulate(&ss, s, g, mb, &p->step, e);
-	p->step.batch_assumed = p->micro_batch <= 0;
+	if (s->s.training.grad_accum > STEP_ACCUM_FULL)
+		rc = periodic(&ss, s, g, mb, &p->step, e);
+	else
+		rc = step_simulate(&ss, s, g, mb, &p->step, e);
+	/* no micro-batch from the scenario, and none from the memory model (not
+	 * run, or not even one sample fits): 1 stands in */
+	p->step.batch_assumed = p->micro_batch <= 0 ||
+		(s->s.training.micro_batch <= 0 && p->max_micro_batch == 0);
 	step_sim_delete(&ss);
 	return rc;
 }
@@ -1240,7 +1423,7 @@ static const char *task_name(void *ctx, const struct des_task *t, char *buf, siz
 	static const char *const what[T_COUNT] = {"issue ", "wait", "", "bwd ", "recompute ",
 		"optimizer step", "all-gather", "reduce-scatter", "all-reduce", "TP all-reduce",
 		"broadcast", "gather", "reduce", "copy to GPU", "copy to host",
-		"optimizer step (host)", "issue "};
+		"optimizer step (host)", "issue ", "FSDP unit hooks"};
 	char size[32];
 
 	if (t->coll >= 0) {
@@ -1296,18 +1479,25 @@ int step_trace(const struct scenario *s, int64_t micro_batch, const char *path, 
 	struct step_result r;
 	struct graph g;
 	struct graph_opts o;
+	struct scenario *w = malloc(sizeof *w);
 	int rc;
 
-	predict_graph_opts(s, &o);
-	rc = graph_build(&g, &s->model, &o, e);
+	if (!w)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	memcpy(w, s, sizeof *w);  /* read-only: its pointers stay s's */
+	if (w->s.training.grad_accum > STEP_ACCUM_FULL)
+		w->s.training.grad_accum = STEP_ACCUM_FULL;
+	predict_graph_opts(w, &o);
+	rc = graph_build(&g, &w->model, &o, e);
 	if (!rc && step_sim_create(&ss))
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
 	else if (!rc) {
-		rc = step_simulate(&ss, s, &g, micro_batch > 0 ? micro_batch : 1, &r, e);
+		rc = step_simulate(&ss, w, &g, micro_batch > 0 ? micro_batch : 1, &r, e);
 		if (!rc)
 			rc = step_trace_write(&ss, path, e);
 		step_sim_delete(&ss);
 	}
 	graph_free(&g);
+	free(w);
 	return rc;
 }

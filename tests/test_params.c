@@ -37,6 +37,19 @@ static const struct published table[] = {
 	{"llama-3-8b", 8030261248, "HF meta-llama/Meta-Llama-3-8B"},
 	{"llama-3-70b", 70553706496, "HF meta-llama/Meta-Llama-3-70B"},
 	{"llama-3.1-405b", 405853388800, "HF meta-llama/Llama-3.1-405B"},
+	/* the MPT models of llm-foundry's throughput benchmark at SeqLen 2048: the
+	 * NumParams column of scripts/train/benchmarking/README.md (learned positions,
+	 * biases, vocabulary 50368) */
+	{"mpt-125m-2k", 125311488, "llm-foundry benchmarking README, NumParams"},
+	{"mpt-350m-2k", 355985408, "llm-foundry benchmarking README, NumParams"},
+	{"mpt-760m-2k", 760470528, "llm-foundry benchmarking README, NumParams"},
+	{"mpt-1b-2k", 1315950592, "llm-foundry benchmarking README, NumParams"},
+	{"mpt-3b-2k", 2651837440, "llm-foundry benchmarking README, NumParams"},
+	{"mpt-7b-2k", 6658859008, "llm-foundry benchmarking README, NumParams"},
+	{"mpt-13b-2k", 12853954560, "llm-foundry benchmarking README, NumParams"},
+	{"mpt-30b-2k", 29975214080, "llm-foundry benchmarking README, NumParams"},
+	/* Raschka, Build a Large Language Model (From Scratch), ch. 4 */
+	{"gpt-124m-llmfs", 163009536, "LLMs-from-scratch GPT_CONFIG_124M, untied head"},
 };
 
 Test(params, every_catalog_model_matches_its_published_count)
@@ -66,6 +79,25 @@ Test(params, gpt3_175b_is_175_billion_within_a_quarter_percent)
 	cr_expect(fabs(graph_param_count(&m) / 175e9 - 1) < 0.0025, "%.0f", graph_param_count(&m));
 }
 
+Test(params, megatron_baselines_match_their_rounded_sizes)
+{
+	/* no exact counts are published: Shoeybi et al. 2019 Table 1 says 1.2B for
+	 * hidden 1536 x 40 layers, Narayanan et al. 2021 Table 1 says 1.7B for hidden
+	 * 2304 x 24 layers; the architectures must round to those figures */
+	const char *names[] = {"megatron-gpt-1.2b", "megatron-gpt-1.7b"};
+	const double billions[] = {1.2, 1.7};
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		struct model m;
+		struct err e = {0};
+
+		cr_assert_eq(model_load(names[i], &m, NULL, 0, &e), 0, "%s", e.msg);
+		cr_expect(fabs(graph_param_count(&m) / 1e9 - billions[i]) < 0.05, "%s: %.0f", names[i],
+			  graph_param_count(&m));
+	}
+}
+
 Test(params, graph_ops_hold_every_parameter)
 {
 	/* the per-op parameters of a tp = 1 graph sum to the formula (one place
@@ -77,7 +109,7 @@ Test(params, graph_ops_hold_every_parameter)
 		struct model m;
 		struct graph g;
 		struct err e = {0};
-		struct graph_opts o = {128, 128, 0.1, 1, GRAPH_EAGER, 2, 1};
+		struct graph_opts o = {128, 128, 0.1, 1, GRAPH_EAGER, 2, 1, AK_EAGER};
 
 		cr_assert_eq(model_load(names[i], &m, NULL, 0, &e), 0, "%s", e.msg);
 		cr_assert_eq(graph_build(&g, &m, &o, &e), 0, "%s", e.msg);
@@ -93,7 +125,7 @@ Test(params, flops_per_token_is_6n_plus_attention)
 	struct model m;
 	struct graph g;
 	struct err e = {0};
-	struct graph_opts o = {1024, 1024, 0.1, 1, GRAPH_EAGER, 2, 1};
+	struct graph_opts o = {1024, 1024, 0.1, 1, GRAPH_EAGER, 2, 1, AK_EAGER};
 	double h = 768, N = 12 * 12 * h * h + 50257 * h, expect = 6 * N + 6 * 12 * 1024 * h;
 
 	cr_assert_eq(model_load("gpt2", &m, NULL, 0, &e), 0, "%s", e.msg);

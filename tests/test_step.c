@@ -420,3 +420,179 @@ Test(step, hybrid_shard_saves_the_slow_network)
 	    "training.micro_batch=4", "training.fsdp_sharding_strategy=hybrid_shard", NULL);
 	cr_expect_lt(hyb.r.time, full.r.time, "hybrid %g s, full %g s", hyb.r.time, full.r.time);
 }
+
+/* torch.optim's implementations on one A100, GPT-2 (124,439,808 parameters in
+ * 148 tensors), AdamW under autocast (fp32 parameters, gradients and states):
+ *  - foreach: 8 passes, 20 fp32 words per parameter; each pass launches
+ *    max(ceil(148 / max_tensors[depth]), ceil(P / (320 x 65536))) = 6 kernels
+ *    (MultiTensorApply.cuh: 320 blocks of 65536 elements per launch);
+ *  - fused: one depth-4 pass, 7 words, 6 launches;
+ *  - for_loop: the foreach bytes, but every pass per tensor, each from Python:
+ *    8 x 148 host calls of dispatch_op each bound the step. */
+Test(step, optimizer_implementations)
+{
+	struct run fe, fu, fl;
+	double P = 124439808, T = 148, bw, gap, disp;
+
+	sim(&fe, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+	    "training.optimizer_impl=foreach", NULL);
+	sim(&fu, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+	    "training.optimizer_impl=fused", NULL);
+	sim(&fl, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+	    "training.optimizer_impl=for_loop", NULL);
+	bw = fe.s.gpu.memory_bandwidth * fe.s.eff.memory_efficiency;
+	gap = fe.s.eff.kernel_gap;
+	disp = fe.s.eff.dispatch_op;
+	cr_expect_float_eq(fe.r.optimizer, P * 80 / bw + 48 * gap, 1e-6, "foreach %g s", fe.r.optimizer);
+	cr_expect_float_eq(fu.r.optimizer, P * 28 / bw + 6 * gap, 1e-6, "fused %g s", fu.r.optimizer);
+	cr_expect_float_eq(fl.r.optimizer, P * 80 / bw + 8 * T * gap, 1e-6, "for_loop %g s", fl.r.optimizer);
+	/* the host issues the for-loop's passes while the GPU still runs backward
+	 * (loss.backward() returns once autograd has issued its ops) */
+	cr_expect_gt(fl.r.time, fe.r.time, "for_loop %g s, foreach %g s", fl.r.time, fe.r.time);
+	cr_expect_geq(fl.r.time, 8 * T * disp);
+}
+
+/* fp16's GradScaler: a pass over the fp32 gradients (read, write: 8 bytes per
+ * parameter) before the step; bf16 has none. Gradient clipping: the norm (a
+ * read) and the scaling (a read and a write), 12 bytes per parameter. */
+Test(step, grad_scaler_and_clipping_passes)
+{
+	struct run bf, fp, cl;
+	double P = 124439808, bw;
+
+	sim(&bf, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1", NULL);
+	sim(&fp, "training.strategy=single", "training.precision=fp16", "training.micro_batch=1", NULL);
+	sim(&cl, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+	    "training.grad_clipping=true", NULL);
+	bw = bf.s.gpu.memory_bandwidth * bf.s.eff.memory_efficiency;
+	cr_expect_float_eq(fp.r.optimizer - bf.r.optimizer, P * 8 / bw + 6 * bf.s.eff.kernel_gap, 1e-6,
+			   "GradScaler %g s", fp.r.optimizer - bf.r.optimizer);
+	cr_expect_float_eq(cl.r.optimizer - bf.r.optimizer, P * 12 / bw + 12 * bf.s.eff.kernel_gap, 1e-6,
+			   "clipping %g s", cl.r.optimizer - bf.r.optimizer);
+}
+
+/* Host time of the forward and backward ops of the graph of minimal.ini with
+ * the n overrides: dispatch_eager per forward op, dispatch_autograd per
+ * backward op (ops that move or compute something). */
+static double host_ops(const char *const *sets, int n)
+{
+	struct graph g;
+	struct graph_opts o;
+	struct scenario s;
+	struct err e = {0};
+	double nf = 0, nb = 0, host;
+	int i;
+
+	cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
+	predict_graph_opts(&s, &o);
+	cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+	for (i = 0; i < g.nops; i++) {
+		nf += g.ops[i].flops_fwd > 0 || g.ops[i].io_elems > 0;
+		nb += g.ops[i].flops_bwd > 0 || g.ops[i].io_elems > 0;
+	}
+	host = nf * s.eff.dispatch_eager + nb * s.eff.dispatch_autograd;
+	graph_free(&g);
+	scenario_free(&s);
+	return host;
+}
+
+/* A step is never shorter than what the host issues: at micro-batch 1 GPT-2 on
+ * an A100 is host-bound, every forward op costs dispatch_eager and every
+ * backward op dispatch_autograd (efficiency.ini: measured per op of the graph
+ * by bench/host_overhead.py), so the step lasts at least their sum; FSDP adds
+ * dispatch_unit_fwd + dispatch_unit_bwd per unit (13 units: 12 blocks + root). */
+Test(step, host_bounds_small_steps)
+{
+	const char *one_set[] = {"training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+				 "model.seq_len=128"};
+	const char *fs_set[] = {"cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16",
+				"training.micro_batch=1", "model.seq_len=128"};
+	struct run one, fs;
+	double host1 = host_ops(one_set, 4), hostf = host_ops(fs_set, 5), unit;
+
+	sim_list(&one, one_set, 4);
+	cr_expect_geq(one.r.time, host1 * 0.95, "step %g s, host %g s", one.r.time, host1);
+	cr_expect_lt(one.r.compute, one.r.time * 0.8, "the GPU idles: compute %g s of %g s", one.r.compute,
+		     one.r.time);
+	sim_list(&fs, fs_set, 5);
+	unit = fs.s.eff.dispatch_unit_fwd + fs.s.eff.dispatch_unit_bwd;
+	cr_expect_geq(fs.r.time, hostf * 0.95 + 13 * unit, "fsdp step %g s, host %g s + units %g s", fs.r.time,
+		      hostf, 13 * unit);
+}
+
+/* A step of more than STEP_ACCUM_FULL micro-steps is simulated with a few and
+ * extended by its period (step.h); the reference is a full simulation of every
+ * micro-step. Same step time, compute, communication (all and exposed) and
+ * throughput to 1e-9 (floating-point sums over up to 64 micro-steps), for every
+ * strategy family, on NVLink and over InfiniBand (where overlap across
+ * micro-steps would show), with offload and tensor parallelism; and at 64
+ * micro-steps it simulates under a fifth of the full step's events. */
+Test(step, many_micro_steps_are_their_period_exactly, .timeout = 120)
+{
+	static const char *const cases[][5] = {
+		{"training.strategy=ddp", NULL},
+		{"training.strategy=dp", NULL},
+		{"training.strategy=zero1", "training.framework=deepspeed", NULL},
+		{"training.strategy=zero2", "training.framework=deepspeed", "training.offload=optimizer", NULL},
+		{"training.strategy=zero3", "training.framework=deepspeed", "cluster.nodes=4",
+		 "cluster.inter_node=ib-hdr", NULL},
+		{"training.strategy=fsdp", "training.precision=bf16", "training.activation_checkpointing=full", NULL},
+		{"training.strategy=fsdp", "training.fsdp_sharding_strategy=hybrid_shard", "cluster.nodes=4",
+		 "cluster.inter_node=ib-hdr", NULL},
+		{"training.strategy=ddp", "training.tensor_parallel=2", "model.name=llama-tiny", "cluster.nodes=2", NULL},
+	};
+	static const int64_t gas[] = {STEP_ACCUM_FULL + 1, 24, 64};
+	const char *sets[8];
+	char ga[48];
+	int c, k, n;
+
+	for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
+		for (k = 0; k < 3; k++) {
+			struct scenario s;
+			struct graph g;
+			struct graph_opts o;
+			struct step_sim ss;
+			struct step_result full;
+			struct prediction p;
+			struct err e = {0};
+
+			sets[0] = "cluster.gpus_per_node=8";
+			sets[1] = "training.micro_batch=2";
+			snprintf(ga, sizeof ga, "training.grad_accum=%lld", (long long)gas[k]);
+			sets[2] = ga;
+			for (n = 3; cases[c][n - 3]; n++)
+				sets[n] = cases[c][n - 3];
+			cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
+			predict_graph_opts(&s, &o);
+			cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+			memset(&p, 0, sizeof p);
+			p.micro_batch = 2;
+			cr_assert_eq(step_run(&s, &g, &p, &e), 0, "%s", e.msg);
+			cr_assert_eq(step_sim_create(&ss), 0);
+			cr_assert_eq(step_simulate(&ss, &s, &g, 2, &full, &e), 0, "%s", e.msg);
+			cr_expect_eq(p.step.grad_accum, gas[k]);
+			cr_expect_eq(p.step.global_batch, full.global_batch);
+			cr_expect(p.step.period_settled, "%s", cases[c][0]);
+			cr_expect_leq(p.step.simulated_accum, 3, "%s x %lld: the period settles from the first micro-step",
+				      cases[c][0], (long long)gas[k]);
+			if (gas[k] == 64)  /* 1 + 2 + 3 micro-steps simulated against 64 */
+				cr_expect_lt(p.step.events, full.events / 5, "%s: %llu events vs %llu", cases[c][0],
+					     (unsigned long long)p.step.events, (unsigned long long)full.events);
+#define CLOSE(f) cr_expect(fabs(p.step.f - full.f) <= 1e-9 * full.time, "case %d (%s) x %lld: " #f \
+			   " %.12g extended vs %.12g simulated", c, cases[c][0], (long long)gas[k], p.step.f, full.f)
+			CLOSE(time);
+			CLOSE(compute);
+			CLOSE(comm);
+			CLOSE(exposed_comm);
+			CLOSE(comm_tp);
+			CLOSE(optimizer);
+			CLOSE(copy);
+			CLOSE(host_optimizer);
+#undef CLOSE
+			cr_expect(fabs(p.step.tokens_per_s / full.tokens_per_s - 1) < 1e-9, "%s tokens/s", cases[c][0]);
+			cr_expect(fabs(p.step.mfu / full.mfu - 1) < 1e-9, "%s MFU", cases[c][0]);
+			step_sim_delete(&ss);
+			graph_free(&g);
+			scenario_free(&s);
+		}
+}

@@ -1,0 +1,443 @@
+/*
+ * pyref.c — `validate --backend pytorch` (see pyref.h): the spec the tracer
+ * reads, the run of runtime/pytorch/pyref.py, the replay of its trace through
+ * the caching-allocator emulator, and the comparison with the simulator.
+ */
+#include "pyref.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "graph.h"
+#include "model.h"
+#include "predict.h"
+#include "record.h"
+#include "report.h"
+#include "scenario.h"
+#include "units.h"
+
+/* The name of model field value v (an enum key of model files). */
+static const char *model_enum(const char *key, int v)
+{
+	const struct cfg_table *t = model_keys();
+	int k = cfg_index(t, "model", key);
+
+	return k >= 0 && t->keys[k].choices ? t->keys[k].choices[v] : "?";
+}
+
+/* The tracer's spec: the resolved model and training settings. */
+static char *spec_json(const struct scenario *s, const struct pyref_opts *o)
+{
+	const struct model *m = &s->model;
+	const struct scn_training *t = &s->s.training;
+	cJSON *r = cJSON_CreateObject(), *x = cJSON_AddObjectToObject(r, "model");
+	char *out;
+
+	cJSON_AddStringToObject(x, "family", model_enum("family", m->family));
+	cJSON_AddStringToObject(x, "activation", model_enum("activation", m->activation));
+	cJSON_AddStringToObject(x, "norm", model_enum("norm", m->norm));
+	cJSON_AddStringToObject(x, "positions", model_enum("positions", m->positions));
+	cJSON_AddNumberToObject(x, "vocab", (double)m->vocab);
+	cJSON_AddNumberToObject(x, "hidden", (double)m->hidden);
+	cJSON_AddNumberToObject(x, "layers", (double)m->layers);
+	cJSON_AddNumberToObject(x, "encoder_layers", (double)m->encoder_layers);
+	cJSON_AddNumberToObject(x, "heads", (double)m->heads);
+	cJSON_AddNumberToObject(x, "kv_heads", (double)m->kv_heads);
+	cJSON_AddNumberToObject(x, "head_dim", (double)m->head_dim);
+	cJSON_AddNumberToObject(x, "ffn", (double)m->ffn);
+	cJSON_AddNumberToObject(x, "max_positions", (double)m->max_positions);
+	cJSON_AddNumberToObject(x, "relative_buckets", (double)m->relative_buckets);
+	cJSON_AddNumberToObject(x, "type_vocab", (double)m->type_vocab);
+	cJSON_AddNumberToObject(x, "qkv_bias", m->qkv_bias);
+	cJSON_AddNumberToObject(x, "tied_embeddings", m->tied_embeddings);
+	cJSON_AddNumberToObject(r, "dropout", s->dropout);
+	cJSON_AddNumberToObject(r, "seq_len", (double)s->seq_len);
+	cJSON_AddNumberToObject(r, "target_len", (double)s->target_len);
+	cJSON_AddNumberToObject(r, "world", (double)s->world);
+	cJSON_AddStringToObject(r, "attention", o->attention);
+	x = cJSON_AddObjectToObject(r, "training");
+	cJSON_AddStringToObject(x, "strategy", scenario_strategy_name(s->plan.strategy));
+	cJSON_AddStringToObject(x, "precision", scenario_precision_name(t->precision));
+	cJSON_AddStringToObject(x, "optimizer", scenario_enum_name("training", "optimizer", t->optimizer));
+	cJSON_AddStringToObject(x, "recompute", scenario_enum_name("training", "activation_checkpointing", t->recompute));
+	cJSON_AddStringToObject(x, "offload", scenario_enum_name("training", "offload", t->offload));
+	cJSON_AddNumberToObject(x, "grad_accum", (double)t->grad_accum);
+	cJSON_AddNumberToObject(x, "tensor_parallel", (double)t->tensor_parallel);
+	out = cJSON_PrintUnformatted(r);
+	cJSON_Delete(r);
+	return out;
+}
+
+/* What the tracer cannot run, said before anything starts. */
+static int check(const struct scenario *s, const struct pyref_opts *o, struct err *e)
+{
+	const struct scn_training *t = &s->s.training;
+
+	if (s->plan.framework != FW_PYTORCH)
+		return err_set(e, ERR_INPUT, s->file, 0, "[training] framework = %s: --backend pytorch measures "
+			       "framework = pytorch", scenario_enum_name("training", "framework", s->plan.framework));
+	if (s->plan.mech != MECH_REPL || !s->plan.one_process)
+		return err_set(e, ERR_INPUT, s->file, 0, "[training] strategy = %s: the PyTorch reference runs "
+			       "strategy = single only (DDP and FSDP under a fake process group are not done yet)",
+			       s->plan.name);
+	if (t->tensor_parallel > 1 || t->offload != OFFLOAD_NONE)
+		return err_set(e, ERR_INPUT, s->file, 0, "[training] %s: not run by the PyTorch reference",
+			       t->tensor_parallel > 1 ? "tensor_parallel > 1" : "offload");
+	if (strcmp(o->attention, "eager") && strcmp(o->attention, "sdpa"))
+		return err_set(e, ERR_INPUT, NULL, 0, "--attention %s: expected eager or sdpa", o->attention);
+	if (strcmp(o->attention, s->attn == AK_EAGER ? "eager" : "sdpa"))
+		return err_set(e, ERR_INPUT, s->file, 0, "--attention %s, but the scenario's [training] attention "
+			       "runs %s: set --set training.attention=%s so that the prediction compares",
+			       o->attention, graph_attn_name(s->attn), o->attention);
+	return 0;
+}
+
+/* Writes text to a new temporary file; its path in path. */
+static int write_temp(char *path, size_t n, const char *suffix, const char *text, struct err *e)
+{
+	const char *dir = getenv("TMPDIR");
+	FILE *f;
+	int fd;
+
+	snprintf(path, n, "%s/shardcast-pyref-XXXXXX%s", dir && *dir ? dir : "/tmp", suffix);
+	fd = mkstemps(path, (int)strlen(suffix));
+	if (fd < 0)
+		return err_set(e, ERR_SYSTEM, path, 0, "cannot create a temporary file: %s", strerror(errno));
+	f = fdopen(fd, "w");
+	if (!f || fputs(text, f) < 0 || fclose(f)) {
+		if (!f)
+			close(fd);
+		unlink(path);
+		return err_set(e, ERR_SYSTEM, path, 0, "cannot write the tracer's spec: %s", strerror(errno));
+	}
+	return 0;
+}
+
+/* Runs the tracer; its stdout (JSON) in *out. Exit 2 of the tracer is bad
+ * input (its message went to stderr). */
+static int run_tracer(const struct pyref_opts *o, const char *python, const char *spec,
+		      const char *csv, char **out, struct err *e)
+{
+	char cmd[4096], buf[65536];
+	size_t len = 0, cap = 0, k;
+	FILE *p;
+	int st;
+
+	if (snprintf(cmd, sizeof cmd, "'%s' '%s/runtime/pytorch/pyref.py' --spec '%s' --trace-csv '%s' "
+		     "--batches %lld,%lld", python, o->root, spec, csv, (long long)o->batches[0],
+		     (long long)o->batches[1]) >= (int)sizeof cmd)
+		return err_set(e, ERR_INPUT, NULL, 0, "the checkout's path is too long: %s", o->root);
+	p = popen(cmd, "r");
+	if (!p)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "cannot start %s: %s", python, strerror(errno));
+	*out = NULL;
+	while ((k = fread(buf, 1, sizeof buf, p)) > 0) {
+		if (len + k + 1 > cap) {
+			char *nb = realloc(*out, cap = 2 * (len + k + 1));
+			if (!nb)
+				break;
+			*out = nb;
+		}
+		memcpy(*out + len, buf, k);
+		len += k;
+		(*out)[len] = 0;
+	}
+	st = pclose(p);
+	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || !*out) {
+		int code = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+		free(*out);
+		*out = NULL;
+		if (code == 2)
+			return err_set(e, ERR_INPUT, o->scenario, 0, "the PyTorch reference cannot run this "
+				       "scenario (its message is above)");
+		return err_set(e, ERR_SYSTEM, NULL, 0, "the PyTorch tracer failed (exit status %d)", code);
+	}
+	return 0;
+}
+
+int pyref_replay_csv(const char *path, int64_t capacity, int64_t *allocated, int64_t *reserved,
+		     struct err *e)
+{
+	struct alloc_cfg c = {.capacity = capacity};
+	struct alloc a;
+	FILE *f = fopen(path, "r");
+	char line[1024], act[16];
+	long long id, bytes;
+	int *blk = NULL, nblk = 0, h, rc = 0;
+
+	if (!f)
+		return err_set(e, ERR_SYSTEM, path, 0, "cannot read the trace: %s", strerror(errno));
+	alloc_init(&a, &c);
+	while (!rc && fgets(line, sizeof line, f)) {
+		if (sscanf(line, "%15[a-z],%lld,%lld", act, &id, &bytes) != 3)
+			continue;  /* the header */
+		if (id >= nblk) {
+			int n = (int)id * 2 + 16, *nb = realloc(blk, (size_t)n * sizeof *nb);
+			if (!nb) {
+				rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory replaying the trace");
+				break;
+			}
+			blk = nb;
+			nblk = n;
+		}
+		if (!strcmp(act, "alloc")) {
+			h = alloc_malloc(&a, bytes);
+			if (h < 0)
+				rc = err_set(e, ERR_SYSTEM, path, 0, "the emulated allocator ran out of memory "
+					     "(%lld bytes of capacity)", (long long)capacity);
+			else
+				blk[id] = h;
+		} else {
+			alloc_free(&a, blk[id]);
+		}
+	}
+	*allocated = a.peak_allocated;
+	*reserved = a.peak_reserved;
+	alloc_release(&a);
+	free(blk);
+	fclose(f);
+	return rc;
+}
+
+/* The measured run of micro-batch b in the tracer's output (NULL none). */
+static const cJSON *run_of(const cJSON *root, int64_t b)
+{
+	const cJSON *r;
+
+	cJSON_ArrayForEach(r, cJSON_GetObjectItem(root, "runs"))
+		if ((int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(r, "batch")) == b)
+			return r;
+	return NULL;
+}
+
+static double num(const cJSON *o, const char *k)
+{
+	const cJSON *x = cJSON_GetObjectItem(o, k);
+
+	return cJSON_IsNumber(x) ? x->valuedouble : 0;
+}
+
+static const char *str(const cJSON *o, const char *k)
+{
+	const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(o, k));
+
+	return v ? v : "";
+}
+
+/* The phase of the predicted peak, from its binding line ("..., backward op"). */
+static const char *predicted_phase(const struct prediction *p)
+{
+	static const char *const phases[] = {"forward", "backward", "optimizer", "setup"};
+	const char *c = strrchr(p->mem.binding, ',');
+	size_t i;
+
+	for (i = 0; c && i < sizeof phases / sizeof *phases; i++)
+		if (!strncmp(c + 2, phases[i], strlen(phases[i])))
+			return phases[i];
+	return "?";
+}
+
+/* The tracer's phases named as the simulator's (the inputs are made in forward,
+ * zero_grad belongs to the optimizer step). */
+static const char *measured_phase(const char *ph)
+{
+	if (!strcmp(ph, "input"))
+		return "forward";
+	if (!strcmp(ph, "zero_grad"))
+		return "optimizer";
+	return ph;
+}
+
+static int predict_at(struct scenario *s, int64_t b, struct prediction *p, struct err *e)
+{
+	char set[64];
+	int rc;
+
+	snprintf(set, sizeof set, "training.micro_batch=%lld", (long long)b);
+	rc = scenario_set(s, set, e);
+	return rc ? rc : predict_run(s, p, e);
+}
+
+/* The predicted tensor bytes at the peak: the peak less what is not a tensor
+ * of the trace (context, workspaces, NCCL, allocator slack). */
+static double predicted_tensors(const struct prediction *p)
+{
+	return p->mem.peak - p->mem.overhead;
+}
+
+struct cmp {
+	double meas[2], pred[2];       /* tensor bytes at the steady peak, per batch */
+	double slope_m, slope_p, fixed_m;
+	double reserved, emu_alloc;    /* the emulator replaying the trace of batch 2 */
+	const char *phase_m, *phase_p;
+};
+
+static char *measured_json(const cJSON *root, const struct cmp *c, const struct pyref_opts *o)
+{
+	cJSON *m = cJSON_CreateObject();
+	const cJSON *st = cJSON_GetObjectItem(root, "stack");
+	char *out;
+
+	cJSON_AddNumberToObject(m, "micro_batch", (double)o->batches[1]);
+	cJSON_AddNumberToObject(m, "peak_bytes", c->meas[1]);
+	cJSON_AddNumberToObject(m, "peak_bytes_b1", c->meas[0]);
+	cJSON_AddNumberToObject(m, "per_sample_bytes", c->slope_m);
+	cJSON_AddNumberToObject(m, "fixed_bytes", c->fixed_m);
+	cJSON_AddNumberToObject(m, "reserved_bytes_emulated", c->reserved);
+	cJSON_AddNumberToObject(m, "allocated_bytes_emulated", c->emu_alloc);
+	cJSON_AddStringToObject(m, "peak_phase", c->phase_m);
+	cJSON_AddItemToObject(m, "stack", cJSON_Duplicate(st, 1));
+	cJSON_AddStringToObject(m, "attention", o->attention);
+	out = cJSON_PrintUnformatted(m);
+	cJSON_Delete(m);
+	return out;
+}
+
+static void print_text(const struct scenario *s, const cJSON *root, const struct cmp *c,
+		       const struct pyref_opts *o)
+{
+	const cJSON *st = cJSON_GetObjectItem(root, "stack");
+	char a[32], b[32];
+	int i;
+
+	printf("shardcast validate — %s\n\n", s->file);
+	printf("Reference PyTorch %s, transformers %s (meta tensors, %s attention), %d substitutions\n",
+	       str(st, "torch"), str(st, "transformers"), o->attention,
+	       cJSON_GetArraySize(cJSON_GetObjectItem(root, "substitutions")));
+	printf("Model     %s, seq_len %lld, %s, activation checkpointing %s\n\n", s->model.name,
+	       (long long)s->seq_len, scenario_precision_name(s->s.training.precision),
+	       scenario_enum_name("training", "activation_checkpointing", s->s.training.recompute));
+	printf("                            %16s %16s %9s\n", "measured", "predicted", "error");
+	for (i = 0; i < 2; i++)
+		printf("  tensor bytes at %-6lld    %16.0f %16.0f %+8.2f%%\n", (long long)o->batches[i],
+		       c->meas[i], c->pred[i], c->pred[i] ? 100 * (c->meas[i] - c->pred[i]) / c->pred[i] : 0);
+	printf("  per-sample bytes          %16.0f %16.0f %+8.2f%%\n", c->slope_m, c->slope_p,
+	       c->slope_p ? 100 * (c->slope_m - c->slope_p) / c->slope_p : 0);
+	printf("  peak phase                %16s %16s\n", c->phase_m, c->phase_p);
+	printf("  reserved (emulated)       %16s    (allocated %s)\n",
+	       units_format(a, sizeof a, c->reserved, UNIT_BYTES), units_format(b, sizeof b, c->emu_alloc, UNIT_BYTES));
+}
+
+static int compare(struct scenario *s, const cJSON *root, const char *csv, const struct pyref_opts *o,
+		   struct cmp *c, struct prediction *p, struct err *e)
+{
+	int64_t al = 0, re = 0;
+	int i, rc = 0;
+
+	for (i = 0; i < 2 && !rc; i++) {
+		const cJSON *r = run_of(root, o->batches[i]);
+		if (!r)
+			return err_set(e, ERR_SYSTEM, NULL, 0, "the tracer's output has no run at micro-batch %lld",
+				       (long long)o->batches[i]);
+		c->meas[i] = num(r, "steady_peak_bytes");
+		c->phase_m = measured_phase(str(r, "steady_peak_phase"));
+		rc = predict_at(s, o->batches[i], p, e);
+		c->pred[i] = predicted_tensors(p);
+	}
+	if (rc)
+		return rc;
+	c->phase_p = predicted_phase(p);
+	c->slope_m = (c->meas[1] - c->meas[0]) / (double)(o->batches[1] - o->batches[0]);
+	c->slope_p = (c->pred[1] - c->pred[0]) / (double)(o->batches[1] - o->batches[0]);
+	c->fixed_m = c->meas[0] - c->slope_m * (double)o->batches[0];
+	rc = pyref_replay_csv(csv, (int64_t)1 << 50, &al, &re, e);
+	c->reserved = (double)re;
+	c->emu_alloc = (double)al;
+	return rc;
+}
+
+static int find_python(const struct scenario *s, const struct pyref_opts *o, char *py, size_t n,
+		       struct err *e)
+{
+	const char *stack = s->s.training.framework_version == FWV_1_13 ? "1.13" : "current";
+
+	snprintf(py, n, "%s/build/pyref/%s/bin/python", o->root, stack);
+	if (access(py, X_OK))
+		return err_set(e, ERR_INPUT, s->file, 0, "[training] framework_version = %s: that PyTorch stack "
+			       "is not installed (%s is missing): run make pyref-deps", stack, py);
+	return 0;
+}
+
+static char *output_json(const struct scenario *s, const cJSON *root, const struct prediction *p,
+			 const char *meas, const struct cmp *c, char **pj)
+{
+	cJSON *r = cJSON_CreateObject(), *x;
+	char *out;
+
+	*pj = report_json(s, p);
+	cJSON_AddStringToObject(r, "scenario", s->file);
+	cJSON_AddStringToObject(r, "backend", "pytorch");
+	cJSON_AddStringToObject(r, "device", str(root, "device"));
+	cJSON_AddItemToObject(r, "predicted", *pj ? cJSON_Parse(*pj) : cJSON_CreateNull());
+	cJSON_AddItemToObject(r, "measured", cJSON_Parse(meas));
+	cJSON_AddItemToObject(r, "substitutions", cJSON_Duplicate(cJSON_GetObjectItem(root, "substitutions"), 1));
+	x = cJSON_AddObjectToObject(r, "error");
+	cJSON_AddNumberToObject(x, "peak_bytes_rel", c->pred[1] ? (c->meas[1] - c->pred[1]) / c->pred[1] : 0);
+	cJSON_AddNumberToObject(x, "per_sample_rel", c->slope_p ? (c->slope_m - c->slope_p) / c->slope_p : 0);
+	cJSON_AddBoolToObject(x, "same_phase", !strcmp(c->phase_m, c->phase_p));
+	out = cJSON_Print(r);
+	cJSON_Delete(r);
+	return out;
+}
+
+int pyref_validate(const struct pyref_opts *o, struct err *e)
+{
+	struct scenario s;
+	struct prediction p;
+	struct pyref_opts given;
+	struct cmp c = {0};
+	char py[4096], spec[512] = "", csv[512] = "";
+	char *sj = NULL, *res = NULL, *mj = NULL, *pj = NULL, *out = NULL;
+	cJSON *root = NULL;
+	int rc;
+
+	memset(&p, 0, sizeof p);
+	rc = scenario_load(&s, o->scenario, o->sets, o->nset, e);
+	if (!rc && !o->attention) {  /* the scenario's kernel: eager, or SDPA's choice */
+		given = *o;
+		given.attention = s.attn == AK_EAGER ? "eager" : "sdpa";
+		o = &given;
+	}
+	if (!rc)
+		rc = check(&s, o, e);
+	if (!rc)
+		rc = find_python(&s, o, py, sizeof py, e);
+	if (!rc && !(sj = spec_json(&s, o)))
+		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory writing the spec");
+	if (!rc)
+		rc = write_temp(spec, sizeof spec, ".json", sj, e);
+	if (!rc)
+		rc = write_temp(csv, sizeof csv, ".csv", "", e);
+	if (!rc)
+		rc = run_tracer(o, py, spec, csv, &res, e);
+	if (!rc && !(root = cJSON_Parse(res)))
+		rc = err_set(e, ERR_SYSTEM, NULL, 0, "the tracer's output is not JSON");
+	if (!rc)
+		rc = compare(&s, root, csv, o, &c, &p, e);
+	if (!rc && (!(mj = measured_json(root, &c, o)) || !(out = output_json(&s, root, &p, mj, &c, &pj)) || !pj))
+		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory writing JSON");
+	if (!rc && o->db)
+		rc = record_run(o->db, "validate", &s, o->sets, o->nset, "pytorch-meta", pj, mj, out, e);
+	if (!rc && o->json)
+		printf("%s\n", out);
+	else if (!rc)
+		print_text(&s, root, &c, o);
+	if (*spec)
+		unlink(spec);
+	if (*csv)
+		unlink(csv);
+	cJSON_Delete(root);
+	free(sj);
+	free(res);
+	free(mj);
+	free(pj);
+	free(out);
+	scenario_free(&s);
+	return rc;
+}
