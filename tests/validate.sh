@@ -86,10 +86,10 @@ for i in $(seq 12); do
 done
 [ $fails -eq 0 ] && ok || bad "4 ranks, a new database: $fails of 12 runs failed ($(head -c 300 "$tmp/err.failed"))"
 # every rank says why it failed, not rank 0 alone
-timeout 120 mpirun -np 4 --oversubscribe "$V" scenarios/gpt-tiny-cpu-ddp.ini --set training.precision=bf16 \
+timeout 120 mpirun -np 4 --oversubscribe "$V" scenarios/gpt-tiny-cpu-ddp.ini --set training.precision=tf32 \
 	>"$tmp/out" 2>"$tmp/err"
-n=$(grep -c "^validate: rank [123] of 4: error: .*runs fp32 only" "$tmp/err")
-[ "$n" = 3 ] && grep -q "^validate: error: .*runs fp32 only" "$tmp/err" && ok ||
+n=$(grep -c "^validate: rank [123] of 4: error: .*precision = tf32: the cpu backend runs" "$tmp/err")
+[ "$n" = 3 ] && grep -q "^validate: error: .*precision = tf32: the cpu backend runs" "$tmp/err" && ok ||
 	bad "4 failing ranks: $n of 3 other ranks' errors printed ($(head -c 300 "$tmp/err"))"
 
 # calibration lowers the error of the stored runs; simulate then uses it
