@@ -4,7 +4,8 @@
  * print (and store) measured beside predicted; `validate --calibrate` fits the
  * simulator's per-device parameters to every stored measurement of a device.
  *
- * Under mpirun every rank runs the same trials; rank 0 prints and stores.
+ * Under mpirun every rank runs the same trials; rank 0 alone predicts, prints
+ * and stores (reads and writes the database); every rank prints its error.
  */
 #include <cjson/cJSON.h>
 #include <getopt.h>
@@ -326,6 +327,10 @@ static int run(const struct opts *o, struct backend *be, struct rt_comm *mpiw, s
 	 * steps' collectives) */
 	if (!rc && be->device_used)
 		m.fixed = (double)be->device_used(be);
+	/* the rest (predictions with the database's calibration, output, record)
+	 * is rank 0's: one rank alone touches the database */
+	if (rc || mpiw->rank != 0)
+		goto out;
 	/* predictions: the max under the same capacity, then everything at the measured batch */
 	if (!rc)
 		rc = predict_at(&s, 0, capacity, &pmax, o->no_calib ? NULL : o->db, e);
@@ -346,9 +351,9 @@ static int run(const struct opts *o, struct backend *be, struct rt_comm *mpiw, s
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory writing JSON");
 		goto out;
 	}
-	if (mpiw->rank == 0 && o->db)
+	if (o->db)
 		rc = record(o, &s, be, pj, mj, out, e);
-	if (!rc && mpiw->rank == 0) {
+	if (!rc) {
 		if (o->json)
 			printf("%s\n", out);
 		else
@@ -398,7 +403,10 @@ int main(int argc, char **argv)
 		if (!rc)
 			rc = run(&o, be, &world, &e);
 	}
-	if (rc && world.rank == 0)
+	if (rc && world.rank > 0)  /* every rank says why it failed */
+		fprintf(stderr, "validate: rank %d of %d: error: %s\n", world.rank, world.size,
+			e.msg[0] ? e.msg : "failed");
+	else if (rc)
 		fprintf(stderr, "validate: error: %s\n", e.msg[0] ? e.msg : "failed");
 	if (be)
 		backend_close(be);

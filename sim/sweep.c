@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <fnmatch.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,7 +190,8 @@ static int int_list(struct sweep *sw, const char *key, const char *value, int64_
 		return e->code;
 	for (i = 0; i < *n; i++) {
 		double v = strtod(it[i], &end);
-		if (end == it[i] || *end || v != (double)(int64_t)v || v < (double)lo || v > (double)hi)
+		/* in range before the cast: a double outside int64_t does not convert */
+		if (end == it[i] || *end || !(v >= (double)lo && v <= (double)hi) || v != floor(v))
 			return err_set(e, ERR_INPUT, sw->file, line_of(sw, key),
 				       "[sweep] %s: '%s' is not a whole number in %lld..%lld", key, it[i],
 				       (long long)lo, (long long)hi);

@@ -71,6 +71,28 @@ if out=$("$V" scenarios/cpu-single.ini --json --memory-limit 1MiB --set model.na
      and (.error.step_time_rel == null) and (.predicted.step.tokens_per_s == null)' >/dev/null; then ok
 else bad "nothing fits: $(echo "$out" | jq -c '.measured, .error') $(cat "$tmp/err")"; fi
 
+# A new database per job is a cluster campaign's normal case: with 4 ranks,
+# only rank 0 may touch it (a rank that read it while rank 0 created it exited
+# 2 without a word: 3 of 12 runs of this loop before the fix); 20 runs, each
+# must record its run (at 1 in 4, all 20 pass by chance 0.3 % of the time).
+fails=0
+for i in $(seq 20); do
+	rm -f "$tmp"/new.db*
+	if ! timeout 120 mpirun -np 4 --oversubscribe "$V" scenarios/gpt-tiny-cpu-ddp.ini --db "$tmp/new.db" \
+		--memory-limit 8MiB --max-batch 2 --steps 1 --warmup 0 >"$tmp/out" 2>"$tmp/err" ||
+	   [ "$(sqlite3 "$tmp/new.db" 'SELECT count(*) FROM runs')" != 1 ]; then
+		fails=$((fails + 1))
+		cp "$tmp/err" "$tmp/err.failed"
+	fi
+done
+[ $fails -eq 0 ] && ok || bad "4 ranks, a new database: $fails of 20 runs failed ($(head -c 300 "$tmp/err.failed"))"
+# every rank says why it failed, not rank 0 alone
+timeout 120 mpirun -np 4 --oversubscribe "$V" scenarios/gpt-tiny-cpu-ddp.ini --set training.precision=tf32 \
+	>"$tmp/out" 2>"$tmp/err"
+n=$(grep -c "^validate: rank [123] of 4: error: .*precision = tf32: the cpu backend runs" "$tmp/err")
+[ "$n" = 3 ] && grep -q "^validate: error: .*precision = tf32: the cpu backend runs" "$tmp/err" && ok ||
+	bad "4 failing ranks: $n of 3 other ranks' errors printed ($(head -c 300 "$tmp/err"))"
+
 # calibration lowers the error of the stored runs; simulate then uses it
 if "$V" --calibrate --db "$db" >"$tmp/out" 2>"$tmp/err"; then
 	r=$(sqlite3 "$db" 'select n_points, error_before, error_after from calibrations order by id desc limit 1')
