@@ -59,6 +59,8 @@ static char *spec_json(const struct scenario *s, const struct pyref_opts *o)
 	cJSON_AddNumberToObject(r, "seq_len", (double)s->seq_len);
 	cJSON_AddNumberToObject(r, "target_len", (double)s->target_len);
 	cJSON_AddNumberToObject(r, "world", (double)s->world);
+	cJSON_AddNumberToObject(r, "dp", (double)s->dp);
+	cJSON_AddNumberToObject(r, "gpus_per_node", (double)s->s.cluster.gpus_per_node);
 	cJSON_AddStringToObject(r, "attention", o->attention);
 	x = cJSON_AddObjectToObject(r, "training");
 	cJSON_AddStringToObject(x, "strategy", scenario_strategy_name(t->strategy));
@@ -68,6 +70,17 @@ static char *spec_json(const struct scenario *s, const struct pyref_opts *o)
 	cJSON_AddStringToObject(x, "offload", scenario_enum_name("training", "offload", t->offload));
 	cJSON_AddNumberToObject(x, "grad_accum", (double)t->grad_accum);
 	cJSON_AddNumberToObject(x, "tensor_parallel", (double)t->tensor_parallel);
+	cJSON_AddStringToObject(x, "fsdp_sharding_strategy",
+				scenario_enum_name("training", "fsdp_sharding_strategy", t->fsdp_sharding));
+	cJSON_AddStringToObject(x, "fsdp_auto_wrap_policy",
+				scenario_enum_name("training", "fsdp_auto_wrap_policy", t->fsdp_wrap));
+	cJSON_AddNumberToObject(x, "fsdp_min_num_params", t->fsdp_min_num_params);
+	cJSON_AddStringToObject(x, "fsdp_backward_prefetch",
+				scenario_enum_name("training", "fsdp_backward_prefetch", t->fsdp_backward_prefetch));
+	cJSON_AddNumberToObject(x, "fsdp_forward_prefetch", t->fsdp_forward_prefetch);
+	cJSON_AddNumberToObject(x, "fsdp_limit_all_gathers", t->fsdp_limit_all_gathers);
+	cJSON_AddNumberToObject(x, "ddp_bucket_mb", t->ddp_bucket_mb);
+	cJSON_AddNumberToObject(x, "ddp_gradient_as_bucket_view", t->ddp_gradient_as_bucket_view);
 	out = cJSON_PrintUnformatted(r);
 	cJSON_Delete(r);
 	return out;
@@ -81,10 +94,10 @@ static int check(const struct scenario *s, const struct pyref_opts *o, struct er
 	if (t->framework != FW_PYTORCH)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] framework = %s: --backend pytorch measures "
 			       "framework = pytorch", scenario_enum_name("training", "framework", t->framework));
-	if (t->strategy != STRAT_SINGLE)
+	if (t->strategy != STRAT_SINGLE && t->strategy != STRAT_DDP && t->strategy != STRAT_FSDP)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] strategy = %s: the PyTorch reference runs "
-			       "strategy = single only (DDP and FSDP under a fake process group are not done yet)",
-			       scenario_strategy_name(t->strategy));
+			       "single, ddp and fsdp (DeepSpeed is not in its stacks and cannot run on meta "
+			       "tensors; nn.DataParallel needs real devices)", scenario_strategy_name(t->strategy));
 	if (t->tensor_parallel > 1 || t->offload != OFFLOAD_NONE)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] %s: not run by the PyTorch reference",
 			       t->tensor_parallel > 1 ? "tensor_parallel > 1" : "offload");

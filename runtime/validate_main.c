@@ -44,6 +44,7 @@ static void usage(FILE *f)
 		"                         pytorch: trace the scenario in real PyTorch on meta tensors and\n"
 		"                         compare the framework = pytorch profile with it; make pyref-deps)\n"
 		"  --attention eager|sdpa the attention PyTorch runs (--backend pytorch; default eager)\n"
+		"  --batches A,B          the two micro-batches traced (--backend pytorch; default 1,2)\n"
 		"  --json                 print DESIGN.md's validate JSON object\n"
 		"  --db FILE              record the run (predicted and measured) in this SQLite database\n"
 		"  --memory-limit SIZE    capacity per rank, e.g. 8MiB (default: the scenario's gpu_memory)\n"
@@ -67,6 +68,7 @@ struct opts {
 	int nset, json, calibrate, emulate, steps, warmup;
 	double limit;          /* bytes, 0 = the scenario's */
 	long max_batch;
+	long batches[2];       /* --backend pytorch: micro-batches traced */
 };
 
 static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
@@ -78,7 +80,7 @@ static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
 		{"steps", required_argument, NULL, 'n'}, {"warmup", required_argument, NULL, 'u'},
 		{"max-batch", required_argument, NULL, 'x'}, {"calibrate", no_argument, NULL, 'c'},
 		{"device", required_argument, NULL, 'D'}, {"version", no_argument, NULL, 'V'},
-		{"attention", required_argument, NULL, 'A'},
+		{"attention", required_argument, NULL, 'A'}, {"batches", required_argument, NULL, 'B'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	char *end;
 	int c;
@@ -89,6 +91,8 @@ static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
 	o->steps = 5;
 	o->warmup = 2;
 	o->max_batch = 4096;
+	o->batches[0] = 1;
+	o->batches[1] = 2;
 	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
 		switch (c) {
 		case 'j': o->json = 1; break;
@@ -101,6 +105,12 @@ static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
 		case 'b': o->backend = optarg; break;
 		case 'D': o->device = optarg; break;
 		case 'A': o->attention = optarg; break;
+		case 'B':
+			if (sscanf(optarg, "%ld,%ld%c", &o->batches[0], &o->batches[1], &(char){0}) != 2 ||
+			    o->batches[0] < 1 || o->batches[1] <= o->batches[0] || o->batches[1] > 1000000)
+				return err_set(e, ERR_INPUT, NULL, 0, "--batches %s: expected two micro-batches "
+					       "A,B with 1 <= A < B, e.g. 1,2", optarg);
+			break;
 		case 'c': o->calibrate = 1; break;
 		case 'm':
 			if (units_parse(optarg, UNIT_BYTES, &o->limit, NULL, 0) || o->limit < 1)
@@ -342,7 +352,7 @@ out:
 static int run_pytorch(const struct opts *o, const char *argv0, struct err *e)
 {
 	struct pyref_opts po = {.scenario = o->scenario, .sets = o->sets, .nset = o->nset, .db = o->db,
-		.attention = o->attention, .json = o->json, .batches = {1, 2}};
+		.attention = o->attention, .json = o->json, .batches = {o->batches[0], o->batches[1]}};
 	char root[4096];
 	const char *slash = strrchr(argv0, '/');
 
