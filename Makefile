@@ -6,6 +6,7 @@
 #   make bench   speed targets of the simulator, and the step model against
 #                published throughputs (make published)
 #   make deps    install the Debian packages shardcast needs (idempotent)
+#   make slurm-test  install Slurm and munge (make slurm-deps), run tests/slurm.sh
 #   make pyref-deps  the two PyTorch stacks of the reference (build/pyref/current, build/pyref/1.13)
 #   make pyref-test  the tracer's tests and the reference grid (needs pyref-deps)
 
@@ -37,6 +38,8 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 # Debian packages: header or tool -> package
 DEPS_PKGS := libinih-dev libsqlite3-dev sqlite3 libgsl-dev libcriterion-dev gnuplot-nox \
              libopenmpi-dev openmpi-bin libcjson-dev libyaml-dev jq
+# a one-node Slurm cluster for tests/slurm.sh (make slurm-deps; .ci/run)
+SLURM_PKGS := slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # The PyTorch reference (runtime/pytorch): the current stack from PyPI in a venv,
 # the older one Debian's python3-torch 1.13 with transformers of its time
@@ -59,7 +62,8 @@ TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/te
              tests/test_store.c tests/test_coll.c tests/test_step.c \
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
              tests/test_job.c tests/test_runtime.c tests/test_reference.c tests/test_grid.c \
-             tests/test_cuda.c tests/test_gemm.c tests/test_sweep.c tests/test_alloc.c
+             tests/test_cuda.c tests/test_gemm.c tests/test_sweep.c tests/test_alloc.c \
+             tests/test_ckpt.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
                runtime/rtckpt.c runtime/search.c runtime/pyref.c cuda/gemm.c
@@ -81,7 +85,8 @@ RT_LIB_OBJS := $(RT_LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o) $(
 RT_LIB := $(BUILD)/libshardcast_rt.a
 
 .PHONY: all test check bench run deps clean readme-keys gpu-test plots run-only test-only bench-only plots-only \
-        published published-only readme-published pyref-deps pyref-test
+        published published-only readme-published pyref-deps pyref-test slurm-deps slurm-test slurm-test-only \
+        host-overhead
 all: $(BIN)/simulate $(BIN)/results $(BIN)/validate $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
@@ -180,15 +185,26 @@ $(BIN)/unit_tests: $(TEST_OBJS) $(RT_LIB) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
 
 # ---- user targets -----------------------------------------------------------
+# $(call apt_install,NAME,PACKAGES,APT-OPTIONS): install those not installed yet
+define apt_install
+@missing=""; for p in $(2); do \
+  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+done; \
+if [ -n "$$missing" ]; then \
+  echo "$(1): installing$$missing"; \
+  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(3) $$missing >/dev/null \
+    || { echo "$(1): apt-get failed"; exit 1; }; \
+else echo "$(1): all present ✓"; fi
+endef
+
 deps:
-	@missing=""; for p in $(DEPS_PKGS); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "deps: installing$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null \
-	    || { echo "deps: apt-get failed"; exit 1; }; \
-	else echo "deps: all present ✓"; fi
+	$(call apt_install,deps,$(DEPS_PKGS),)
+
+# Slurm's daemons, clients and munge, without the recommended extras; their
+# services are not used (tests/slurm.sh starts its own). srun --mpi=pmix loads
+# libpmix.so, which libopenmpi-dev (make deps) brings with libpmix-dev.
+slurm-deps:
+	$(call apt_install,slurm-deps,$(SLURM_PKGS),--no-install-recommends)
 
 # The user targets install first and then build in a second make, so that the
 # flags read from the installed tools (mpicc --showme) exist on a clean machine.
@@ -207,8 +223,15 @@ test-only: all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/store_writer $(if $(N
 	tests/validate.sh $(BIN)
 	tests/recommend.sh $(BIN)
 	tests/published.sh $(BIN)
+	tests/slurm.sh $(BIN)
 	@echo "pyref: the PyTorch reference grid was skipped (it needs the stacks: make pyref-deps pyref-test)"
 	@if [ -n "$(NVCC)" ]; then $(BIN)/gpu_tests; else echo "gpu_tests: not built (✗ nvcc not found)"; fi
+
+# validate.sbatch under a real one-node Slurm (a skip is a failure here)
+slurm-test: deps slurm-deps
+	@$(MAKE) --no-print-directory slurm-test-only
+slurm-test-only: all
+	SHARDCAST_REQUIRE_SLURM=1 tests/slurm.sh $(BIN)
 
 pyref-deps:
 	@[ -x $(PYREF)/current/bin/python ] && $(PYREF)/current/bin/python -c 'import torch, transformers' 2>/dev/null \
@@ -254,6 +277,15 @@ published: deps
 	@$(MAKE) --no-print-directory published-only
 published-only: $(BIN)/simulate
 	bench/published.sh $(BIN)
+
+# the host side of eager PyTorch (efficiency.ini's dispatch_* figures), measured
+# on this CPU with PyPI's torch and transformers in a venv under build/ (not
+# part of make test: the wheels are large)
+HOST_VENV := $(BUILD)/venv-host
+host-overhead:
+	@[ -x $(HOST_VENV)/bin/python ] || { python3 -m venv $(HOST_VENV) && \
+	  $(HOST_VENV)/bin/pip install --quiet torch transformers; }
+	$(HOST_VENV)/bin/python bench/host_overhead.py --model gpt2 --layers 12 --steps 7
 
 # regenerate README.md's published-throughput table from the harness
 readme-published: $(BIN)/simulate

@@ -11,6 +11,7 @@
  * seed + offset + i), so a recomputed forward draws the same mask.
  */
 #include "backend.h"
+#include "launch.h"
 
 #include <math.h>
 #include <mpi.h>
@@ -745,12 +746,6 @@ struct backend backend_cpu = {
 
 static int we_initialized;
 
-/* Started by mpirun (Open MPI, or a PMI/PMIx launcher such as srun)? */
-static int launched(void)
-{
-	return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
-}
-
 static int mpi_up(struct err *e)
 {
 	int up = 0;
@@ -784,9 +779,9 @@ int backend_open(const char *name, struct backend **be, struct rt_comm *world, s
 		return err_set(e, ERR_INPUT, NULL, 0, "--backend %s: unknown backend; expected cpu or cuda", name);
 	backend_cpu.dev = arena_host_dev;
 	*be = &backend_cpu;
-	if (!launched()) {  /* a single process needs no MPI */
+	if (!launch_mpi()) {  /* a single process needs no MPI */
 		*world = (struct rt_comm){0, 1, NULL, 0};
-		return 0;
+		return launch_alone(e);
 	}
 	rc = mpi_up(e);
 	if (rc)

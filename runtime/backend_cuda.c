@@ -32,6 +32,7 @@
  * of this process lives in one static struct.
  */
 #include "backend.h"
+#include "launch.h"
 
 #include <mpi.h>
 #include <stdlib.h>
@@ -600,11 +601,6 @@ static struct backend backend_cuda = {
 
 /* ---- opening ------------------------------------------------------------------ */
 
-static int launched(void)
-{
-	return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
-}
-
 /* this rank's index among the ranks of its node */
 static int local_rank(void)
 {
@@ -617,7 +613,7 @@ static int local_rank(void)
 	for (i = 0; i < sizeof vars / sizeof vars[0]; i++)
 		if (getenv(vars[i]))
 			return atoi(getenv(vars[i]));
-	if (!launched())
+	if (!launch_mpi())
 		return 0;
 	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
 	MPI_Comm_rank(node, &r);
@@ -658,9 +654,9 @@ static int open_world(struct rt_comm *world, struct err *e)
 	struct ccomm *w;
 	ncclUniqueId id;
 
-	if (!launched()) {
+	if (!launch_mpi()) {
 		*world = (struct rt_comm){0, 1, NULL, 0};
-		return 0;
+		return launch_alone(e);
 	}
 	w = calloc(1, sizeof *w);
 	if (!w)
@@ -688,7 +684,7 @@ int backend_cuda_open(struct backend **be, struct rt_comm *world, struct err *e)
 		return err_set(e, ERR_SYSTEM, NULL, 0, "the cuda backend is already open in this process");
 	memset(&G, 0, sizeof G);
 	G.cache = !(cache && strcmp(cache, "0") == 0);
-	if (launched()) {
+	if (launch_mpi()) {
 		int up = 0;
 		MPI_Initialized(&up);
 		if (!up) {

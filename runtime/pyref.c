@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "graph.h"
 #include "model.h"
 #include "predict.h"
 #include "record.h"
@@ -103,6 +104,10 @@ static int check(const struct scenario *s, const struct pyref_opts *o, struct er
 			       t->tensor_parallel > 1 ? "tensor_parallel > 1" : "offload");
 	if (strcmp(o->attention, "eager") && strcmp(o->attention, "sdpa"))
 		return err_set(e, ERR_INPUT, NULL, 0, "--attention %s: expected eager or sdpa", o->attention);
+	if (strcmp(o->attention, s->attn == AK_EAGER ? "eager" : "sdpa"))
+		return err_set(e, ERR_INPUT, s->file, 0, "--attention %s, but the scenario's [training] attention "
+			       "runs %s: set --set training.attention=%s so that the prediction compares",
+			       o->attention, graph_attn_name(s->attn), o->attention);
 	return 0;
 }
 
@@ -398,6 +403,7 @@ int pyref_validate(const struct pyref_opts *o, struct err *e)
 {
 	struct scenario s;
 	struct prediction p;
+	struct pyref_opts given;
 	struct cmp c = {0};
 	char py[4096], spec[512] = "", csv[512] = "";
 	char *sj = NULL, *res = NULL, *mj = NULL, *pj = NULL, *out = NULL;
@@ -406,6 +412,11 @@ int pyref_validate(const struct pyref_opts *o, struct err *e)
 
 	memset(&p, 0, sizeof p);
 	rc = scenario_load(&s, o->scenario, o->sets, o->nset, e);
+	if (!rc && !o->attention) {  /* the scenario's kernel: eager, or SDPA's choice */
+		given = *o;
+		given.attention = s.attn == AK_EAGER ? "eager" : "sdpa";
+		o = &given;
+	}
 	if (!rc)
 		rc = check(&s, o, e);
 	if (!rc)

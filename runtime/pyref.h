@@ -21,7 +21,7 @@ struct pyref_opts {
 	int nset;
 	const char *db;         /* results database, NULL = none */
 	const char *root;       /* the checkout (runtime/pytorch/pyref.py, build/pyref) */
-	const char *attention;  /* eager | sdpa */
+	const char *attention;  /* eager | sdpa; NULL = the scenario's [training] attention */
 	int json;
 	int64_t batches[2];     /* micro-batches traced (the slope needs two) */
 };

@@ -43,9 +43,9 @@ static void usage(FILE *f)
 		"  --backend cpu|cuda|pytorch  the device backend (default cpu; cuda: one GPU per rank;\n"
 		"                         pytorch: trace the scenario in real PyTorch on meta tensors and\n"
 		"                         compare the framework = pytorch profile with it; make pyref-deps)\n"
-		"  --attention eager|sdpa the attention PyTorch runs (--backend pytorch; default eager)\n"
+		"  --attention eager|sdpa the attention PyTorch runs (--backend pytorch; default: the scenario's)\n"
 		"  --batches A,B          the two micro-batches traced (--backend pytorch; default 1,2)\n"
-		"  --json                 print DESIGN.md's validate JSON object\n"
+		"  --json                 print the validate JSON object of docs/CONTRACT.md\n"
 		"  --db FILE              record the run (predicted and measured) in this SQLite database\n"
 		"  --memory-limit SIZE    capacity per rank, e.g. 8MiB (default: the scenario's gpu_memory)\n"
 		"  --set SECTION.KEY=VAL  override a scenario key (repeatable)\n"
@@ -86,7 +86,7 @@ static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
 	int c;
 
 	o->backend = "cpu";
-	o->attention = "eager";
+	o->attention = NULL;  /* the scenario's [training] attention */
 	o->device = "cpu";
 	o->steps = 5;
 	o->warmup = 2;

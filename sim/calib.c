@@ -20,7 +20,12 @@
 
 static const char *const names[CALIB_NPARAM] = {
 	"gemm_efficiency", "gemm_half_dim", "memory_efficiency", "kernel_gap",
-	"dispatch_native", "dispatch_collective", "intra_latency", "intra_bandwidth"};
+	"dispatch_native", "dispatch_collective", "intra_latency", "intra_bandwidth",
+	"dispatch_eager", "dispatch_autograd", "dispatch_op", "dispatch_unit_fwd", "dispatch_unit_bwd"};
+
+/* Parameters a calibration stored before these were fitted may lack: the
+ * first CALIB_NPARAM_V1 are required, the later ones keep the catalog's. */
+enum { CALIB_NPARAM_V1 = 8 };
 
 const char *calib_name(int k)
 {
@@ -37,6 +42,11 @@ void calib_get(const struct scenario *s, struct calib *c)
 	c->v[5] = s->eff.dispatch_collective;
 	c->v[6] = s->intra.latency;
 	c->v[7] = s->intra.bandwidth * s->intra.efficiency;
+	c->v[8] = s->eff.dispatch_eager;
+	c->v[9] = s->eff.dispatch_autograd;
+	c->v[10] = s->eff.dispatch_op;
+	c->v[11] = s->eff.dispatch_unit_fwd;
+	c->v[12] = s->eff.dispatch_unit_bwd;
 }
 
 void calib_set(struct scenario *s, const struct calib *c)
@@ -50,6 +60,11 @@ void calib_set(struct scenario *s, const struct calib *c)
 	s->intra.latency = c->v[6];
 	s->intra.bandwidth = c->v[7];  /* the fitted bandwidth is the achieved one */
 	s->intra.efficiency = 1.0;
+	s->eff.dispatch_eager = c->v[8];
+	s->eff.dispatch_autograd = c->v[9];
+	s->eff.dispatch_op = c->v[10];
+	s->eff.dispatch_unit_fwd = c->v[11];
+	s->eff.dispatch_unit_bwd = c->v[12];
 }
 
 static int parse_params(const char *json, struct calib *c)
@@ -59,6 +74,8 @@ static int parse_params(const char *json, struct calib *c)
 
 	for (k = 0; ok && k < CALIB_NPARAM; k++) {
 		cJSON *v = cJSON_GetObjectItemCaseSensitive(o, names[k]);
+		if (!v && k >= CALIB_NPARAM_V1)
+			continue;  /* an older calibration: the catalog value stays */
 		ok = cJSON_IsNumber(v) && v->valuedouble > 0;
 		if (ok)
 			c->v[k] = v->valuedouble;

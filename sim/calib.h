@@ -5,7 +5,9 @@
  *
  * Fitted: the compute model's gemm_efficiency, gemm_half_dim,
  * memory_efficiency, kernel_gap, dispatch_native and dispatch_collective
- * (compute.h), and the intra-node link's latency α and bandwidth 1/β (the
+ * (compute.h), the host side of eager PyTorch (dispatch_eager,
+ * dispatch_autograd, dispatch_op, dispatch_unit_fwd/bwd: informed by runs of
+ * framework pytorch, held at the catalog's by the others), and the intra-node link's latency α and bandwidth 1/β (the
  * collective cost α + β·bytes of coll.h). The fit minimises the squared log
  * ratios of simulated to measured step times over every stored validate run of
  * the device (GSL's trust-region nonlinear least squares, Levenberg-Marquardt,
@@ -21,7 +23,7 @@
 #include "err.h"
 #include "scenario.h"
 
-enum { CALIB_NPARAM = 8 };
+enum { CALIB_NPARAM = 13 };
 
 struct calib {
 	double v[CALIB_NPARAM];    /* in the order of calib_names() */

@@ -24,6 +24,19 @@ static const struct cfg_key keys[] = {
 	{NULL, "dispatch_autograd", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_autograd), NULL, "host time per backward op"},
 	{NULL, "dispatch_native", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_native), NULL, "host time per kernel, C runtime"},
 	{NULL, "dispatch_collective", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_collective), NULL, "host time per collective call"},
+	{NULL, "dispatch_op", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_op), NULL, "host time per aten op called from Python"},
+	{NULL, "dispatch_unit_fwd", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_unit_fwd), NULL, "host time per FSDP unit in forward"},
+	{NULL, "dispatch_unit_bwd", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_unit_bwd), NULL, "host time per FSDP unit in backward"},
+	{NULL, "attn_flash2_fwd", CFG_NUM, 0, 0, 0.01, 1, NULL, E(attn_eff[AK_FLASH2][0]), NULL, "FlashAttention-2 forward, fraction of peak"},
+	{NULL, "attn_flash2_bwd", CFG_NUM, 0, 0, 0.01, 1, NULL, E(attn_eff[AK_FLASH2][1]), NULL, "FlashAttention-2 backward, fraction of peak"},
+	{NULL, "attn_mem_efficient_fwd", CFG_NUM, 0, 0, 0.01, 1, NULL, E(attn_eff[AK_MEM_EFFICIENT][0]), NULL, "memory-efficient kernel forward"},
+	{NULL, "attn_mem_efficient_bwd", CFG_NUM, 0, 0, 0.01, 1, NULL, E(attn_eff[AK_MEM_EFFICIENT][1]), NULL, "memory-efficient kernel backward"},
+	{NULL, "attn_flash3_fwd", CFG_NUM, 0, 0, 0.01, 1, NULL, E(attn_eff[AK_FLASH3][0]), NULL, "FlashAttention-3 forward"},
+	{NULL, "attn_flash3_bwd", CFG_NUM, 0, 0, 0.01, 1, NULL, E(attn_eff[AK_FLASH3][1]), NULL, "FlashAttention-3 backward"},
+	{NULL, "attn_cudnn_fwd", CFG_NUM, 0, 0, 0.01, 1, NULL, E(attn_eff[AK_CUDNN][0]), NULL, "cuDNN fused attention forward"},
+	{NULL, "attn_cudnn_bwd", CFG_NUM, 0, 0, 0.01, 1, NULL, E(attn_eff[AK_CUDNN][1]), NULL, "cuDNN fused attention backward"},
+	{NULL, "attn_seq_half_fwd", CFG_NUM, 0, 0, 0, 1e6, NULL, E(attn_seq_half[0]), NULL, "sequence length of half the forward efficiency"},
+	{NULL, "attn_seq_half_bwd", CFG_NUM, 0, 0, 0, 1e6, NULL, E(attn_seq_half[1]), NULL, "sequence length of half the backward efficiency"},
 	{NULL, "host_link", CFG_STR, 0, 0, 0, 0, NULL, E(host_link_name), NULL, "links.ini entry between host and GPU"},
 	{NULL, "host_memory_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e14, NULL, E(host_memory_bandwidth), NULL, "host DRAM bandwidth per node"},
 	{NULL, "host_memory_efficiency", CFG_NUM, 0, 0, 0.01, 1, NULL, E(host_memory_efficiency), NULL, "fraction of host bandwidth"},
@@ -64,6 +77,7 @@ int compute_load(const char *gpu_name, struct compute_eff *ce, struct err *e)
 	for (i = 0; i < table.n; i++)
 		if (keys[i].type == CFG_NUM)
 			*(double *)((char *)ce + keys[i].off) = -1;
+	ce->attn_eff[AK_EAGER][0] = ce->attn_eff[AK_EAGER][1] = 0;  /* no key: eager is ops */
 	snprintf(path, sizeof path, "%s/hw/efficiency.ini", catalog_dir(dir, sizeof dir));
 	rc = cfg_read_file(path, &text, &len, e);
 	if (!rc)
@@ -97,4 +111,13 @@ double compute_roofline(const struct compute_eff *ce, double peak, double mem_bw
 	double tm = bytes > 0 ? bytes / (mem_bw * ce->memory_efficiency) : 0;
 
 	return fmax(tf, tm);
+}
+
+double compute_attention(const struct compute_eff *ce, int kernel, int dir, double peak,
+			 double flops, double seq)
+{
+	double half = ce->attn_seq_half[dir];
+	double eff = ce->attn_eff[kernel][dir] * seq / (seq + half);
+
+	return flops > 0 && eff > 0 ? flops / (peak * eff) : 0;
 }

@@ -17,6 +17,7 @@
 #define SHARDCAST_COMPUTE_H
 
 #include "err.h"
+#include "graph.h"
 #include "hw.h"
 
 struct compute_eff {
@@ -29,6 +30,16 @@ struct compute_eff {
 	double dispatch_autograd;      /* s of host time per backward op */
 	double dispatch_native;        /* s of host time per kernel (C runtime) */
 	double dispatch_collective;    /* s of host time per collective call */
+	double dispatch_op;            /* s of host time per aten op called from Python
+					  (torch.optim's per-tensor ops, a foreach call) */
+	double dispatch_unit_fwd;      /* s of host time per FSDP unit in forward (its hooks,
+					  unshard, all-gather copy-in/out, reshard) */
+	double dispatch_unit_bwd;      /* the same in backward (unshard, reduce-scatter
+					  copy-in, gradient views) */
+	/* fused attention kernels (graph.h AK_*): fraction of the precision's peak
+	 * that long sequences reach, forward and backward */
+	double attn_eff[AK_COUNT][2];  /* [kernel][0 fwd, 1 bwd]; AK_EAGER unused */
+	double attn_seq_half[2];       /* tokens: eff x S/(S + this), fwd and bwd */
 	char host_link_name[CFG_STR_MAX];
 	double host_memory_bandwidth;  /* bytes/s per node */
 	double host_memory_efficiency; /* fraction */
@@ -47,6 +58,11 @@ double compute_gemm_eff(const struct compute_eff *ce, double m, double n, double
  * (m = 0: no product, full peak), bytes at the memory bandwidth (bytes/s). No gap. */
 double compute_roofline(const struct compute_eff *ce, double peak, double mem_bw, double flops,
 			double m, double n, double k, double bytes);
+
+/* Time of a fused attention op (OP_ATTN) of flops FLOPs over sequences of
+ * seq keys, forward (dir = 0) or backward (dir = 1), at peak FLOP/s. */
+double compute_attention(const struct compute_eff *ce, int kernel, int dir, double peak,
+			 double flops, double seq);
 
 const struct cfg_table *compute_keys(void);
 

@@ -27,6 +27,7 @@
  */
 #include "graph.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,39 +214,21 @@ static int dropout(struct bld *b, const char *name, int x)
 	return out(b, o);
 }
 
-/* Self- or cross-attention of the current stack; kv_src = -1 for self. */
-static int attention(struct bld *b, int x, int kv_src, double Sk, int causal, int rel_bias)
+/* Attention's eager core over q, k, v (the outputs of the projections): the
+ * reshape copies for bmm, QK^T, softmax (fp32 where the module asks for it),
+ * dropout and PV, then the merge of the heads. Returns the context tensor. */
+static int eager_core(struct bld *b, int q, int k, int v, double Sq, double Sk)
 {
 	const struct model *m = b->m;
 	int tp = b->o->tp;
-	double h = (double)m->hidden, a = (double)(m->heads / tp), d = (double)m->head_dim;
+	double a = (double)(m->heads / tp), d = (double)m->head_dim;
 	double hq = a * d, hkv = (double)(m->kv_heads / tp) * d;
-	double Sq = b->S, saveS = b->S;
-	int q, k, v, qc, kc, vc, sc, sm, ctx, y, kvx = kv_src < 0 ? x : kv_src;
-	int bias = m->qkv_bias;
+	int qc, kc, vc, sc, sm, ctx, y;
 	/* softmax in fp32: under autocast (its fp32 op list), and always in the
 	 * Hugging Face Llama (softmax(..., dtype=torch.float32)) and T5
 	 * (softmax(scores.float())) implementations */
 	int softmax_bytes = b->eager && (b->o->autocast || m->positions != POS_LEARNED) ? 4 : b->A;
 
-	(void)causal;
-	(void)rel_bias;
-	b->module = kv_src < 0 ? MOD_ATTN : MOD_XATTN;
-	if (kv_src < 0 && !b->eager) {
-		/* runtime: one fused qkv projection, q/k/v are views of its output */
-		q = linear(b, "qkv", x, h, hq + 2 * hkv, bias, 0);
-		k = v = q;
-	} else if (kv_src < 0 && m->family == FAM_DECODER && m->positions == POS_LEARNED) {
-		/* GPT-2's Conv1D c_attn: one product, q/k/v are views */
-		q = linear(b, "c_attn", x, h, hq + 2 * hkv, bias, 0);
-		k = v = q;
-	} else {
-		q = linear(b, "q", x, h, hq, bias, 0);
-		b->S = Sk;
-		k = linear(b, "k", kvx, h, hkv, bias, 0);
-		v = linear(b, "v", kvx, h, hkv, bias, 0);
-		b->S = Sq;
-	}
 	if (b->eager) {
 		/* reshape copies of the permuted heads for bmm (GQA: repeat_kv copies) */
 		double kv_elems = m->kv_heads < m->heads ? Sk * hq : Sk * hkv;
@@ -295,6 +278,91 @@ static int attention(struct bld *b, int x, int kv_src, double Sk, int causal, in
 	y = out(b, ctx);
 	if (b->eager)  /* transpose(1, 2).contiguous() before the output projection */
 		y = out(b, op(b, OP_COPY, "merge_heads", y, -1, -1, Sq * hq, b->A));
+	return y;
+}
+
+static double round_up(double x, double m)
+{
+	return ceil(x / m) * m;
+}
+
+/* A fused attention kernel over q, k, v (FlashAttention-2/3, the memory-
+ * efficient kernel, cuDNN), one op:
+ *  - FLOPs: forward QK^T and PV, 4·a·Sq·Sk·d; backward recomputes QK^T and runs
+ *    dV, dP, dQ, dK, 10·a·Sq·Sk·d (Dao 2023, arXiv 2307.08691, §3.1-3.2: 5
+ *    products in backward against 2 in forward). Causal kernels skip the tiles
+ *    above the diagonal and compute the diagonal ones whole: (n + 1) / (2n) of
+ *    the matrix for n tiles of 128 rows (FlashAttention-2's kBlockM);
+ *  - saved: q, k, v and the output (what _scaled_dot_product_flash_attention's
+ *    backward takes), the fp32 log-sum-exp (B, heads, Sq) (flash_api.cpp
+ *    mha_fwd: softmax_lse; the memory-efficient kernel pads Sq to 32); the
+ *    dropout mask is regenerated from the saved Philox state (16 bytes, left
+ *    out);
+ *  - backward workspace (flash_api.cpp mha_bwd): dq_accum fp32 (B, Sq rounded
+ *    to 128, heads, d rounded to 32) and softmax_d fp32 (B, heads, Sq rounded
+ *    to 128); with one fused q/k/v projection, dq, dk and dv are separate
+ *    tensors until SplitBackward concatenates them into its gradient;
+ *  - the output is (B, S, heads, d) in memory, so the heads merge without a
+ *    copy. */
+static int fused_core(struct bld *b, int q, int k, int v, double Sq, double Sk, int causal)
+{
+	const struct model *m = b->m;
+	double a = (double)(m->heads / b->o->tp), d = (double)m->head_dim, hq = a * d;
+	double n = ceil(Sq / 128), frac = causal && Sq == Sk ? (n + 1) / (2 * n) : 1;
+	double lse_rows = b->o->attn == AK_MEM_EFFICIENT ? round_up(Sq, 32) : Sq;
+	int o = op(b, OP_ATTN, "attn", q, k, v, Sq * hq, b->A);
+	struct gop *p = &b->g->ops[o];
+
+	p->m = Sq;
+	p->n = Sk;
+	p->k = d;
+	p->flops_fwd = 4 * a * Sq * Sk * d * frac;
+	p->flops_bwd = 10 * a * Sq * Sk * d * frac;
+	p->flops_model = 2 * a * Sq * Sk * d;
+	p->attn_core = 1;
+	p->attn = b->o->attn;
+	p->bwd_ws = 4 * (round_up(Sq, 128) * a * round_up(d, 32) + a * round_up(Sq, 128));
+	if (q == k && k == v)
+		p->bwd_ws += graph_tensor_bytes(b->g, q);
+	save(b, o, q);
+	save(b, o, k);
+	save(b, o, v);
+	save(b, o, out(b, o));
+	save_new(b, o, "lse", a * lse_rows, 4);
+	return out(b, o);
+}
+
+/* Self- or cross-attention of the current stack; kv_src = -1 for self. */
+static int attention(struct bld *b, int x, int kv_src, double Sk, int causal)
+{
+	const struct model *m = b->m;
+	int tp = b->o->tp;
+	double h = (double)m->hidden, a = (double)(m->heads / tp), d = (double)m->head_dim;
+	double hq = a * d, hkv = (double)(m->kv_heads / tp) * d;
+	double Sq = b->S, saveS = b->S;
+	int q, k, v, y, kvx = kv_src < 0 ? x : kv_src;
+	int bias = m->qkv_bias;
+
+	b->module = kv_src < 0 ? MOD_ATTN : MOD_XATTN;
+	if (kv_src < 0 && !b->eager) {
+		/* runtime: one fused qkv projection, q/k/v are views of its output */
+		q = linear(b, "qkv", x, h, hq + 2 * hkv, bias, 0);
+		k = v = q;
+	} else if (kv_src < 0 && m->family == FAM_DECODER && m->positions == POS_LEARNED) {
+		/* GPT-2's Conv1D c_attn: one product, q/k/v are views */
+		q = linear(b, "c_attn", x, h, hq + 2 * hkv, bias, 0);
+		k = v = q;
+	} else {
+		q = linear(b, "q", x, h, hq, bias, 0);
+		b->S = Sk;
+		k = linear(b, "k", kvx, h, hkv, bias, 0);
+		v = linear(b, "v", kvx, h, hkv, bias, 0);
+		b->S = Sq;
+	}
+	if (b->o->attn != AK_EAGER)
+		y = fused_core(b, q, k, v, Sq, Sk, causal);
+	else
+		y = eager_core(b, q, k, v, Sq, Sk);
 	y = linear(b, "attn_out", y, hq, h, m->out_bias, 1);
 	b->S = saveS;
 	b->module = MOD_NONE;
@@ -371,12 +439,12 @@ static int mark_block(struct bld *b, int x)
 /* Pre-norm block (GPT, Llama, T5): x + attn(norm(x)); x + mlp(norm(x)). */
 static int prenorm_block(struct bld *b, int x, int enc_out, double S_enc, int causal)
 {
-	int y, first = b->layer == 0;
+	int y;
 
-	y = attention(b, norm(b, "norm1", x), -1, b->S, causal, first);
+	y = attention(b, norm(b, "norm1", x), -1, b->S, causal);
 	x = add(b, "res1", x, dropout(b, "drop1", y));
 	if (enc_out >= 0) {
-		y = attention(b, norm(b, "norm_x", x), enc_out, S_enc, 0, 0);
+		y = attention(b, norm(b, "norm_x", x), enc_out, S_enc, 0);
 		x = add(b, "res_x", x, dropout(b, "drop_x", y));
 	}
 	y = mlp(b, norm(b, "norm2", x));
@@ -386,7 +454,7 @@ static int prenorm_block(struct bld *b, int x, int enc_out, double S_enc, int ca
 /* Post-norm block (BERT): norm(x + attn(x)); norm(x + mlp(x)). */
 static int postnorm_block(struct bld *b, int x)
 {
-	int y = attention(b, x, -1, b->S, 0, 0);
+	int y = attention(b, x, -1, b->S, 0);
 
 	x = norm(b, "norm1", add(b, "res1", x, dropout(b, "drop1", y)));
 	y = mlp(b, x);
@@ -616,6 +684,8 @@ double graph_model_flops_per_sample(const struct graph *g, const struct model *m
 			w += g->ops[i].flops_fwd;
 		else if (g->ops[i].kind == OP_ATTN_SCORE)
 			att += g->ops[i].flops_fwd;
+		else if (g->ops[i].kind == OP_ATTN)
+			att += g->ops[i].flops_model;
 	}
 	return 3 * (w + att) * g->o.tp;
 }
@@ -623,6 +693,35 @@ double graph_model_flops_per_sample(const struct graph *g, const struct model *m
 const char *graph_kind_name(int kind)
 {
 	static const char *const names[] = {"embed", "norm", "matmul", "attn_score", "softmax",
-		"attn_ctx", "act", "dropout", "add", "mul", "copy", "loss"};
+		"attn_ctx", "act", "dropout", "add", "mul", "copy", "loss", "attn"};
 	return kind >= 0 && kind < OP_KIND_COUNT ? names[kind] : "?";
+}
+
+const char *graph_attn_name(int kernel)
+{
+	static const char *const names[] = {"eager", "flash2", "mem_efficient", "flash3", "cudnn"};
+	return kernel >= 0 && kernel < AK_COUNT ? names[kernel] : "?";
+}
+
+double graph_param_tensors(const struct graph *g)
+{
+	double n = 0, S, h;
+	int i;
+
+	for (i = 0; i < g->nops; i++) {
+		const struct gop *o = &g->ops[i];
+		if (o->params <= 0)
+			continue;
+		if (o->kind == OP_MATMUL && !o->tied) {
+			n += o->params > o->k * o->n ? 2 : 1;  /* weight, bias */
+		} else if (o->kind == OP_NORM && o->out >= 0) {
+			/* LayerNorm: weight and bias (2h parameters); RMSNorm: weight */
+			S = o->stack == 0 ? (double)g->o.target_len : (double)g->o.seq_len;
+			h = g->t[o->out].elems / (S > 0 ? S : 1);
+			n += o->params > h ? 2 : 1;
+		} else {
+			n += 1;
+		}
+	}
+	return n;
 }

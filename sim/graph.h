@@ -23,6 +23,13 @@
 
 enum graph_flavor { GRAPH_EAGER, GRAPH_SHARDCAST };
 
+/* The attention kernel that runs (resolved from [training] attention by
+ * scenario.c). AK_EAGER: the composite ops (QK^T, mask, softmax, dropout, PV)
+ * with the (heads, S, S) scores saved; the others are one fused op that saves
+ * q, k, v, its output and the fp32 log-sum-exp of each row, recomputes the
+ * scores in backward and never materialises them. */
+enum attn_kernel { AK_EAGER, AK_FLASH2, AK_MEM_EFFICIENT, AK_FLASH3, AK_CUDNN, AK_COUNT };
+
 /* How the graph is built. */
 struct graph_opts {
 	long seq_len;      /* tokens per sample (encoder input for encoder-decoder) */
@@ -33,11 +40,12 @@ struct graph_opts {
 	int act_bytes;     /* bytes of the compute dtype: 2 (fp16/bf16) or 4 */
 	int autocast;      /* PyTorch autocast: fp32 master weights, fp32 residual, norms,
 			      softmax and loss in fp32, bf16 casts before each matmul */
+	int attn;          /* enum attn_kernel */
 };
 
 enum op_kind {
 	OP_EMBED, OP_NORM, OP_MATMUL, OP_ATTN_SCORE, OP_SOFTMAX, OP_ATTN_CTX, OP_ACT,
-	OP_DROPOUT, OP_ADD, OP_MUL, OP_COPY, OP_LOSS, OP_KIND_COUNT
+	OP_DROPOUT, OP_ADD, OP_MUL, OP_COPY, OP_LOSS, OP_ATTN, OP_KIND_COUNT
 };
 
 enum { GRAPH_MAX_IN = 3, GRAPH_MAX_SAVED = 6 };
@@ -75,6 +83,11 @@ struct gop {
 	int module;        /* enum op_module */
 	int tied;          /* reads the token table owned by another op (tied LM head,
 			      T5's decoder embedding): vocab x hidden / tp elements */
+	double bwd_ws;     /* bytes per sample of workspace its backward allocates and
+			      frees (fused attention: fp32 dQ accumulator, row sums) */
+	double flops_model;/* OP_ATTN: forward FLOPs of Q·K^T over the whole S x S matrix,
+			      per sample (the MFU convention's attention term) */
+	int attn;          /* OP_ATTN: enum attn_kernel */
 };
 
 struct graph {
@@ -116,6 +129,13 @@ double graph_param_count(const struct model *m);
  * the MFU numerator. N excludes the embedding tables. */
 double graph_model_flops_per_sample(const struct graph *g, const struct model *m);
 
+/* Parameter tensors of the graph (weights and biases, one per embedding
+ * table and norm weight): what a per-tensor optimizer steps over. */
+double graph_param_tensors(const struct graph *g);
+
 const char *graph_kind_name(int kind);
+
+/* "eager", "flash2", "mem_efficient", "flash3" or "cudnn". */
+const char *graph_attn_name(int kernel);
 
 #endif

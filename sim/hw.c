@@ -38,11 +38,33 @@ static const struct cfg_key link_keys[] = {
 };
 #undef L
 
+static const char *const storage_kinds[] = {"parallel_fs", "nfs", "object_fuse", "local", NULL};
+
+#define S(x) offsetof(struct storage, x)
+static const struct cfg_key storage_keys[] = {
+	{NULL, "kind", CFG_ENUM, 0, CFG_REQUIRED, 0, 0, NULL, S(kind), storage_kinds, "parallel_fs, nfs, object_fuse or local"},
+	{NULL, "write_client", CFG_NUM, UNIT_BW, CFG_REQUIRED, 0, 1e14, NULL, S(write_client), NULL, "what one node writes; 0 = its NICs"},
+	{NULL, "write_aggregate", CFG_NUM, UNIT_BW, CFG_REQUIRED, 0, 1e16, NULL, S(write_aggregate), NULL, "what all nodes write together; 0 = no shared limit"},
+	{NULL, "read_client", CFG_NUM, UNIT_BW, 0, 0, 1e14, "0", S(read_client), NULL, "what one node reads; 0 = write_client"},
+	{NULL, "read_aggregate", CFG_NUM, UNIT_BW, 0, 0, 1e16, "0", S(read_aggregate), NULL, "what all nodes read; 0 = write_aggregate"},
+	{NULL, "stream", CFG_NUM, UNIT_BW, 0, 0, 1e14, "0", S(stream), NULL, "one request stream; 0 = the client's rate"},
+	{NULL, "request", CFG_NUM, UNIT_BYTES, CFG_REQUIRED, 512, 1e11, NULL, S(request), NULL, "bytes per request"},
+	{NULL, "inflight", CFG_INT, 0, CFG_REQUIRED, 1, 1e6, NULL, S(inflight), NULL, "requests a writer keeps in flight"},
+	{NULL, "latency", CFG_NUM, UNIT_TIME, CFG_REQUIRED, 0, 100, NULL, S(latency), NULL, "per request"},
+	{NULL, "metadata_latency", CFG_NUM, UNIT_TIME, CFG_REQUIRED, 0, 100, NULL, S(metadata_latency), NULL, "per file create, fsync and close"},
+	{NULL, "shared_network", CFG_BOOL, 0, CFG_REQUIRED, 0, 0, NULL, S(shared_network), NULL, "its traffic crosses the training's NICs"},
+	{NULL, "source", CFG_STR, 0, 0, 0, 0, "", S(source), NULL, "where the figures come from"},
+};
+#undef S
+
 static const struct cfg_table gpu_table = {gpu_keys, sizeof gpu_keys / sizeof gpu_keys[0]};
 static const struct cfg_table link_table = {link_keys, sizeof link_keys / sizeof link_keys[0]};
 
 const struct cfg_table *hw_gpu_keys(void) { return &gpu_table; }
+static const struct cfg_table storage_table = {storage_keys, sizeof storage_keys / sizeof storage_keys[0]};
+
 const struct cfg_table *hw_link_keys(void) { return &link_table; }
+const struct cfg_table *hw_storage_keys(void) { return &storage_table; }
 
 /* Loads entry name from models/hw/<file> (or a path) into target. */
 static int load_entry(const struct cfg_table *t, const char *file, const char *name, void *target,
@@ -94,5 +116,14 @@ int hw_link_load(const char *name_or_path, struct link *l, const char *where, in
 	int rc = load_entry(&link_table, "links.ini", name_or_path, l, sizeof *l, where, line, key, e);
 	if (!rc)
 		snprintf(l->name, sizeof l->name, "%s", name_or_path);
+	return rc;
+}
+
+int hw_storage_load(const char *name_or_path, struct storage *st, const char *where, int line,
+		    const char *key, struct err *e)
+{
+	int rc = load_entry(&storage_table, "storage.ini", name_or_path, st, sizeof *st, where, line, key, e);
+	if (!rc)
+		snprintf(st->name, sizeof st->name, "%s", name_or_path);
 	return rc;
 }

@@ -1,5 +1,6 @@
 /*
- * hw.h — devices (models/hw/gpus.ini) and links (models/hw/links.ini).
+ * hw.h — devices (models/hw/gpus.ini), links (models/hw/links.ini) and
+ * checkpoint storage (models/hw/storage.ini).
  */
 #ifndef SHARDCAST_HW_H
 #define SHARDCAST_HW_H
@@ -33,6 +34,26 @@ struct link {
 	char source[CFG_STR_MAX];
 };
 
+enum { STORAGE_PARALLEL_FS, STORAGE_NFS, STORAGE_OBJECT_FUSE, STORAGE_LOCAL };
+
+/* Where checkpoints go: rates per client (node) and for all clients, how a
+ * writer's requests are issued, and what each request and file costs. */
+struct storage {
+	char name[CFG_STR_MAX];
+	int kind;                       /* STORAGE_* */
+	double write_client;            /* bytes/s one node writes; 0 = its NICs */
+	double write_aggregate;         /* bytes/s all nodes together; 0 = no shared limit */
+	double read_client;             /* bytes/s one node reads; 0 = write_client */
+	double read_aggregate;          /* bytes/s all nodes read; 0 = write_aggregate */
+	double stream;                  /* bytes/s one request stream; 0 = the client's */
+	double request;                 /* bytes per request */
+	int64_t inflight;               /* requests a writer keeps in flight */
+	double latency;                 /* s per request */
+	double metadata_latency;        /* s per file create, fsync and close */
+	int shared_network;             /* its traffic crosses the training's NICs */
+	char source[CFG_STR_MAX];
+};
+
 /* Loads a device: a section of models/hw/gpus.ini, or a path to a file whose
  * first section is the device. where/line/key locate the scenario key. */
 int hw_gpu_load(const char *name_or_path, struct gpu *g, const char *where, int line,
@@ -42,7 +63,12 @@ int hw_gpu_load(const char *name_or_path, struct gpu *g, const char *where, int 
 int hw_link_load(const char *name_or_path, struct link *l, const char *where, int line,
 		 const char *key, struct err *e);
 
+/* Loads checkpoint storage from models/hw/storage.ini (or a path), as hw_gpu_load. */
+int hw_storage_load(const char *name_or_path, struct storage *st, const char *where, int line,
+		    const char *key, struct err *e);
+
 const struct cfg_table *hw_gpu_keys(void);
 const struct cfg_table *hw_link_keys(void);
+const struct cfg_table *hw_storage_keys(void);
 
 #endif

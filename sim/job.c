@@ -132,6 +132,7 @@ struct trial {
 	double wait_until;       /* s: the repair in place the job waits for */
 	int st;
 	int final;               /* the checkpoint under way is the last one */
+	int fresh;               /* no save since the start or the last restart */
 	int64_t spares, deficit; /* free spare nodes; nodes the job lacks */
 	double compute, ckpt, down, lost, checkpoints, waits;
 	double unexpected, planned;
@@ -259,9 +260,14 @@ static void skip(struct job_sim *w, struct trial *r)
 
 static void block(struct job_sim *w, struct trial *r)
 {
+	double extra = 0;
+
 	enter(r, ST_BLOCK);
-	skip(w, r);
-	evq_set(&w->q, EV_JOB, r->t + w->p->block);
+	if (!r->fresh)
+		skip(w, r);
+	else if (w->p->background <= 0)
+		extra = w->p->first_extra;  /* a sync save's first plan */
+	evq_set(&w->q, EV_JOB, r->t + w->p->block + extra);
 }
 
 /* Failure clocks run while the job keeps its hardware busy (training,
@@ -293,6 +299,7 @@ static void restart(struct job_sim *w, struct trial *r)
 	if (r->st == ST_DOWN || r->st == ST_WAIT)
 		clocks_go(w, r);
 	enter(r, ST_RESTART);
+	r->fresh = 1;
 	evq_set(&w->q, EV_JOB, r->t + w->p->restart);
 }
 
@@ -318,6 +325,9 @@ static void ckpt_start(struct job_sim *w, struct trial *r)
 
 static void block_end(struct job_sim *w, struct trial *r)
 {
+	double extra = r->fresh ? w->p->first_extra : 0;
+
+	r->fresh = 0;
 	if (w->p->background <= 0) {
 		saved(r, r->p);
 		if (r->final)
@@ -327,7 +337,7 @@ static void block_end(struct job_sim *w, struct trial *r)
 		return;
 	}
 	r->p_write = r->p;
-	evq_set(&w->q, EV_WRITE, r->t + w->p->background);
+	evq_set(&w->q, EV_WRITE, r->t + w->p->background + extra);
 	if (r->final) {
 		enter(r, ST_DRAIN);
 		evq_clear(&w->q, EV_JOB);
@@ -490,6 +500,7 @@ static void start(struct job_sim *w, int64_t trial)
 	gsl_rng_set(w->r_aux, (unsigned long)(splitmix(base + 3) & 0xffffffffu));
 	memset(r, 0, sizeof *r);
 	r->p_write = -1;
+	r->fresh = 1;
 	r->spares = p->spares;
 	r->st = ST_DONE;  /* nothing accounted before the start */
 	w->repairs.n = 0;

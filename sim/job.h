@@ -9,7 +9,9 @@
  * the copy to host memory), and an async save then writes for `background`
  * seconds while training goes on; the next save waits for that write. A
  * checkpoint counts once it is complete (sync: the block ends; async: the
- * write ends); a final one is saved at the end of the work.
+ * write ends); a final one is saved at the end of the work. The first save
+ * after a start or a restart takes first_extra seconds longer (its plan is not
+ * cached yet): blocked for a sync save, written longer for an async one.
  *
  * Failures come from the catalog's components, each a renewal process over
  * the job's hardware: exponential components are merged into one Poisson
@@ -63,6 +65,8 @@ struct job_params {
 	double block;         /* s training is blocked per checkpoint */
 	double background;    /* s an async save writes after the block; 0 = sync */
 	double block_sync;    /* s of the save before a planned stop */
+	double first_extra;   /* s the first save after a start or restart takes longer
+				 (sync: blocked; async: written in the background) */
 	double restart;       /* s from detection (and a node) to training again */
 	int64_t spares;       /* hot spare nodes */
 	int64_t trials;

@@ -103,10 +103,15 @@ int jobrun_params(const struct scenario *s, const struct prediction *pr, int mod
 		return rc;
 	if (p->work <= 0)
 		p->window = s->s.job.wall_days * 86400;
-	ckpt_cost(s, pr->params, mode, c);
-	p->block = c->block;
-	p->background = c->background;
+	ckpt_cost(s, pr->params, pr->step.valid && pr->step.time > 0 ? pr->step.exposed_comm / pr->step.time : 0,
+		  mode, c);
+	/* an async save's slowdown of training counts as training time lost: the
+	 * first interfere seconds of its write hold progress, the rest runs free */
+	p->block = c->block + c->interfere;
+	p->background = c->background > 0 ? c->background - c->interfere : 0;
 	p->block_sync = c->block_sync;
+	/* the first save after a start or restart plans anew */
+	p->first_extra = mode == CKPT_SYNC ? c->plan_first - c->plan : c->background_first - c->background;
 	p->restart = f->restart_minutes * 60 + c->load;
 	p->spares = f->spare_nodes;
 	p->trials = f->trials;
@@ -166,6 +171,21 @@ static void fill(const struct scenario *s, const struct job_params *p, const str
 	j->ckpt_bytes_per_param = c->bytes_per_param;
 	j->ckpt_block = c->block;
 	j->ckpt_background = c->background;
+	j->ckpt_background_first = c->background_first;
+	j->ckpt_stage = c->stage;
+	j->ckpt_state_dict = c->state_dict;
+	j->ckpt_plan = c->plan;
+	j->ckpt_plan_first = c->plan_first;
+	j->ckpt_gather = c->gather;
+	j->ckpt_serialize = c->serialize;
+	j->ckpt_store = c->store;
+	j->ckpt_node_bw = c->node_bw;
+	j->ckpt_meta = c->meta;
+	j->ckpt_slowdown = c->slowdown;
+	j->ckpt_interfere = c->interfere;
+	j->ckpt_node_bytes = c->l.node;
+	j->ckpt_rank_bytes = c->l.rank;
+	j->ckpt_writers = c->l.writers;
 	j->ckpt_block_sync = c->block_sync;
 	j->ckpt_host = c->host;
 	j->ckpt_load = c->load;

@@ -20,4 +20,16 @@
  * launcher's name ("torchrun", "openmpi", "mpich", "slurm", "none"). */
 int launch_env(int *rank, int *world, int *local_rank, const char **source, struct err *e);
 
+/* 1 when an MPI launcher started this process (mpirun, or srun with a PMI or
+ * PMIx plugin: OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set), so
+ * MPI_Init joins the others; 0 for a process started alone. */
+int launch_mpi(void);
+
+/* For a process that launch_mpi() says no MPI launcher started: 0 when it is
+ * alone, as launch_env() reads the environment; ERR_INPUT naming the launcher's
+ * world variable when a launcher started several processes without MPI (srun
+ * --mpi=none, or a plugin the MPI library lacks), which would each run as a
+ * world of one. */
+int launch_alone(struct err *e);
+
 #endif

@@ -109,6 +109,27 @@ static void opt_layout(const struct wk *w, int *bytes, int *copies)
 	}
 }
 
+/* Which temporaries torch.optim's Adam/AdamW step allocates (torch/optim/adam.py,
+ * adamw.py; SGD without weight decay allocates none):
+ *  - foreach (_multi_tensor_adam): exp_avg_sq_sqrt = _foreach_sqrt(exp_avg_sqs),
+ *    an fp32 list as large as the group's parameters, to the end of the step
+ *    (the profile's adam_step_temp bytes per element);
+ *  - for_loop (_single_tensor_adam): denom = exp_avg_sq.sqrt() / bias_correction2_sqrt,
+ *    two fp32 tensors of one parameter at a time: 8 bytes x the largest;
+ *  - fused (_fused_adam_): none.
+ * Returns the enum opt_impl whose temporaries apply, or OPTI_DEFAULT for none. */
+static int opt_temp_kind(const struct wk *w)
+{
+	int bytes, copies;
+
+	opt_layout(w, &bytes, &copies);
+	if (copies != 2 || w->s->opt_impl == OPTI_FUSED)
+		return OPTI_DEFAULT;
+	if (w->s->opt_impl == OPTI_FOREACH && w->pf->adam_step_temp <= 0)
+		return OPTI_DEFAULT;
+	return w->s->opt_impl;
+}
+
 static int comms(const struct wk *w)
 {
 	const struct scenario *s = w->s;
@@ -544,11 +565,17 @@ static void units_step(struct wk *w)
 
 	if (!pt(w) || w->offload)
 		return;
-	if (w->s->s.training.optimizer >= OPT_ADAM && w->pf->adam_step_temp > 0) {
+	if (opt_temp_kind(w) == OPTI_FOREACH) {
 		for (u = 0; u < w->nu; u++)
 			alloc(w, MEM_BUFFERS, W_OPT_TEMP, -1, shard(w, w->u[u].elems) * (int64_t)w->pf->adam_step_temp);
 		for (u = w->nu - 1; u >= 0; u--)
 			release(w, MEM_BUFFERS, W_OPT_TEMP, -1, shard(w, w->u[u].elems) * (int64_t)w->pf->adam_step_temp);
+	} else if (opt_temp_kind(w) == OPTI_FOR_LOOP) {
+		int64_t big = 0;
+		for (u = 0; u < w->nu; u++)
+			big = shard(w, w->u[u].elems) > big ? shard(w, w->u[u].elems) : big;
+		alloc(w, MEM_BUFFERS, W_OPT_TEMP, -1, 8 * big);
+		release(w, MEM_BUFFERS, W_OPT_TEMP, -1, 8 * big);
 	}
 	for (u = w->nu - 1; u >= 0; u--)  /* zero_grad(set_to_none=True) */
 		if (w->usg[u]) {
@@ -790,13 +817,21 @@ static void pt_free_grads(struct wk *w, int what)
 
 static void adam_temp(struct wk *w)
 {
-	int bytes, copies;
+	int64_t sz[3], big = 0;
+	int i, k, n;
 
-	opt_layout(w, &bytes, &copies);
-	if (copies != 2 || w->pf->adam_step_temp <= 0)
+	if (opt_temp_kind(w) == OPTI_FOREACH) {
+		per_tensor_states(w, MEM_BUFFERS, W_OPT_TEMP, (int)w->pf->adam_step_temp, 1);
+		per_tensor_free(w, MEM_BUFFERS, W_OPT_TEMP, (int)w->pf->adam_step_temp, 1);
 		return;
-	per_tensor_states(w, MEM_BUFFERS, W_OPT_TEMP, (int)w->pf->adam_step_temp, 1);
-	per_tensor_free(w, MEM_BUFFERS, W_OPT_TEMP, (int)w->pf->adam_step_temp, 1);
+	}
+	if (opt_temp_kind(w) != OPTI_FOR_LOOP)
+		return;
+	for (i = 0; i < w->g->nops; i++)
+		for (k = 0, n = param_tensors(w, i, sz); k < n; k++)
+			big = sz[k] > big ? sz[k] : big;
+	alloc(w, MEM_BUFFERS, W_OPT_TEMP, -1, 8 * big);
+	release(w, MEM_BUFFERS, W_OPT_TEMP, -1, 8 * big);
 }
 
 /* ---- replicated model states: single, ddp, dp -------------------------------- */

@@ -20,6 +20,11 @@
  *  - autocast (torch.amp): a matmul casts its fp32 weight to 16 bits and saves
  *    the copy for backward; the 16-bit weight gradient is cast back to fp32 by
  *    ToCopyBackward before AccumulateGrad.
+ *  - fused attention (graph.h, AK_*): the kernel's backward workspace (fp32 dQ
+ *    accumulator and row sums, the separate dq/dk/dv of a fused projection) is
+ *    allocated before its input gradients and freed after them (flash_api.cpp
+ *    mha_bwd; a slight overestimate: the accumulator is really freed before
+ *    SplitBackward concatenates).
  *  - activation checkpointing (torch.utils.checkpoint, reentrant, the Hugging
  *    Face default): a region keeps only its inputs; its forward is replayed
  *    before its backward. selective = Korthikanti et al. 2022 §5: the attention
@@ -390,7 +395,11 @@ static void bwd_op(struct wk *w, int i)
 	if (R >= 0 && i == w->rlast[R])
 		replay(w, R);
 	if (runs) {
+		/* a fused kernel's backward workspace, freed when it returns */
+		int64_t ws = (int64_t)o->bwd_ws;
+		memwalk_event(w, +1, MEM_ACT_GRAD, W_TEMP_ACT, i, 0, ws, 1);
 		input_grads(w, i, gout);
+		memwalk_event(w, -1, MEM_ACT_GRAD, W_TEMP_ACT, i, 0, ws, 1);
 		if (has_param_grads(w, i))
 			hook(w, H_PARAM_GRADS, i, 0);
 	}

@@ -21,6 +21,7 @@ int predict_graph_opts(const struct scenario *s, struct graph_opts *o)
 	o->tp = (int)t->tensor_parallel;
 	o->flavor = t->framework == FW_SHARDCAST ? GRAPH_SHARDCAST : GRAPH_EAGER;
 	o->act_bytes = scenario_act_bytes(s);
+	o->attn = s->attn;
 	/* PyTorch mixed precision is autocast over fp32 weights; DeepSpeed casts
 	 * the module to bf16/fp16 and keeps fp32 masters in the optimizer (the
 	 * zero stages run DeepSpeed's engine whatever the framework), and FSDP's

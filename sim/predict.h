@@ -84,6 +84,15 @@ struct job_result {
 	double ckpt_bytes, ckpt_bytes_per_param;
 	double ckpt_block;    /* s training is blocked per checkpoint */
 	double ckpt_background; /* s of background write (async) */
+	double ckpt_background_first; /* s of the first save's background write (uncached plan) */
+	double ckpt_stage;    /* s of the async staging copy to host */
+	double ckpt_state_dict, ckpt_plan, ckpt_plan_first, ckpt_gather; /* s, phases of a save */
+	double ckpt_serialize, ckpt_store, ckpt_meta; /* s: host side, storage side, file operations */
+	double ckpt_node_bw;  /* B/s the busiest node writes at */
+	double ckpt_slowdown; /* fraction training slows during the background write */
+	double ckpt_interfere; /* s of training lost per save to that slowdown */
+	double ckpt_node_bytes, ckpt_rank_bytes; /* B the busiest node and rank write */
+	int64_t ckpt_writers; /* ranks that write */
 	double ckpt_block_sync; /* s a synchronous save blocks */
 	double ckpt_host;     /* B of host memory needed per node (async staging, full gather) */
 	double restart;       /* s: restart_minutes + reading the checkpoint */

@@ -42,6 +42,7 @@ static void usage(FILE *f)
 		"or framework; [job] train_tokens for time_to_train) plus a [sweep] section:\n"
 		"  [sweep]\n"
 		"  models = gpt2, gpt2-xl, llama-2-*:5B..15B   ; names, paths, GLOB:MIN..MAX params\n"
+		"  hf_configs = my-model/config.json           ; Hugging Face configs (a team's own models)\n"
 		"  global_batch = 8, 32, 128                   ; or micro_batch = 1, 4 | auto\n"
 		"  seq_len = 1024\n"
 		"  strategies = ddp, zero1, zero2, zero3, fsdp:full_shard, fsdp:shard_grad_op\n"
@@ -51,7 +52,9 @@ static void usage(FILE *f)
 		"  tensor_parallel = 1\n"
 		"  nodes = 1, 2, 4                             ; default: [cluster] nodes\n"
 		"  objective = throughput                      ; | cost | time_to_train\n"
-		"A file with [cluster] and no [sweep] gets a default sweep of that cluster.\n"
+		"A file with [cluster] and no [sweep] gets a default sweep of that cluster. Paths in\n"
+		"the file (models, hf_configs, [cluster] entries given as files) are relative to its\n"
+		"folder.\n"
 		"\n"
 		"options:\n"
 		"  --md FILE      write the Markdown table to FILE too\n"
@@ -295,7 +298,7 @@ static int record_candidates(sqlite3 *db, long long id, void *vctx)
 		for (i = 0; !rc && i < sw->ncand; i++) {
 			const struct sweep_result *x = &c->r[(size_t)cell * sw->ncand + i];
 			const struct sweep_cand *k = &sw->cands[i];
-			int mem = x->status == SWEEP_OK || x->status == SWEEP_NOFIT, ok = x->status == SWEEP_OK;
+			int mem = sweep_has(x, SWEEP_HAS_MEMORY, 0), ok = sweep_has(x, SWEEP_HAS_STEP, 0);
 			n = 1;
 			sqlite3_reset(q);
 			sqlite3_bind_int64(q, n++, id);
@@ -314,10 +317,7 @@ static int record_candidates(sqlite3 *db, long long id, void *vctx)
 			sqlite3_bind_int64(q, n++, k->nodes);
 			sqlite3_bind_int64(q, n++, x->world);
 			sqlite3_bind_text(q, n++, sweep_status_name(x->status), -1, SQLITE_STATIC);
-			if (x->rank)
-				sqlite3_bind_int(q, n++, x->rank);
-			else
-				sqlite3_bind_null(q, n++);
+			bind_double_or_null(q, n++, sweep_has(x, SWEEP_HAS_SET, x->rank), x->rank);
 			bind_double_or_null(q, n++, ok, (double)x->micro_batch);
 			bind_double_or_null(q, n++, ok, (double)x->grad_accum);
 			bind_double_or_null(q, n++, ok, (double)x->global_batch);
@@ -335,8 +335,8 @@ static int record_candidates(sqlite3 *db, long long id, void *vctx)
 			bind_double_or_null(q, n++, ok, x->mfu);
 			bind_double_or_null(q, n++, ok, x->exposed_comm);
 			bind_double_or_null(q, n++, ok, x->gpu_hours_per_mtok);
-			bind_double_or_null(q, n++, ok && x->train_days > 0, x->train_days);
-			bind_double_or_null(q, n++, ok && x->ettr > 0, x->ettr);
+			bind_double_or_null(q, n++, sweep_has(x, SWEEP_HAS_SET, x->train_days), x->train_days);
+			bind_double_or_null(q, n++, sweep_has(x, SWEEP_HAS_SET, x->ettr), x->ettr);
 			bind_double_or_null(q, n++, ok, x->score);
 			sqlite3_bind_text(q, n++, x->note, -1, SQLITE_STATIC);
 			rc = sqlite3_step(q) == SQLITE_DONE ? 0 : -1;

@@ -95,9 +95,44 @@ static const char *dur(char *b, size_t n, double s)
 	return b;
 }
 
-static void text_job_setup(FILE *f, const struct scenario *s, const struct job_result *j)
+/* What a save holds, blocks, writes behind training and slows. */
+static void text_ckpt(FILE *f, const struct scenario *s, const struct job_result *j)
 {
 	const struct scn_checkpoint *k = &s->s.checkpoint;
+	char b[8][32];
+
+	fprintf(f, "  checkpoint        %s (%.0f B/param), %s, %s, storage %s\n",
+		fmt(b[0], 32, j->ckpt_bytes, UNIT_BYTES), j->ckpt_bytes_per_param,
+		scenario_enum_name("checkpoint", "state_dict", k->state_dict),
+		scenario_enum_name("checkpoint", "mode", k->mode), s->has_storage ? s->storage.name : "(explicit)");
+	fprintf(f, "    writes          %lld rank%s; the busiest writes %s, its node %s at %s\n",
+		(long long)j->ckpt_writers, j->ckpt_writers == 1 ? "" : "s", fmt(b[0], 32, j->ckpt_rank_bytes, UNIT_BYTES),
+		fmt(b[1], 32, j->ckpt_node_bytes, UNIT_BYTES), fmt(b[2], 32, j->ckpt_node_bw, UNIT_BW));
+	fprintf(f, "    blocks training %s (state dict %s", dur(b[0], 32, j->ckpt_block),
+		dur(b[1], 32, j->ckpt_state_dict));
+	if (j->ckpt_gather > 0)
+		fprintf(f, ", gather on rank 0 %s", dur(b[2], 32, j->ckpt_gather));
+	if (j->ckpt_background > 0)
+		fprintf(f, ", staging %s to %s host memory)\n", dur(b[3], 32, j->ckpt_stage),
+			scenario_enum_name("checkpoint", "staging", k->staging));
+	else
+		fprintf(f, ", planning %s, serialization %s | storage %s, files %s)\n", dur(b[3], 32, j->ckpt_plan),
+			dur(b[4], 32, j->ckpt_serialize), dur(b[5], 32, j->ckpt_store), dur(b[6], 32, j->ckpt_meta));
+	if (j->ckpt_background > 0) {
+		fprintf(f, "    background      %s (planning %s, serialization %s | storage %s, files %s)\n",
+			dur(b[0], 32, j->ckpt_background), dur(b[1], 32, j->ckpt_plan), dur(b[2], 32, j->ckpt_serialize),
+			dur(b[3], 32, j->ckpt_store), dur(b[4], 32, j->ckpt_meta));
+		fprintf(f, "    interference    training %.0f%% slower meanwhile (%s executor): %s lost per save\n",
+			100 * j->ckpt_slowdown, scenario_enum_name("checkpoint", "async_executor", k->executor),
+			dur(b[0], 32, j->ckpt_interfere));
+	}
+	if (j->ckpt_plan_first > j->ckpt_plan + 1e-3)
+		fprintf(f, "    first save      after a start or restart: planning %s (not cached yet)%s\n",
+			dur(b[0], 32, j->ckpt_plan_first), j->ckpt_background > 0 ? ", in the background" : "");
+}
+
+static void text_job_setup(FILE *f, const struct scenario *s, const struct job_result *j)
+{
 	char b[6][32];
 
 	fprintf(f, "\nJob with failures (catalog %s, %lld trials, seed %lld)\n", s->s.failures.catalog,
@@ -113,13 +148,8 @@ static void text_job_setup(FILE *f, const struct scenario *s, const struct job_r
 		fprintf(f, "  failures          one unexpected every %s of the job (MTBF)\n", hours(b[0], 32, j->mtbf));
 	else
 		fprintf(f, "  failures          none unexpected in the catalog\n");
-	fprintf(f, "  checkpoint        %s (%.0f B/param), %s, %s: blocks training %s",
-		fmt(b[0], 32, j->ckpt_bytes, UNIT_BYTES), j->ckpt_bytes_per_param,
-		scenario_enum_name("checkpoint", "state_dict", k->state_dict),
-		scenario_enum_name("checkpoint", "mode", k->mode), dur(b[1], 32, j->ckpt_block));
-	if (j->ckpt_background > 0)
-		fprintf(f, ", then writes for %s in the background", dur(b[2], 32, j->ckpt_background));
-	fprintf(f, "\n  restart           %s (restart_minutes + %s to read the checkpoint), %lld spare node%s\n",
+	text_ckpt(f, s, j);
+	fprintf(f, "  restart           %s (restart_minutes + %s to read the checkpoint), %lld spare node%s\n",
 		dur(b[3], 32, j->restart), dur(b[4], 32, j->ckpt_load), (long long)j->spares, j->spares == 1 ? "" : "s");
 	fprintf(f, "  interval          %s of training, %.0f steps (%s; Young %s, Daly %s)\n",
 		dur(b[0], 32, j->ckpt_interval), j->ckpt_interval / j->step_time,
@@ -150,8 +180,8 @@ static void text_job(FILE *f, const struct scenario *s, const struct prediction 
 		fprintf(f, "    %-24s %8.1f%s\n", j->comp[i], j->comp_interruptions[i],
 			j->comp_planned[i] ? "  (planned)" : "");
 	fprintf(f, "  lost training     %s per run\n", hours(b[0], 32, j->lost));
-	fprintf(f, "  checkpointing     %s per run blocked (%.0f checkpoints)\n", hours(b[1], 32, j->ckpt_overhead),
-		j->checkpoints);
+	fprintf(f, "  checkpointing     %s per run blocked or slowed (%.0f checkpoints)\n",
+		hours(b[1], 32, j->ckpt_overhead), j->checkpoints);
 	fprintf(f, "  down              %s per run (detection, waiting for nodes, restarts)\n",
 		hours(b[2], 32, j->downtime));
 	for (i = 0; i < j->nwarn; i++)
@@ -220,6 +250,9 @@ void report_text(FILE *f, const struct scenario *s, const struct prediction *p)
 	fprintf(f, ", %s, %s, framework %s", scenario_precision_name(t->precision),
 		scenario_enum_name("training", "optimizer", t->optimizer),
 		scenario_enum_name("training", "framework", t->framework));
+	fprintf(f, ", attention %s", graph_attn_name(s->attn));
+	if (t->attention == ATTN_DEFAULT || t->attention == ATTN_SDPA)
+		fprintf(f, " (%s)", scenario_enum_name("training", "attention", t->attention));
 	if (t->tensor_parallel > 1)
 		fprintf(f, ", tensor_parallel %lld", (long long)t->tensor_parallel);
 	if (t->recompute)
@@ -277,6 +310,19 @@ static void json_job(cJSON *root, const struct job_result *j)
 	num(o, "checkpoint_bytes_per_param", j->ckpt_bytes_per_param);
 	num(o, "checkpoint_block_s", j->ckpt_block);
 	num(o, "checkpoint_background_s", j->ckpt_background);
+	num(o, "checkpoint_background_first_s", j->ckpt_background_first);
+	num(o, "checkpoint_stage_s", j->ckpt_stage);
+	num(o, "checkpoint_state_dict_s", j->ckpt_state_dict);
+	num(o, "checkpoint_plan_s", j->ckpt_plan);
+	num(o, "checkpoint_plan_first_s", j->ckpt_plan_first);
+	num(o, "checkpoint_gather_s", j->ckpt_gather);
+	num(o, "checkpoint_serialize_s", j->ckpt_serialize);
+	num(o, "checkpoint_storage_s", j->ckpt_store);
+	num(o, "checkpoint_files_s", j->ckpt_meta);
+	num(o, "checkpoint_node_bandwidth", j->ckpt_node_bw);
+	num(o, "checkpoint_slowdown", j->ckpt_slowdown);
+	num(o, "checkpoint_interference_s", j->ckpt_interfere);
+	num(o, "checkpoint_load_s", j->ckpt_load);
 	num(o, "checkpoint_host_bytes", j->ckpt_host);
 	num(o, "restart_s", j->restart);
 	num(o, "trials", (double)j->trials);
@@ -310,6 +356,7 @@ char *report_json(const struct scenario *s, const struct prediction *p)
 	o = cJSON_AddObjectToObject(root, "training");
 	cJSON_AddStringToObject(o, "strategy", scenario_strategy_name(s->s.training.strategy));
 	cJSON_AddStringToObject(o, "precision", scenario_precision_name(s->s.training.precision));
+	cJSON_AddStringToObject(o, "attention", graph_attn_name(s->attn));
 	num(o, "micro_batch", (double)p->micro_batch);
 	if (p->mem.valid) {
 		const struct mem_result *m = &p->mem;

@@ -1,7 +1,7 @@
 /*
  * scenario.c — the scenario key table, loading, validation and resolution.
  *
- * The table below is the contract of DESIGN.md ("Scenario files"): section, key,
+ * The table below is the contract (docs/CONTRACT.md, "Scenario files"): section, key,
  * type, unit, range, default, field and a line of help. Everything else about a
  * key follows from its row: parsing, range checks, typo suggestions, --set and
  * the README's reference (simulate --keys).
@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog.h"
+#include "graph.h"
 #include "import.h"
 
 static const char *const strategies[] = {"single", "dp", "ddp", "zero1", "zero2", "zero3", "fsdp", NULL};
@@ -28,8 +30,16 @@ static const char *const optimizers[] = {"sgd", "sgd_momentum", "adam", "adamw",
 static const char *const recomputes[] = {"none", "full", "selective", NULL};
 static const char *const frameworks[] = {"pytorch", "deepspeed", "shardcast", NULL};
 static const char *const fw_versions[] = {"current", "1.13", NULL};
+static const char *const opt_impls[] = {"default", "for_loop", "foreach", "fused", NULL};
+/* the order of enum attn_choice */
+static const char *const attentions[] = {"default", "eager", "sdpa", "sdpa_flash", "sdpa_mem_efficient",
+					 "sdpa_math", "flash", "flash3", "cudnn", NULL};
 static const char *const modes[] = {"sync", "async", NULL};
 static const char *const states[] = {"sharded", "full", NULL};
+static const char *const writers[] = {"auto", "dcp", "torch_save", "deepspeed", "per_rank", NULL};
+static const char *const stagings[] = {"pageable", "pinned", "pinned_per_save", NULL};
+static const char *const executors[] = {"thread", "process", NULL};
+static const char *const replica_writers[] = {"auto", "first", "balanced", NULL};
 /* the order of enum coll_algo (coll.h) */
 static const char *const coll_algos[] = {"auto", "ring", "tree", "hierarchical", NULL};
 
@@ -78,6 +88,9 @@ static const struct cfg_key keys[] = {
 	{"training", "zero_param_persistence_threshold", CFG_NUM, 0, 0, 0, 1e13, "1e5", T(zero_param_persistence_threshold), NULL, "DeepSpeed stage3_param_persistence_threshold (elements)"},
 	{"training", "framework", CFG_ENUM, 0, 0, 0, 0, "pytorch", T(framework), frameworks, "whose buffers, allocator and overheads to model"},
 	{"training", "framework_version", CFG_ENUM, 0, 0, 0, 0, "current", T(framework_version), fw_versions, "PyTorch stack whose rules apply (framework = pytorch): current (2.x) or 1.13"},
+	{"training", "attention", CFG_ENUM, 0, 0, 0, 0, "default", T(attention), attentions, "attention kernel: default (transformers' choice: sdpa, T5 and framework shardcast eager), eager, sdpa (PyTorch picks flash, mem_efficient or math), sdpa_flash, sdpa_mem_efficient, sdpa_math, flash (flash-attn 2), flash3 (Hopper), cudnn"},
+	{"training", "optimizer_impl", CFG_ENUM, 0, 0, 0, 0, "default", T(optimizer_impl), opt_impls, "torch.optim implementation: default (PyTorch 2.x: foreach on CUDA, for_loop on CPU; DeepSpeed and shardcast: fused), for_loop, foreach, fused"},
+	{"training", "grad_clipping", CFG_BOOL, 0, 0, 0, 0, "false", T(grad_clipping), NULL, "clip_grad_norm_ before each optimizer step (the gradients' norm and a scaling pass)"},
 	{"training", "accelerate_config", CFG_STR, 0, 0, 0, 0, "", T(accelerate_config), NULL, "an `accelerate config` YAML path to import (FSDP, MULTI_GPU, DEEPSPEED); the scenario's keys override it"},
 	{"training", "deepspeed_config", CFG_STR, 0, 0, 0, 0, "", T(deepspeed_config), NULL, "a DeepSpeed JSON config path to import; the scenario's keys override it"},
 
@@ -91,10 +104,24 @@ static const struct cfg_key keys[] = {
 	{"checkpoint", "interval_minutes", CFG_NUM, 0, CFG_AUTO, 0.01, 1e7, "auto", CK(interval_minutes), NULL, "minutes of training between checkpoints, or auto = the interval that minimises expected wall time"},
 	{"checkpoint", "mode", CFG_ENUM, 0, 0, 0, 0, "async", CK(mode), modes, "sync: training waits for the write; async: only for the copy to host"},
 	{"checkpoint", "state_dict", CFG_ENUM, 0, 0, 0, 0, "sharded", CK(state_dict), states, "sharded: every rank writes its shard; full: gathered on rank 0"},
-	{"checkpoint", "storage_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "100GB/s", CK(storage_bandwidth), NULL, "aggregate write/read bandwidth of the checkpoint storage"},
-	{"checkpoint", "node_bandwidth", CFG_NUM, UNIT_BW, CFG_AUTO, 1e6, 1e15, "auto", CK(node_bandwidth), NULL, "what one node can write or read; auto = its NICs (nics_per_node x inter_node)"},
-	{"checkpoint", "host_copy_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "25GB/s", CK(host_copy_bandwidth), NULL, "device-to-host copy per GPU that an async save blocks for (PCIe 4 x16 reaches about 25 GB/s)"},
+	{"checkpoint", "storage", CFG_STR, 0, 0, 0, 0, "", CK(storage), NULL, "models/hw/storage.ini entry (nfs, fsx-lustre, gpfs-nvme, object-fuse, local-nvme, tectonic) or a path; the keys below override its figures"},
+	{"checkpoint", "storage_bandwidth", CFG_NUM, UNIT_BW, CFG_AUTO, 1e6, 1e15, "auto", CK(storage_bandwidth), NULL, "aggregate write bandwidth of the checkpoint storage; auto = the storage's, else 100GB/s"},
+	{"checkpoint", "node_bandwidth", CFG_NUM, UNIT_BW, CFG_AUTO, 1e6, 1e15, "auto", CK(node_bandwidth), NULL, "what one node (storage client) can write or read; auto = the storage's, else its NICs (nics_per_node x inter_node)"},
+	{"checkpoint", "storage_latency", CFG_NUM, UNIT_TIME, CFG_AUTO, 0, 100, "auto", CK(storage_latency), NULL, "per storage request and file operation; auto = the storage's, else 1ms"},
+	{"checkpoint", "writer", CFG_ENUM, 0, 0, 0, 0, "auto", CK(writer), writers, "who writes it: dcp (torch.distributed.checkpoint: a global plan), torch_save (one file from rank 0), deepspeed (model and optimizer files per rank), per_rank (a file per rank, no global plan: shardcast's runtime, in-house trainers); auto = by framework and state_dict"},
+	{"checkpoint", "writer_threads", CFG_INT, 0, CFG_AUTO, 1, 1024, "auto", CK(writer_threads), NULL, "writer threads per rank (DCP FileSystemWriter thread_count); auto = 1, the writers' default"},
+	{"checkpoint", "staging", CFG_ENUM, 0, 0, 0, 0, "pageable", CK(staging), stagings, "async staging buffers: pageable (allocated per save, async_save's default), pinned (allocated once), pinned_per_save"},
+	{"checkpoint", "async_executor", CFG_ENUM, 0, 0, 0, 0, "thread", CK(executor), executors, "where an async save serializes and writes: a thread of the trainer (GIL contention) or a process"},
+	{"checkpoint", "plan_cache", CFG_BOOL, 0, 0, 0, 0, "true", CK(plan_cache), NULL, "DCP reuses the first save's plan (DefaultSavePlanner enable_plan_caching); false: every save plans anew"},
+	{"checkpoint", "replica_writers", CFG_ENUM, 0, 0, 0, 0, "auto", CK(replica_writers), replica_writers, "who writes replicated state: first (one replica: HSDP replica 0, DeepSpeed dp rank 0), balanced (DCP dedup_save_plans spreads it); auto = by writer"},
+	{"checkpoint", "load_gpus", CFG_INT, 0, CFG_AUTO, 1, 1e7, "auto", CK(load_gpus), NULL, "GPUs a restart loads the checkpoint into (resharding when not the job's); auto = the job's"},
+	{"checkpoint", "host_copy_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "25GB/s", CK(host_copy_bandwidth), NULL, "device-to-pinned-host copy per GPU (PCIe 4 x16 reaches about 25 GB/s; 12.6 GB/s measured on an A100, 48 on an H100)"},
+	{"checkpoint", "node_host_copy_bandwidth", CFG_NUM, UNIT_BW, CFG_AUTO, 1e6, 1e15, "auto", CK(node_host_copy_bandwidth), NULL, "device-to-host copies of a whole node; auto = gpus_per_node / 2 x host_copy_bandwidth (two GPUs per PCIe switch uplink, as in DGX A100/H100)"},
+	{"checkpoint", "pageable_copy_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "1.4GB/s", CK(pageable_copy_bandwidth), NULL, "device-to-pageable-host copy per process into fresh memory (1.4 GB/s measured on an A100, PyTorch PR 138018)"},
+	{"checkpoint", "serialize_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "0.65GB/s", CK(serialize_bandwidth), NULL, "torch.save of host tensors per writer thread: CRC-32, zip records, write(2) (derived from PyTorch PR 143342's A100 timings)"},
+	{"checkpoint", "pin_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e15, "2.3GB/s", CK(pin_bandwidth), NULL, "allocating pinned host memory (cudaHostAlloc: 16 GB in about 7 s, PaddleFormers PR 4897)"},
 	{"checkpoint", "host_memory", CFG_NUM, UNIT_BYTES, CFG_DEFAULTV, 1 << 20, 1e15, "default", CK(host_memory), NULL, "host memory per node, to check async staging and full state dicts (default: not checked)"},
+	{"checkpoint", "include_optimizer", CFG_BOOL, 0, 0, 0, 0, "true", CK(include_optimizer), NULL, "the checkpoint holds the optimizer states (and fp32 master weights); false: the weights only"},
 	{"checkpoint", "include_grads", CFG_BOOL, 0, 0, 0, 0, "false", CK(include_grads), NULL, "the checkpoint also holds the gradients"},
 	{"checkpoint", "collective_timeout_minutes", CFG_NUM, 0, 0, 0.01, 1e5, "10", CK(collective_timeout_minutes), NULL, "collective timeout (PyTorch's NCCL default: 10 min); a longer blocking save is warned about"},
 
@@ -204,6 +231,66 @@ static int bad(const struct scenario *s, struct err *e, const char *section, con
 		       "[%s] %s: %s", section, key, msg);
 }
 
+/* Which attention kernel runs (s->attn, enum attn_kernel of graph.h).
+ *  default: what Hugging Face transformers picks with no attn_implementation
+ *   (framework_version 1.13: eager, SDPA came with PyTorch 2.0) —
+ *   "sdpa" since 4.36 for the decoders that support it (Llama; GPT-2 since
+ *   4.42, PR #31172; BERT since 4.41, PR #28802), "eager" for T5, whose
+ *   relative position bias had no SDPA path (PR #47014 adds one in 2026); the
+ *   shardcast runtime runs its own eager kernels.
+ *  sdpa: PyTorch's dispatcher (aten/src/ATen/native/transformers/cuda/
+ *   sdp_utils.cpp) tries flash first (sm80+, fp16/bf16, head size <= 256 and a
+ *   multiple of 8, no additive mask: HF passes is_causal and no mask for
+ *   unpadded batches), then the memory-efficient kernel (sm50+, fp32 too, takes
+ *   an additive mask such as T5's bias), then the math path (eager ops).
+ * Explicit kernels are checked against the same constraints (flash_api.cpp:
+ * sm80+, fp16/bf16, head_dim <= 256; FlashAttention-3: sm90). */
+static int resolve_attention(struct scenario *s, struct err *e)
+{
+	const struct model *m = &s->model;
+	double cc = s->gpu.compute_capability;
+	int half = scenario_act_bytes(s) == 2, a = s->s.training.attention;
+	int bias = m->positions == POS_RELATIVE, hd_ok = m->head_dim % 8 == 0 && m->head_dim <= 256;
+	int flash_ok = cc >= 8.0 && half && hd_ok && !bias;
+	const char *why = NULL;
+
+	/* PyTorch 1.13 has no scaled_dot_product_attention (added in 2.0) */
+	if (a == ATTN_DEFAULT)
+		a = s->s.training.framework == FW_SHARDCAST || bias ||
+			(s->s.training.framework == FW_PYTORCH && s->s.training.framework_version == FWV_1_13)
+			? ATTN_EAGER : ATTN_SDPA;
+	if (a == ATTN_SDPA)
+		a = cc <= 0 ? ATTN_SDPA_MATH : flash_ok ? ATTN_SDPA_FLASH
+			: cc >= 5.0 && m->head_dim % (half ? 8 : 4) == 0 ? ATTN_SDPA_MEM_EFFICIENT : ATTN_SDPA_MATH;
+	switch (a) {
+	case ATTN_SDPA_FLASH: case ATTN_FLASH:
+		why = flash_ok ? NULL : "FlashAttention-2 needs compute capability 8.0+, precision fp16 or bf16, "
+			"head_dim a multiple of 8 up to 256 and no additive bias (T5)";
+		s->attn = AK_FLASH2;
+		break;
+	case ATTN_FLASH3:
+		why = flash_ok && cc >= 9.0 ? NULL : "FlashAttention-3 needs a Hopper GPU (compute capability 9.0), "
+			"fp16 or bf16, head_dim a multiple of 8 up to 256 and no additive bias (T5)";
+		s->attn = AK_FLASH3;
+		break;
+	case ATTN_CUDNN:
+		why = flash_ok ? NULL : "cuDNN fused attention needs compute capability 8.0+, fp16 or bf16, "
+			"head_dim a multiple of 8 up to 256 and no additive bias (T5)";
+		s->attn = AK_CUDNN;
+		break;
+	case ATTN_SDPA_MEM_EFFICIENT:
+		why = cc >= 5.0 && m->head_dim % (half ? 8 : 4) == 0 ? NULL : "the memory-efficient kernel "
+			"needs a CUDA device (compute capability 5.0+) and head_dim a multiple of 8 (4 in fp32)";
+		s->attn = AK_MEM_EFFICIENT;
+		break;
+	default:  /* eager, sdpa_math */
+		s->attn = AK_EAGER;
+	}
+	if (why)
+		return bad(s, e, "training", "attention", "%s: %s", attentions[s->s.training.attention], why);
+	return 0;
+}
+
 static int check_training(struct scenario *s, struct err *e)
 {
 	const struct scn_training *t = &s->s.training;
@@ -240,7 +327,16 @@ static int check_training(struct scenario *s, struct err *e)
 			 precisions[t->precision], precisions[t->precision]);
 		return bad(s, e, "training", "precision", "%s", d);
 	}
-	return 0;
+	/* torch/optim/optimizer.py _default_to_fused_or_foreach: foreach when every
+	 * parameter is a CUDA tensor (PyTorch 2.0+), fused only when asked;
+	 * DeepSpeed's engine builds FusedAdam (multi_tensor_apply), the shardcast
+	 * runtime updates in one fused pass */
+	s->opt_impl = t->optimizer_impl;
+	if (s->opt_impl == OPTI_DEFAULT)  /* 1.13's default was the for-loop */
+		s->opt_impl = t->framework != FW_PYTORCH || (t->strategy >= STRAT_ZERO1 && t->strategy <= STRAT_ZERO3)
+			? OPTI_FUSED : s->gpu.compute_capability > 0 && t->framework_version != FWV_1_13
+			? OPTI_FOREACH : OPTI_FOR_LOOP;
+	return resolve_attention(s, e);
 }
 
 static int check_job(struct scenario *s, struct err *e)
@@ -256,38 +352,57 @@ static int check_job(struct scenario *s, struct err *e)
 	return 0;
 }
 
-/* The path of an import file named by key: relative to the scenario's folder
- * when the scenario file names it, as given when --set does. */
+/* The file a path key names. One rule for every path in a scenario: a path the
+ * scenario file gives is relative to that file's folder (as a path inside an
+ * imported file is relative to that file, imp_relative); a path given by --set
+ * is relative to the working directory; an absolute path is itself. A catalog
+ * name (catalog_is_path false) is returned as it is, unless always_path (the
+ * imports, which are always files). */
+static void ref_path(const struct scenario *s, const char *section, const char *key,
+		     const char *value, int always_path, char *out, size_t n)
+{
+	if (line_of(s, section, key) > 0 && (always_path || catalog_is_path(value)))
+		imp_relative(s->file, value, out, n);
+	else
+		snprintf(out, n, "%s", value);
+}
+
+/* The path of an import file named by key (ref_path), which must exist. */
 static int import_path(const struct scenario *s, const char *section, const char *key,
 		       const char *value, char *out, size_t n, struct err *e)
 {
 	struct stat st;
 
-	if (line_of(s, section, key) > 0)
-		imp_relative(s->file, value, out, n);
-	else
-		snprintf(out, n, "%s", value);
+	ref_path(s, section, key, value, 1, out, n);
 	if (stat(out, &st) != 0)
 		return bad(s, e, section, key, "%s: no such file", out);
 	return 0;
 }
 
-/* The model: a catalog entry or file ([model] name) or a Hugging Face config. */
+/* The model: a catalog entry or file ([model] name) or a Hugging Face config.
+ * Either way the model's name is the value as written, whatever the folder. */
 static int load_model(struct scenario *s, struct err *e)
 {
 	const struct scn_model *sm = &s->s.model;
-	char path[CFG_STR_MAX * 2];
+	char path[CFG_STR_MAX * 2 + 2];
+	int rc;
 
 	if (sm->hf_config[0] && sm->name[0])
 		return bad(s, e, "model", "hf_config", "%s", "both name and hf_config name a model; give one");
 	if (!sm->name[0] && !sm->hf_config[0])
 		return err_set(e, ERR_INPUT, s->file, 0, "missing required key 'name' in [model] "
 			       "(or hf_config = a Hugging Face config.json)");
-	if (!sm->hf_config[0])
-		return model_load(sm->name, &s->model, s->file, line_of(s, "model", "name"), e);
-	if (import_path(s, "model", "hf_config", sm->hf_config, path, sizeof path, e))
-		return e->code;
-	return imp_hf_model(path, &s->model, e);
+	if (!sm->hf_config[0]) {
+		ref_path(s, "model", "name", sm->name, 0, path, sizeof path);
+		rc = model_load(path, &s->model, s->file, line_of(s, "model", "name"), e);
+	} else {
+		rc = import_path(s, "model", "hf_config", sm->hf_config, path, sizeof path, e);
+		if (!rc)
+			rc = imp_hf_model(path, &s->model, e);
+	}
+	if (!rc)
+		snprintf(s->model.name, sizeof s->model.name, "%s", sm->name[0] ? sm->name : sm->hf_config);
+	return rc;
 }
 
 /* Puts every imported key back to its default (before imports are re-read). */
@@ -416,12 +531,44 @@ static int resolve_failures(struct scenario *s, struct err *e)
 {
 	const struct scn_job *j = &s->s.job;
 	int line = line_of(s, "failures", "catalog");
+	char path[CFG_STR_MAX * 2 + 2];
+	int rc;
 
 	if (j->train_tokens <= 0 && j->steps <= 0 && j->wall_days <= 0)
 		return err_set(e, ERR_INPUT, s->file, line > 0 ? line : 0,
 			       "[failures] needs the job's length: set [job] train_tokens, steps or wall_days");
-	return fail_load(s->s.failures.catalog, &s->failures, line < 0 ? "--set" : s->file,
-			 line < 0 ? 0 : line, e);
+	ref_path(s, "failures", "catalog", s->s.failures.catalog, 0, path, sizeof path);
+	rc = fail_load(path, &s->failures, line < 0 ? "--set" : s->file, line < 0 ? 0 : line, e);
+	if (!rc)
+		snprintf(s->failures.name, sizeof s->failures.name, "%s", s->s.failures.catalog);
+	return rc;
+}
+
+/* The device and the links ([cluster] gpu, intra_node, inter_node: catalog
+ * sections or files, ref_path), named as written, and the device's efficiencies. */
+static int load_cluster(struct scenario *s, struct err *e)
+{
+	const struct scn_cluster *c = &s->s.cluster;
+	char path[CFG_STR_MAX * 2 + 2];
+	int rc;
+
+	ref_path(s, "cluster", "gpu", c->gpu, 0, path, sizeof path);
+	rc = hw_gpu_load(path, &s->gpu, s->file, line_of(s, "cluster", "gpu"), "gpu", e);
+	if (!rc) {
+		snprintf(s->gpu.name, sizeof s->gpu.name, "%s", c->gpu);
+		ref_path(s, "cluster", "intra_node", c->intra_node, 0, path, sizeof path);
+		rc = hw_link_load(path, &s->intra, s->file, line_of(s, "cluster", "intra_node"), "intra_node", e);
+	}
+	if (!rc) {
+		snprintf(s->intra.name, sizeof s->intra.name, "%s", c->intra_node);
+		ref_path(s, "cluster", "inter_node", c->inter_node, 0, path, sizeof path);
+		rc = hw_link_load(path, &s->inter, s->file, line_of(s, "cluster", "inter_node"), "inter_node", e);
+	}
+	if (!rc) {
+		snprintf(s->inter.name, sizeof s->inter.name, "%s", c->inter_node);
+		rc = compute_load(c->gpu, &s->eff, e);
+	}
+	return rc;
 }
 
 /* Resolves catalog names and derived values after the settings are complete. */
@@ -435,15 +582,17 @@ static int resolve(struct scenario *s, struct err *e)
 	if (!rc)
 		rc = load_imports(s, e);
 	if (!rc)
-		rc = hw_gpu_load(st->cluster.gpu, &s->gpu, s->file, line_of(s, "cluster", "gpu"), "gpu", e);
-	if (!rc)
-		rc = hw_link_load(st->cluster.intra_node, &s->intra, s->file,
-				  line_of(s, "cluster", "intra_node"), "intra_node", e);
-	if (!rc)
-		rc = hw_link_load(st->cluster.inter_node, &s->inter, s->file,
-				  line_of(s, "cluster", "inter_node"), "inter_node", e);
-	if (!rc)
-		rc = compute_load(st->cluster.gpu, &s->eff, e);
+		rc = load_cluster(s, e);
+	s->has_storage = st->checkpoint.storage[0] != 0;
+	if (!rc && s->has_storage) {
+		char path[CFG_STR_MAX * 2 + 2];
+
+		ref_path(s, "checkpoint", "storage", st->checkpoint.storage, 0, path, sizeof path);
+		rc = hw_storage_load(path, &s->storage, s->file, line_of(s, "checkpoint", "storage"),
+				     "storage", e);
+		if (!rc)
+			snprintf(s->storage.name, sizeof s->storage.name, "%s", st->checkpoint.storage);
+	}
 	if (rc)
 		return rc;
 	if (s->intra.kind != LINK_INTRA)

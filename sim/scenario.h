@@ -2,7 +2,7 @@
  * scenario.h — a training scenario: model, cluster, training, failures,
  * checkpoint and job, loaded from INI and resolved against the catalogs.
  *
- * The keys are DESIGN.md's contract; scenario.c's table is the single place
+ * The keys are a contract (docs/CONTRACT.md); scenario.c's table is the single place
  * they are defined (type, unit, range, default, help) and `simulate --keys`
  * prints it for the README.
  */
@@ -26,9 +26,20 @@ enum offload { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER_AND_PARAMS };
 enum optimizer { OPT_SGD, OPT_SGD_MOMENTUM, OPT_ADAM, OPT_ADAMW };
 enum recompute { RECOMPUTE_NONE, RECOMPUTE_FULL, RECOMPUTE_SELECTIVE };
 enum framework { FW_PYTORCH, FW_DEEPSPEED, FW_SHARDCAST };
+/* [training] attention as written: default resolves per framework and model
+ * family, sdpa per device, precision and head size (scenario.c) */
+/* [training] optimizer_impl: torch.optim's implementations (default resolves
+ * per framework and device: scenario_check_training) */
+enum opt_impl { OPTI_DEFAULT, OPTI_FOR_LOOP, OPTI_FOREACH, OPTI_FUSED };
+enum attn_choice { ATTN_DEFAULT, ATTN_EAGER, ATTN_SDPA, ATTN_SDPA_FLASH, ATTN_SDPA_MEM_EFFICIENT,
+		   ATTN_SDPA_MATH, ATTN_FLASH, ATTN_FLASH3, ATTN_CUDNN };
 enum fw_version { FWV_CURRENT, FWV_1_13 };
 enum ckpt_mode { CKPT_SYNC, CKPT_ASYNC };
 enum ckpt_state { CKPT_SHARDED, CKPT_FULL };
+enum ckpt_writer { CKPT_WRITER_AUTO, CKPT_WRITER_DCP, CKPT_WRITER_TORCH_SAVE, CKPT_WRITER_DEEPSPEED, CKPT_WRITER_PER_RANK };
+enum ckpt_staging { CKPT_STAGE_PAGEABLE, CKPT_STAGE_PINNED, CKPT_STAGE_PINNED_PER_SAVE };
+enum ckpt_executor { CKPT_EXEC_THREAD, CKPT_EXEC_PROCESS };
+enum ckpt_replicas { CKPT_REPLICAS_AUTO, CKPT_REPLICAS_FIRST, CKPT_REPLICAS_BALANCED };
 
 struct scn_model {
 	char name[CFG_STR_MAX];   /* catalog name or path */
@@ -70,6 +81,9 @@ struct scn_training {
 	double zero_max_live_parameters;    /* elements (stage3_max_live_parameters) */
 	double zero_param_persistence_threshold; /* elements */
 	int framework;            /* enum framework */
+	int attention;            /* enum attn_choice */
+	int optimizer_impl;       /* enum opt_impl */
+	int grad_clipping;        /* clip_grad_norm_ before the step */
 	int framework_version;    /* enum fw_version: which PyTorch stack's rules */
 	char accelerate_config[CFG_STR_MAX]; /* an `accelerate config` YAML to import; "" = none */
 	char deepspeed_config[CFG_STR_MAX];  /* a DeepSpeed JSON to import; "" = none */
@@ -88,11 +102,25 @@ struct scn_checkpoint {
 	double interval_minutes;  /* -1 = auto */
 	int mode;                 /* enum ckpt_mode */
 	int state_dict;           /* enum ckpt_state */
-	double storage_bandwidth; /* bytes/s, aggregate */
-	double node_bandwidth;    /* bytes/s one node can write or read; -1 = auto (its NICs) */
-	double host_copy_bandwidth; /* bytes/s device->host per GPU (async staging) */
+	char storage[CFG_STR_MAX]; /* models/hw/storage.ini entry or path; "" = none */
+	double storage_bandwidth; /* bytes/s, aggregate; -1 = auto (the storage's, else 100 GB/s) */
+	double node_bandwidth;    /* bytes/s one node can write or read; -1 = auto (the storage's, else its NICs) */
+	double storage_latency;   /* s per request and file operation; -1 = auto (the storage's, else 1 ms) */
+	double host_copy_bandwidth; /* bytes/s device->pinned host per GPU (async staging) */
+	double node_host_copy_bandwidth; /* bytes/s device->host per node; -1 = auto */
+	double pageable_copy_bandwidth; /* bytes/s device->pageable host per process */
+	double serialize_bandwidth; /* bytes/s one writer thread serializes (torch.save) */
+	double pin_bandwidth;     /* bytes/s of allocating pinned host memory */
+	int writer;               /* enum ckpt_writer */
+	int64_t writer_threads;   /* per rank; -1 = auto (the writer's default) */
+	int staging;              /* enum ckpt_staging */
+	int executor;             /* enum ckpt_executor: async_executor */
+	int plan_cache;           /* the save plan is cached after the first save */
+	int replica_writers;      /* enum ckpt_replicas */
+	int64_t load_gpus;        /* GPUs a restart loads into; -1 = auto (the same) */
 	double host_memory;       /* bytes per node; -1 = not given (not checked) */
 	int include_grads;        /* the checkpoint also holds the gradients */
+	int include_optimizer;    /* it holds the optimizer states and master weights (else weights only) */
 	double collective_timeout_minutes; /* NCCL/c10d collective timeout (minutes) */
 };
 
@@ -143,15 +171,20 @@ struct scenario {
 	double capacity;          /* bytes per GPU: gpu_memory or the device's */
 	int64_t world;            /* nodes * gpus_per_node */
 	int64_t dp;               /* data-parallel degree: world / tensor_parallel */
+	int attn;                 /* the attention kernel that runs: enum attn_kernel (graph.h) */
+	int opt_impl;             /* the optimizer implementation that runs: enum opt_impl, not default */
 	struct fail_catalog failures; /* [failures] catalog, loaded when has_failures */
+	struct storage storage;   /* [checkpoint] storage, when has_storage */
+	int has_storage;
 };
 
 /* Loads path, applies the nset overrides ("section.key=value"), validates and
- * resolves the catalog entries. Imports ([model] hf_config, [training]
- * accelerate_config and deepspeed_config; relative paths are relative to the
- * scenario file, or to the working directory when given by --set) are read
- * during resolution: their settings apply first, then the file's keys, then
- * --set. On error fills e (file:line, key, expectation)
+ * resolves the catalog entries. Every path the file gives (a model, device or
+ * link file, the [failures] catalog, the imports) is relative to the file's
+ * folder, a path given by --set to the working directory; entries keep the
+ * name as written. Imports ([model] hf_config, [training] accelerate_config and
+ * deepspeed_config) are read during resolution: their settings apply first,
+ * then the file's keys, then --set. On error fills e (file:line, key, expectation)
  * and returns ERR_INPUT or ERR_SYSTEM; s is then to be freed with scenario_free. */
 int scenario_load(struct scenario *s, const char *path, const char *const *sets, int nset,
 		  struct err *e);

@@ -29,6 +29,18 @@
  * makes 8 passes (20 fp32 words: mul_, lerp_, mul_, addcmul_, sqrt, div_, add_,
  * addcdiv_); a fused Adam (DeepSpeed FusedAdam, CPUAdam, shardcast) reads p, g,
  * m, v and writes p, m, v (7 words).
+ * Optimizer launches: a foreach pass over T tensors of E elements in all runs
+ * max(ceil(T / max_tensors[depth]), ceil(E / (320 x 65536))) kernels, depth
+ * being the number of tensor lists it reads or writes (aten/src/ATen/native/
+ * cuda/MultiTensorApply.cuh: depth_to_max_tensors {110, 64, 48, 36, 30},
+ * depth_to_max_blocks 320, kChunkSize 65536), each pass one Python call; the
+ * for-loop implementation (_single_tensor_adam) issues every pass per tensor
+ * from Python; the fused one a single depth-4 pass (p, g, m, v). fp16's
+ * GradScaler.unscale_ adds a depth-1 pass over the gradients
+ * (_amp_foreach_non_finite_check_and_unscale_) and the host waits for it
+ * (found_inf.item() in GradScaler._maybe_opt_step); clip_grad_norm_ adds
+ * _foreach_norm (reads the gradients) and _foreach_mul_ (rewrites them), with
+ * an all-reduce of the norm under FSDP and ZeRO.
  */
 #include "step.h"
 
@@ -44,7 +56,7 @@
 
 enum tag {
 	T_DISPATCH, T_WAIT, T_FWD, T_BWD, T_RECOMP, T_OPT, T_AG, T_RS, T_AR, T_TP, T_BCAST,
-	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_ISSUE_COLL, T_COUNT
+	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_ISSUE_COLL, T_HOOKS, T_COUNT
 };
 
 struct step_unit {
@@ -83,8 +95,12 @@ struct bld {
 	double pcomm, gcomm;       /* bytes per element of gathered parameters / reduced gradients */
 	int cast_weights;          /* autocast casts fp32 weights to 16 bits each forward */
 	double opt_bytes;          /* optimizer memory traffic per parameter on the GPU */
+	int opt_impl;              /* enum opt_impl (resolved) */
+	double opt_tensors;        /* parameter tensors the optimizer steps on this rank */
 	double host_opt_bytes;     /* the same on the host (offload) */
 	double disp_f, disp_b, disp_c;  /* s host time per forward op, backward op, collective */
+	double disp_op;            /* s host time per Python-called aten op (optimizer) */
+	double disp_uf, disp_ub;   /* s host time per FSDP unit, forward and backward */
 	int offload;
 	/* streams */
 	int cpu, gpu, pg, tps, rep, h2d, d2h, host, gpu1, cpu1;
@@ -95,7 +111,7 @@ struct bld {
 	int pend[16], npend;
 	/* gather units (fsdp, zero3) */
 	struct step_unit *u;
-	int nu, has_units, is_fsdp, is_zero3;
+	int nu, has_units, is_fsdp, is_zero3, is_zero;
 	int lim[LIMITER_CAP], lhead, ltail;  /* FSDP free-event queue */
 	/* gradient bucket (zero2, zero3) */
 	double bucket;             /* elements accumulated */
@@ -264,6 +280,13 @@ static void op_times(struct bld *b)
 			peak = b->peak;
 		} else if (o->kind == OP_EMBED) {
 			w = 0;  /* a lookup reads the rows it returns (counted in act) */
+		} else if (o->kind == OP_ATTN) {
+			/* a fused kernel: compute-bound at its own efficiency (compute.h) */
+			f = compute_attention(b->ce, o->attn, 0, b->peak, o->flops_fwd * b->B, o->n);
+			bk = compute_attention(b->ce, o->attn, 1, b->peak, o->flops_bwd * b->B, o->n);
+			b->ss->tf[i] = f > 0 ? f + gap : 0;
+			b->ss->tb[i] = bk > 0 ? bk + gap : 0;
+			continue;
 		}
 		f = compute_roofline(b->ce, peak, b->mem_bw, o->flops_fwd * b->B, mm, nn, kk,
 				     act + w * b->wbytes);
@@ -502,6 +525,8 @@ static int reshard_after_forward(const struct bld *b, int u)
 
 static void pre_forward(struct bld *b, int u)
 {
+	if (b->is_fsdp)
+		host_work(b, b->cpu, b->disp_uf, u, T_HOOKS);
 	gather(b, u);
 	pend(b, b->u[u].ag);
 	if (b->is_zero3 || b->s->s.training.fsdp_forward_prefetch)
@@ -550,6 +575,7 @@ static void reduce_grads(struct bld *b, double n, int after, int label)
 static void post_backward(struct bld *b, int u, int last_kernel)
 {
 	if (b->is_fsdp) {
+		host_work(b, b->cpu, b->disp_ub, u, T_HOOKS);
 		if (b->shard != SHARD_NONE) {
 			b->u[u].gathered = 0;
 			limiter_push(b, last_kernel);
@@ -710,21 +736,89 @@ static void zero_allgather(struct bld *b, int after)
 	}
 }
 
+/* The foreach passes of torch.optim's step: the depth (tensor lists) of each. */
+static int opt_passes(int optimizer, int impl, int depth[8])
+{
+	static const int sgd[] = {2}, mom[] = {1, 2, 2};
+	static const int adam[] = {2, 1, 3, 2, 1, 1, 3}, adamw[] = {1, 2, 1, 3, 2, 1, 1, 3};
+	static const int *const tab[] = {sgd, mom, adam, adamw};
+	static const int n[] = {1, 3, 7, 8};
+	int i;
+
+	if (impl == OPTI_FUSED) {  /* one pass over p, g (, buffers) */
+		depth[0] = optimizer == OPT_SGD ? 2 : optimizer == OPT_SGD_MOMENTUM ? 3 : 4;
+		return 1;
+	}
+	for (i = 0; i < n[optimizer]; i++)
+		depth[i] = tab[optimizer][i];
+	return n[optimizer];
+}
+
+/* Kernels of one multi_tensor_apply pass of depth d over T tensors, E elements. */
+static double mta_launches(int d, double T, double E)
+{
+	static const double max_tensors[] = {110, 64, 48, 36, 30};
+	double by_t = ceil(T / max_tensors[d - 1]), by_e = ceil(E / (320.0 * 65536));
+
+	return fmax(1, fmax(by_t, by_e));
+}
+
+/* A memory-bound pass over p elements of bytes each, as torch.optim issues it:
+ * one Python call and its launches (foreach, fused), or one call per tensor
+ * (for_loop). Returns the kernel task. */
+static int opt_pass(struct bld *b, int impl, double p, double bytes, int depth, int label)
+{
+	double bw = b->mem_bw * b->ce->memory_efficiency, gap = b->ce->kernel_gap, T = b->opt_tensors;
+	double k = impl == OPTI_FOR_LOOP ? T : mta_launches(depth, T, p);
+	double host = impl == OPTI_FOR_LOOP ? T * b->disp_op : b->disp_op + (k - 1) * b->ce->dispatch_native;
+
+	return kernel(b, p * bytes / bw + k * gap, host, label, T_OPT);
+}
+
+/* GradScaler.unscale_ (fp16 under torch.amp): a pass over the gradients, then
+ * the host reads found_inf before stepping. */
+static void grad_scaler(struct bld *b, double p)
+{
+	int t;
+
+	if (b->s->s.training.precision != PREC_FP16 || b->s->s.training.framework != FW_PYTORCH || b->is_zero)
+		return;
+	t = opt_pass(b, OPTI_FOREACH, p, 2 * b->gbytes, 1, -1);
+	host_wait(b, t);
+}
+
+/* clip_grad_norm_: the gradients' norm (a read), an all-reduce of it across
+ * the shards (FSDP, ZeRO), the scaling (a read and a write). */
+static void grad_clip(struct bld *b, double p)
+{
+	int t;
+
+	if (!b->s->s.training.grad_clipping)
+		return;
+	t = opt_pass(b, OPTI_FOREACH, p, b->gbytes, 1, -1);
+	if (b->shard_n > 1)
+		pend(b, collective(b, b->pg, COLL_ALLREDUCE, &b->gdp, 4, t, -1, T_AR));
+	opt_pass(b, OPTI_FOREACH, p, 2 * b->gbytes, 1, -1);
+}
+
 static void optimizer(struct bld *b)
 {
-	double p = shard_params(b), gap = b->ce->kernel_gap;
-	int t;
+	double p = shard_params(b);
+	int t = -1, i, n, depth[8];
 
 	pend(b, last_on(b, b->pg));
 	pend(b, last_on(b, b->rep));
 	pend(b, last_on(b, b->d2h));
 	if (b->offload == OFFLOAD_NONE) {
-		t = kernel(b, p * b->opt_bytes / (b->mem_bw * b->ce->memory_efficiency) + gap,
-			   b->disp_f, -1, T_OPT);
+		grad_clip(b, p);
+		grad_scaler(b, p);
+		n = opt_passes(b->s->s.training.optimizer, b->opt_impl, depth);
+		for (i = 0; i < n; i++)
+			t = opt_pass(b, b->opt_impl, p, b->opt_bytes / n, depth[i], -1);
 	} else {
 		/* the node's DRAM is shared by the optimizers of its GPUs */
 		double bw = b->ce->host_memory_bandwidth * b->ce->host_memory_efficiency / b->gpn;
-		int w = host_work(b, b->cpu, b->disp_f, -1, T_DISPATCH), i;
+		int w = host_work(b, b->cpu, b->disp_f, -1, T_DISPATCH);
 		t = des_work(b->d, b->host, p * b->host_opt_bytes / bw, -1, T_HOSTOPT);
 		if (t < 0) {
 			b->oom = 1;
@@ -899,13 +993,15 @@ static void groups(struct bld *b)
 		b->shard_n = b->dp;
 }
 
-static double gpu_opt_bytes(int optimizer, int fused, int act_bytes)
+/* Bytes per parameter an optimizer step moves: fp32 words (see the header
+ * comment), plus the 16-bit working copy a fused step writes where the model
+ * holds 16-bit weights (DeepSpeed, the shardcast runtime). */
+static double gpu_opt_bytes(int optimizer, int fused, int working16)
 {
-	/* fp32 words per parameter (see the header comment) */
 	static const double foreach[] = {3, 8, 18, 20};  /* sgd, sgd_momentum, adam, adamw */
 	static const double fusedw[] = {3, 5, 7, 7};
 
-	return 4 * (fused ? fusedw[optimizer] : foreach[optimizer]) + (fused && act_bytes == 2 ? 2 : 0);
+	return 4 * (fused ? fusedw[optimizer] : foreach[optimizer]) + (fused && working16 ? 2 : 0);
 }
 
 static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
@@ -942,14 +1038,24 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 	b->gbytes = b->cast_weights ? 4 : act;
 	b->pcomm = b->strat == STRAT_DP && g->o.autocast ? 4 : act;
 	b->gcomm = b->cast_weights || (b->strat == STRAT_DP && g->o.autocast) ? 4 : act;
-	b->opt_bytes = gpu_opt_bytes(t->optimizer, deepspeed || native, act);
+	b->opt_impl = s->opt_impl;
+	b->opt_bytes = gpu_opt_bytes(t->optimizer, s->opt_impl == OPTI_FUSED, (deepspeed || native) && act == 2);
 	/* host: DeepSpeed's CPUAdam is fused; FSDP's CPU offload runs torch.optim on CPU tensors */
-	b->host_opt_bytes = gpu_opt_bytes(t->optimizer, deepspeed || native, act);
+	b->host_opt_bytes = gpu_opt_bytes(t->optimizer, deepspeed || native, (deepspeed || native) && act == 2);
 	b->disp_f = native ? s->eff.dispatch_native : s->eff.dispatch_eager;
 	b->disp_b = native ? s->eff.dispatch_native : s->eff.dispatch_autograd;
 	b->disp_c = s->eff.dispatch_collective;
+	b->disp_op = native ? s->eff.dispatch_native : s->eff.dispatch_op;
+	/* PyTorch FSDP's per-unit hooks and buffer handling (the shardcast runtime's
+	 * units cost their collectives' issue only) */
+	b->disp_uf = native ? 0 : s->eff.dispatch_unit_fwd;
+	b->disp_ub = native ? 0 : s->eff.dispatch_unit_bwd;
 	b->is_fsdp = b->strat == STRAT_FSDP;
 	b->is_zero3 = b->strat == STRAT_ZERO3;
+	b->is_zero = b->strat >= STRAT_ZERO1 && b->strat <= STRAT_ZERO3;
+	/* what the optimizer steps: FSDP's FlatParameters (one per unit, counted once
+	 * the units exist), DeepSpeed's flat fp32 partition, else every tensor */
+	b->opt_tensors = b->is_zero ? 1 : graph_param_tensors(g);
 	b->has_units = b->is_fsdp || b->is_zero3;
 	b->rep = b->tps = b->h2d = b->d2h = b->host = b->gpu1 = b->cpu1 = -1;
 	if (grow_ops(ss, g->nops, g->nblocks + 1))
@@ -997,6 +1103,8 @@ static int build(struct bld *b)
 		ddp_buckets(b);
 	if ((b->is_fsdp && fsdp_units(b)) || (b->is_zero3 && zero3_units(b)))
 		return -1;
+	if (b->is_fsdp)
+		b->opt_tensors = b->nu;
 	if (!b->has_units)
 		for (m = 0; m < b->g->nops; m++)
 			b->ss->unit_of[m] = -1;
@@ -1028,6 +1136,8 @@ static double recompute_flops(const struct graph *g, int mode)
 			continue;
 		if (o->kind == OP_ATTN_SCORE || (mode == RECOMPUTE_FULL && o->kind == OP_MATMUL))
 			f += o->flops_fwd;
+		else if (o->kind == OP_ATTN)
+			f += o->flops_model;
 	}
 	return f * g->o.tp;
 }
@@ -1240,7 +1350,7 @@ static const char *task_name(void *ctx, const struct des_task *t, char *buf, siz
 	static const char *const what[T_COUNT] = {"issue ", "wait", "", "bwd ", "recompute ",
 		"optimizer step", "all-gather", "reduce-scatter", "all-reduce", "TP all-reduce",
 		"broadcast", "gather", "reduce", "copy to GPU", "copy to host",
-		"optimizer step (host)", "issue "};
+		"optimizer step (host)", "issue ", "FSDP unit hooks"};
 	char size[32];
 
 	if (t->coll >= 0) {

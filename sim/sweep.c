@@ -15,16 +15,20 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "catalog.h"
 #include "graph.h"
+#include "import.h"
 
 static const char *const objectives[] = {"throughput", "cost", "time_to_train", NULL};
 
 #define S(x) offsetof(struct sweep_settings, x)
 static const struct cfg_key keys[] = {
-	{"sweep", "models", CFG_STR, 0, CFG_REQUIRED, 0, 0, NULL, S(models), NULL,
-	 "models to sweep: catalog names or paths, or GLOB:MIN..MAX (catalog names matching GLOB with MIN..MAX parameters, e.g. llama-*:5B..15B)"},
+	{"sweep", "models", CFG_STR, 0, 0, 0, 0, "", S(models), NULL,
+	 "models to sweep: catalog names or paths (relative to the sweep file), or GLOB:MIN..MAX (catalog names matching GLOB with MIN..MAX parameters, e.g. llama-*:5B..15B); required unless hf_configs"},
+	{"sweep", "hf_configs", CFG_STR, 0, 0, 0, 0, "", S(hf_configs), NULL,
+	 "Hugging Face config.json files (or model folders) to sweep after models, relative to the sweep file: a team's own models"},
 	{"sweep", "global_batch", CFG_STR, 0, 0, 0, 0, "", S(global_batch), NULL,
 	 "global batch sizes (samples per optimizer step); each candidate takes the largest micro-batch that fits and divides global / dp, and accumulates the rest"},
 	{"sweep", "micro_batch", CFG_STR, 0, 0, 0, 0, "", S(micro_batch), NULL,
@@ -374,6 +378,8 @@ static int glob_models(struct sweep *sw, const char *item, struct err *e)
 	if (!rc && nm == 0)
 		rc = err_set(e, ERR_INPUT, sw->file, line, "[sweep] models: no catalog model matches '%s'", item);
 	qsort(mt, (size_t)nm, sizeof *mt, by_params);
+	if (!rc && nm > 0 && sw->nmodels == 0)
+		snprintf(sw->base_model, sizeof sw->base_model, "%s", mt[0].m.name);
 	for (i = 0; !rc && i < nm; i++)
 		rc = add_model(sw, &mt[i].m, e);
 	for (i = 0; i < n; i++)
@@ -383,13 +389,42 @@ static int glob_models(struct sweep *sw, const char *item, struct err *e)
 	return rc;
 }
 
+/* One model named by a [sweep] list: a catalog name, a model file or (hf) a
+ * Hugging Face config; a path is relative to the sweep file (imp_relative, the
+ * scenario loader's rule). The model is named as written. */
+static int named_model(struct sweep *sw, const char *item, int hf, struct model *m, struct err *e)
+{
+	char path[sizeof sw->base_model];
+	struct stat st;
+	int rc;
+
+	if (hf || catalog_is_path(item))
+		imp_relative(sw->file, item, path, sizeof path);
+	else
+		snprintf(path, sizeof path, "%s", item);
+	if (hf && stat(path, &st) != 0)
+		return err_set(e, ERR_INPUT, sw->file, line_of(sw, "hf_configs"),
+			       "[sweep] hf_configs: %s: no such file", path);
+	rc = hf ? imp_hf_model(path, m, e) : model_load(path, m, sw->file, line_of(sw, "models"), e);
+	if (rc)
+		return rc;
+	snprintf(m->name, sizeof m->name, "%s", item);
+	if (sw->nmodels == 0)  /* the base scenario loads the first model (load_base) */
+		snprintf(sw->base_model, sizeof sw->base_model, "%s", path);
+	sw->base_hf |= sw->nmodels == 0 && hf;
+	return add_model(sw, m, e);
+}
+
 static int load_models(struct sweep *sw, struct err *e)
 {
 	char buf[CFG_STR_MAX], *it[SWEEP_MAX_AXIS];
 	struct model *m;
-	int n, i, rc = 0;
+	int n = 0, nh = 0, i, rc = 0;
 
-	if (list(sw, "models", sw->set.models, buf, sizeof buf, it, SWEEP_MAX_AXIS, &n, e))
+	if (!sw->set.models[0] && !sw->set.hf_configs[0])
+		return err_set(e, ERR_INPUT, sw->file, 0, "[sweep]: give models (catalog names, model files "
+			       "or GLOB:MIN..MAX) or hf_configs (Hugging Face config.json files)");
+	if (sw->set.models[0] && list(sw, "models", sw->set.models, buf, sizeof buf, it, SWEEP_MAX_AXIS, &n, e))
 		return e->code;
 	m = malloc(sizeof *m);
 	if (!m)
@@ -397,9 +432,14 @@ static int load_models(struct sweep *sw, struct err *e)
 	for (i = 0; !rc && i < n; i++) {
 		if (strpbrk(it[i], "*?[") || (strchr(it[i], ':') && strstr(it[i], "..")))
 			rc = glob_models(sw, it[i], e);
-		else if (!(rc = model_load(it[i], m, sw->file, line_of(sw, "models"), e)))
-			rc = add_model(sw, m, e);
+		else
+			rc = named_model(sw, it[i], 0, m, e);
 	}
+	if (!rc && sw->set.hf_configs[0] &&
+	    list(sw, "hf_configs", sw->set.hf_configs, buf, sizeof buf, it, SWEEP_MAX_AXIS, &nh, e))
+		rc = e->code;
+	for (i = 0; !rc && i < nh; i++)
+		rc = named_model(sw, it[i], 1, m, e);
 	free(m);
 	return rc;
 }
@@ -410,7 +450,7 @@ static int load_models(struct sweep *sw, struct err *e)
 static int forbidden(const struct sweep *sw, const int *lines, struct err *e)
 {
 	static const char *const fixed[][3] = {
-		{"model", "name", "models"}, {"model", "hf_config", "models"},
+		{"model", "name", "models"}, {"model", "hf_config", "hf_configs"},
 		{"model", "seq_len", "seq_len"}, {"model", "target_len", "seq_len"},
 		{"training", "strategy", "strategies"}, {"training", "fsdp_sharding_strategy", "strategies"},
 		{"training", "precision", "precision"}, {"training", "activation_checkpointing", "activation_checkpointing"},
@@ -444,7 +484,7 @@ static int load_base(struct sweep *sw, char *text, size_t len, struct err *e)
 	struct scn_settings *tmp = malloc(sizeof *tmp);
 	int lines[SCN_MAX_KEYS] = {0};
 	struct cfg_origin origin = {lines, NULL};
-	char set[CFG_STR_MAX + 16];
+	char set[sizeof sw->base_model + 16];
 	const char *sets[1] = {set};
 	int rc;
 
@@ -463,7 +503,7 @@ static int load_base(struct sweep *sw, char *text, size_t len, struct err *e)
 		return rc;
 	}
 	/* the first model makes the base a complete scenario; the sweep replaces it */
-	snprintf(set, sizeof set, "model.name=%s", sw->models[0].name);
+	snprintf(set, sizeof set, "model.%s=%s", sw->base_hf ? "hf_config" : "name", sw->base_model);
 	return scenario_load_text(&sw->base, sw->file, text, len, sets, 1, e);
 }
 

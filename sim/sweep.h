@@ -10,6 +10,7 @@
  *   [job]       train_tokens, for objective = time_to_train
  *   [sweep]
  *   models = gpt2, gpt2-xl, llama-2-*:5e9..15e9   names, paths, or GLOB:MIN..MAX
+ *   hf_configs = my-model/config.json             Hugging Face configs (after models)
  *   global_batch = 8, 32, 128                     (or micro_batch = 1, 4 | auto)
  *   seq_len = 1024
  *   strategies = ddp, zero1, zero2, zero3, fsdp:full_shard, fsdp:shard_grad_op
@@ -19,6 +20,9 @@
  *   tensor_parallel = 1
  *   nodes = 1
  *   objective = throughput | cost | time_to_train
+ *
+ * Paths (model files, configs, the [cluster] entries given as files) are
+ * relative to the sweep file, as a scenario's are to the scenario.
  *
  * A file with no [sweep] section sweeps its cluster with defaults (models from
  * gpt2 to llama-2-70b, global batches 8 to 2048, every strategy family, with
@@ -78,6 +82,7 @@ struct sweep_cand {
 
 struct sweep_settings {
 	char models[CFG_STR_MAX];
+	char hf_configs[CFG_STR_MAX];
 	char global_batch[CFG_STR_MAX];
 	char micro_batch[CFG_STR_MAX];
 	char seq_len[CFG_STR_MAX];
@@ -101,7 +106,9 @@ struct sweep {
 	int is_default;           /* no [sweep] in the file: the default sweep of its cluster */
 	int calibrated;           /* the device parameters come from a stored calibration */
 	struct scenario base;     /* the cluster and fixed training settings (model: the first) */
-	struct model *models;     /* (nmodels) resolved, in the listed order */
+	char base_model[2 * CFG_STR_MAX + 2]; /* the first model's catalog name or path (from the cwd) */
+	int base_hf;              /* ... which is a Hugging Face config */
+	struct model *models;     /* (nmodels) resolved, in the listed order; named as listed */
 	double *model_params;     /* (nmodels) trained parameters (graph_param_count) */
 	int nmodels;
 	int64_t seqs[SWEEP_MAX_AXIS];
@@ -138,6 +145,16 @@ struct sweep_result {
 	double score;             /* the objective, larger is better */
 	char note[112];           /* why it does not fit / is invalid; what binds its memory */
 };
+
+/* Which figures of a result were computed: the others are "not computed", an
+ * empty CSV field and null in JSON and in the results database, never 0. */
+enum sweep_has {
+	SWEEP_HAS_ALWAYS,
+	SWEEP_HAS_MEMORY,   /* memory figures: ok and no_fit (at micro-batch 1) */
+	SWEEP_HAS_STEP,     /* the step and the batch: ok */
+	SWEEP_HAS_SET       /* ok and the value is non-zero: rank, train_days, ettr (job model run) */
+};
+int sweep_has(const struct sweep_result *x, int what, double value);
 
 /* Loads a sweep file: validates every list, resolves the models (catalog
  * names, paths, GLOB:MIN..MAX over models/nn by parameter count) and the

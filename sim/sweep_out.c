@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "units.h"
@@ -42,27 +43,6 @@ static const char *rate(char *b, size_t n, double v)
 	return b;
 }
 
-/* The objective's figure of r: "152.3k tok/s", "0.95 GPU-h/Mtok", "12.3 days". */
-static const char *figure(char *b, size_t n, const struct sweep *sw, const struct sweep_result *r)
-{
-	char t[32];
-
-	switch (sw->set.objective) {
-	case SWEEP_COST:
-		if (sw->set.gpu_hour_price > 0)
-			snprintf(b, n, "%.3g/Mtok", r->gpu_hours_per_mtok * sw->set.gpu_hour_price);
-		else
-			snprintf(b, n, "%.3g GPU-h/Mtok", r->gpu_hours_per_mtok);
-		break;
-	case SWEEP_TIME_TO_TRAIN:
-		snprintf(b, n, "%.3g days", r->train_days);
-		break;
-	default:
-		snprintf(b, n, "%s tok/s", rate(t, sizeof t, r->tokens_per_s));
-	}
-	return b;
-}
-
 /* How much worse the runner-up is under the objective, in percent. */
 static double margin(const struct sweep *sw, const struct sweep_result *best, const struct sweep_result *ru)
 {
@@ -73,25 +53,25 @@ static double margin(const struct sweep *sw, const struct sweep_result *best, co
 	}
 }
 
-/* "tie with", "+0.7% vs", "+12% vs": the winner's lead over the runner-up. */
+/* The winner's lead over the runner-up: "tie" (under 0.05 %), "+0.7%", "+12%". */
 static const char *lead(char *b, size_t n, double pct)
 {
 	if (pct < 0.05)
-		snprintf(b, n, "tie with");
-	else if (pct < 10)
-		snprintf(b, n, "+%.1f%% vs", pct);
+		snprintf(b, n, "tie");
 	else
-		snprintf(b, n, "+%.0f%% vs", pct);
+		snprintf(b, n, pct < 10 ? "+%.1f%%" : "+%.0f%%", pct);
 	return b;
 }
 
-/* The heatmap's version: ", tied", ", +0.7% ahead". */
+/* The heatmap's version (lead's rule): ", tied", ", +0.7% ahead". */
 static const char *ahead(char *b, size_t n, double pct)
 {
-	if (pct < 0.05)
+	char l[24];
+
+	if (!strcmp(lead(l, sizeof l, pct), "tie"))
 		snprintf(b, n, ", tied");
 	else
-		snprintf(b, n, pct < 10 ? ", +%.1f%% ahead" : ", +%.0f%% ahead", pct);
+		snprintf(b, n, ", %s ahead", l);
 	return b;
 }
 
@@ -112,6 +92,33 @@ static int cell_index(const struct sweep *sw, int model, int seq, int batch)
 
 /* ---- Markdown ---------------------------------------------------------------------------- */
 
+/* Prose lines of the Markdown are wrapped at this width (characters); table
+ * rows cannot be wrapped, so their cells are kept short instead and the long
+ * notes go below the tables. */
+#define MD_WIDTH 100
+
+/* Writes text as lines of at most MD_WIDTH characters, broken at spaces (a
+ * single longer word stays whole). */
+static void md_wrap(FILE *f, const char *text)
+{
+	const char *p = text;
+
+	while (*p) {
+		const char *end = p, *brk = NULL;
+		while (*end && end - p < MD_WIDTH) {
+			if (*end == ' ')
+				brk = end;
+			end++;
+		}
+		if (!*end || *end == ' ')
+			brk = end;
+		else if (!brk)
+			brk = strchr(end, ' ') ? strchr(end, ' ') : end + strlen(end);
+		fprintf(f, "%.*s\n", (int)(brk - p), p);
+		p = *brk ? brk + 1 : brk;
+	}
+}
+
 /* What the objective measures, for the header. */
 static const char *objective_text(const struct sweep *sw)
 {
@@ -127,11 +134,54 @@ static const char *objective_text(const struct sweep *sw)
 	}
 }
 
+/* The unit of the grid's figures (figure() without it: short()). */
+static const char *figure_unit(const struct sweep *sw)
+{
+	switch (sw->set.objective) {
+	case SWEEP_COST:
+		return sw->set.gpu_hour_price > 0 ? "cost per million tokens" : "GPU-hours per million tokens";
+	case SWEEP_TIME_TO_TRAIN:
+		return "days to train";
+	default:
+		return "tokens/s";
+	}
+}
+
+/* The objective's figure of r without its unit: "152.3k", "0.95", "12.3". */
+static const char *short_figure(char *b, size_t n, const struct sweep *sw, const struct sweep_result *r)
+{
+	char t[32];
+
+	switch (sw->set.objective) {
+	case SWEEP_COST:
+		snprintf(b, n, "%.3g", r->gpu_hours_per_mtok * (sw->set.gpu_hour_price > 0 ? sw->set.gpu_hour_price : 1));
+		break;
+	case SWEEP_TIME_TO_TRAIN:
+		snprintf(b, n, "%.3g", r->train_days);
+		break;
+	default:
+		snprintf(b, n, "%s", rate(t, sizeof t, r->tokens_per_s));
+	}
+	return b;
+}
+
+/* The objective's figure of r with its unit: "152.3k tok/s", "0.95 GPU-h/Mtok",
+ * "0.95/Mtok" (with a price), "12.3 days". */
+static const char *figure(char *b, size_t n, const struct sweep *sw, const struct sweep_result *r)
+{
+	char t[32];
+
+	snprintf(b, n, "%s%s", short_figure(t, sizeof t, sw, r),
+		 sw->set.objective == SWEEP_COST ? (sw->set.gpu_hour_price > 0 ? "/Mtok" : " GPU-h/Mtok") :
+		 sw->set.objective == SWEEP_TIME_TO_TRAIN ? " days" : " tok/s");
+	return b;
+}
+
 static void md_header(const struct sweep *sw, FILE *f)
 {
 	const struct scenario *b = &sw->base;
 	const struct sweep_settings *st = &sw->set;
-	char cap[32], bw[32], ibw[32];
+	char cap[32], bw[32], ibw[32], text[3 * CFG_STR_MAX + 2048];
 	int fw = b->s.training.framework, multi = sw->cands[sw->ncand - 1].nodes > 1 || sw->cands[0].nodes > 1;
 
 	units_format(cap, sizeof cap, b->capacity, UNIT_BYTES);
@@ -145,19 +195,24 @@ static void md_header(const struct sweep *sw, FILE *f)
 		fprintf(f, "%lld node%s", (long long)b->s.cluster.nodes, b->s.cluster.nodes > 1 ? "s" : "");
 	if (multi)
 		fprintf(f, " over %s (%lld x %s per node)", b->inter.name, (long long)b->s.cluster.nics_per_node, ibw);
-	fprintf(f, "\n\n%s `%s`: %d cells (%d models x %d %s x %d sequence length%s) x %d candidates "
+	snprintf(text, sizeof text, "%s `%s`: %d cells (%d models x %d %s x %d sequence length%s) x %d candidates "
 		"(strategies %s; precision %s; activation checkpointing %s; offload %s; tensor parallel %s%s%s). "
 		"Optimizer %s, framework %s%s. Each candidate runs at the largest micro-batch that fits and divides "
-		"the batch per GPU, and accumulates the rest.%s\n\nObjective: %s. Each cell: the best candidate, "
-		"its figure, and its lead over the best candidate of another strategy.\n",
+		"the batch per GPU, and accumulates the rest.%s",
 		sw->is_default ? "The default sweep of the cluster in" : "Sweep", sw->file, sw->ncell, sw->nmodels, sw->nbatch, sw->batch_mode == SWEEP_GLOBAL ? "global batches" :
 		sw->batch_mode == SWEEP_MICRO ? "micro-batches" : "(largest micro-batch)", sw->nseq,
 		sw->nseq > 1 ? "s" : "", sw->ncand,
 		st->strategies, st->precision, st->recompute, st->offload, st->tensor_parallel,
 		st->nodes[0] ? "; nodes " : "", st->nodes, scenario_enum_name("training", "optimizer", b->s.training.optimizer),
 		scenario_enum_name("training", "framework", fw), fw == FW_PYTORCH ? " (DeepSpeed's engine for zero1-3)" : "",
-		sw->calibrated ? " Device parameters: the latest calibration of the device (validate --calibrate)." : "",
-		objective_text(sw));
+		sw->calibrated ? " Device parameters: the latest calibration of the device (validate --calibrate)." : "");
+	fprintf(f, "\n\n");
+	md_wrap(f, text);
+	snprintf(text, sizeof text, "Objective: %s. Each cell: the best candidate, its %s, and its lead over "
+		 "the best candidate of another strategy (tie: within 0.05%%; the details name it).",
+		 objective_text(sw), figure_unit(sw));
+	fprintf(f, "\n");
+	md_wrap(f, text);
 }
 
 /* The grid of one sequence length: models down, batches across. */
@@ -166,9 +221,14 @@ static void md_grid(const struct sweep *sw, const struct sweep_result *r, int se
 	char b1[64], p[32];
 	int m, b, best, ru;
 
-	fprintf(f, "\n### seq_len %lld\n\n| model | params |", (long long)sw->seqs[seq]);
+	fprintf(f, "\n### seq_len %lld%s\n\n| model | params |", (long long)sw->seqs[seq],
+		sw->batch_mode == SWEEP_GLOBAL ? ", global batch across" :
+		sw->batch_mode == SWEEP_MICRO ? ", micro-batch across" : "");
 	for (b = 0; b < sw->nbatch; b++)
-		fprintf(f, " %s |", batch_name(sw, b, b1, sizeof b1));
+		if (sw->batch_mode == SWEEP_AUTO)
+			fprintf(f, " largest micro-batch |");
+		else
+			fprintf(f, " %lld |", (long long)sw->batches[b]);
 	fprintf(f, "\n|---|---:|");
 	for (b = 0; b < sw->nbatch; b++)
 		fprintf(f, "---|");
@@ -182,24 +242,24 @@ static void md_grid(const struct sweep *sw, const struct sweep_result *r, int se
 				fprintf(f, " none fits |");
 				continue;
 			}
-			fprintf(f, " **%s** %s", sw->cands[best].label, figure(b1, sizeof b1, sw, &c[best]));
-			if (ru >= 0)
-				fprintf(f, " (%s %s)", lead(b1, sizeof b1, margin(sw, &c[best], &c[ru])), sw->cands[ru].strat);
-			fprintf(f, " |");
+			fprintf(f, " **%s** %s", sw->cands[best].label, short_figure(b1, sizeof b1, sw, &c[best]));
+			fprintf(f, " (%s) |", ru < 0 ? "only fit" : lead(b1, sizeof b1, margin(sw, &c[best], &c[ru])));
 		}
 		fprintf(f, "\n");
 	}
 }
 
+/* The details table, one row per cell; what binds each winner's memory below it. */
 static void md_details(const struct sweep *sw, const struct sweep_result *r, FILE *f)
 {
 	char b1[64], b2[64], pk[32], cap[32];
 	int cell, model, seq, batch, best, ru;
 
-	fprintf(f, "\n### Details\n\n| model | seq_len | batch | best | micro-batch x accum x dp | %s | MFU "
-		"| peak memory / GPU | runner-up | margin | what binds the memory |\n"
-		"|---|---:|---|---|---|---:|---:|---|---|---:|---|\n",
-		sw->set.objective == SWEEP_THROUGHPUT ? "throughput" : sweep_objective_name(sw->set.objective));
+	units_format(cap, sizeof cap, sw->base.capacity, UNIT_BYTES);
+	fprintf(f, "\n### Details\n\n| model | seq_len | batch | best | micro x accum x dp | %s | MFU "
+		"| peak / GPU (of %s) | runner-up: another strategy (lead) |\n"
+		"|---|---:|---|---|---|---:|---:|---:|---|\n",
+		sw->set.objective == SWEEP_THROUGHPUT ? "throughput" : sweep_objective_name(sw->set.objective), cap);
 	for (cell = 0; cell < sw->ncell; cell++) {
 		const struct sweep_result *c = r + (size_t)cell * sw->ncand;
 		sweep_cell_axes(sw, cell, &model, &seq, &batch);
@@ -211,21 +271,31 @@ static void md_details(const struct sweep *sw, const struct sweep_result *r, FIL
 				 (long long)sw->batches[batch]);
 		fprintf(f, "| %s | %lld | %s |", sw->models[model].name, (long long)sw->seqs[seq], b1);
 		if (best < 0) {
-			fprintf(f, " none fits | | | | | | | |\n");
+			fprintf(f, " none fits | | | | | |\n");
 			continue;
 		}
 		units_format(pk, sizeof pk, c[best].peak, UNIT_BYTES);
-		units_format(cap, sizeof cap, c[best].capacity, UNIT_BYTES);
-		fprintf(f, " %s | %lld x %lld x %lld | %s | %.1f%% | %s of %s |", sw->cands[best].label,
+		fprintf(f, " %s | %lld x %lld x %lld | %s | %.1f%% | %s |", sw->cands[best].label,
 			(long long)c[best].micro_batch, (long long)c[best].grad_accum,
 			(long long)(c[best].global_batch / (c[best].micro_batch * c[best].grad_accum)),
-			figure(b1, sizeof b1, sw, &c[best]), 100 * c[best].mfu, pk, cap);
+			figure(b1, sizeof b1, sw, &c[best]), 100 * c[best].mfu, pk);
 		if (ru >= 0)
-			fprintf(f, " %s %s | +%.1f%% |", sw->cands[ru].label, figure(b2, sizeof b2, sw, &c[ru]),
-				margin(sw, &c[best], &c[ru]));
+			fprintf(f, " %s, %s (%s) |\n", sw->cands[ru].label, figure(b2, sizeof b2, sw, &c[ru]),
+				lead(b1, sizeof b1, margin(sw, &c[best], &c[ru])));
 		else
-			fprintf(f, " (no other strategy fits) | |");
-		fprintf(f, " %s |\n", c[best].note);
+			fprintf(f, " (no other strategy fits) |\n");
+	}
+	fprintf(f, "\n");
+	md_wrap(f, "What binds the memory of each cell's best candidate (the largest part of its peak, "
+		"and the op at the peak):");
+	fprintf(f, "\n");
+	for (cell = 0; cell < sw->ncell; cell++) {
+		const struct sweep_result *c = r + (size_t)cell * sw->ncand;
+		sweep_cell_axes(sw, cell, &model, &seq, &batch);
+		sweep_cell_best(sw, c, &best, &ru);
+		if (best >= 0 && c[best].note[0])
+			fprintf(f, "- %s, seq_len %lld, %s — %s\n", sw->models[model].name, (long long)sw->seqs[seq],
+				batch_name(sw, batch, b1, sizeof b1), c[best].note);
 	}
 }
 
@@ -258,15 +328,75 @@ static void field(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+int sweep_has(const struct sweep_result *x, int what, double value)
+{
+	switch (what) {
+	case SWEEP_HAS_MEMORY: return x->status == SWEEP_OK || x->status == SWEEP_NOFIT;
+	case SWEEP_HAS_STEP: return x->status == SWEEP_OK;
+	case SWEEP_HAS_SET: return x->status == SWEEP_OK && value != 0;
+	default: return 1;
+	}
+}
+
+/* The figures of a result in the CSV's column order (JSON's keys), each with
+ * what it needs to have been computed (sweep_has) and its CSV precision. */
+#define RF(x) offsetof(struct sweep_result, x)
+static const struct {
+	const char *name;
+	char type;          /* 'r' int32, 'i' int64, 'd' double */
+	size_t off;
+	int has;            /* enum sweep_has */
+	int digits;         /* significant digits in the CSV (%.*g); 0: a whole number */
+} rfields[] = {
+	{"rank", 'r', RF(rank), SWEEP_HAS_SET, 0},
+	{"micro_batch", 'i', RF(micro_batch), SWEEP_HAS_STEP, 0},
+	{"grad_accum", 'i', RF(grad_accum), SWEEP_HAS_STEP, 0},
+	{"global_batch", 'i', RF(global_batch), SWEEP_HAS_STEP, 0},
+	{"max_micro_batch", 'i', RF(max_micro_batch), SWEEP_HAS_MEMORY, 0},
+	{"peak_bytes", 'd', RF(peak), SWEEP_HAS_MEMORY, 0},
+	{"capacity_bytes", 'd', RF(capacity), SWEEP_HAS_MEMORY, 0},
+	{"params_bytes", 'd', RF(params), SWEEP_HAS_MEMORY, 0},
+	{"grads_bytes", 'd', RF(grads), SWEEP_HAS_MEMORY, 0},
+	{"optimizer_bytes", 'd', RF(optimizer), SWEEP_HAS_MEMORY, 0},
+	{"activations_bytes", 'd', RF(activations), SWEEP_HAS_MEMORY, 0},
+	{"buffers_bytes", 'd', RF(buffers), SWEEP_HAS_MEMORY, 0},
+	{"overhead_bytes", 'd', RF(overhead), SWEEP_HAS_MEMORY, 0},
+	{"step_time_s", 'd', RF(step_time), SWEEP_HAS_STEP, 9},
+	{"compute_s", 'd', RF(compute), SWEEP_HAS_STEP, 9},
+	{"comm_s", 'd', RF(comm), SWEEP_HAS_STEP, 9},
+	{"exposed_comm_s", 'd', RF(exposed_comm), SWEEP_HAS_STEP, 9},
+	{"tokens_per_s", 'd', RF(tokens_per_s), SWEEP_HAS_STEP, 9},
+	{"samples_per_s", 'd', RF(samples_per_s), SWEEP_HAS_STEP, 9},
+	{"mfu", 'd', RF(mfu), SWEEP_HAS_STEP, 6},
+	{"gpu_hours_per_mtok", 'd', RF(gpu_hours_per_mtok), SWEEP_HAS_STEP, 6},
+	{"train_days", 'd', RF(train_days), SWEEP_HAS_SET, 6},
+	{"ettr", 'd', RF(ettr), SWEEP_HAS_SET, 6},
+	{"score", 'd', RF(score), SWEEP_HAS_STEP, 9},
+};
+#undef RF
+#define NRFIELDS (sizeof rfields / sizeof rfields[0])
+
+/* Field i of x as a double; *has: whether it was computed. */
+static double rfield(const struct sweep_result *x, size_t i, int *has)
+{
+	const char *p = (const char *)x + rfields[i].off;
+	double v = rfields[i].type == 'r' ? (double)*(const int32_t *)p :
+		   rfields[i].type == 'i' ? (double)*(const int64_t *)p : *(const double *)p;
+
+	*has = sweep_has(x, rfields[i].has, v);
+	return v;
+}
+
 int sweep_write_csv(const struct sweep *sw, const struct sweep_result *r, FILE *f)
 {
-	int cell, i, model, seq, batch;
+	int cell, i, model, seq, batch, has;
+	size_t j;
 
 	fprintf(f, "cell,model,model_params,seq_len,batch,candidate,strategy,label,precision,"
-		"activation_checkpointing,offload,tensor_parallel,nodes,gpus,status,rank,micro_batch,grad_accum,"
-		"global_batch,max_micro_batch,peak_bytes,capacity_bytes,params_bytes,grads_bytes,optimizer_bytes,"
-		"activations_bytes,buffers_bytes,overhead_bytes,step_time_s,compute_s,comm_s,exposed_comm_s,"
-		"tokens_per_s,samples_per_s,mfu,gpu_hours_per_mtok,train_days,ettr,score,note\n");
+		"activation_checkpointing,offload,tensor_parallel,nodes,gpus,status");
+	for (j = 0; j < NRFIELDS; j++)
+		fprintf(f, ",%s", rfields[j].name);
+	fprintf(f, ",note\n");
 	for (cell = 0; cell < sw->ncell; cell++) {
 		sweep_cell_axes(sw, cell, &model, &seq, &batch);
 		for (i = 0; i < sw->ncand; i++) {
@@ -277,17 +407,19 @@ int sweep_write_csv(const struct sweep *sw, const struct sweep_result *r, FILE *
 			fprintf(f, ",%.0f,%lld,%lld,%d,%s,", sw->model_params[model], (long long)sw->seqs[seq],
 				(long long)sw->batches[batch], i, k->strat);
 			field(f, k->label);
-			fprintf(f, ",%s,%s,%s,%lld,%lld,%lld,%s,%d,%lld,%lld,%lld,%lld,"
-				"%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6g,%.6g,%.6g,%.6g,%.9g,",
-				scenario_precision_name(k->precision),
+			fprintf(f, ",%s,%s,%s,%lld,%lld,%lld,%s", scenario_precision_name(k->precision),
 				scenario_enum_name("training", "activation_checkpointing", k->recompute),
 				scenario_enum_name("training", "offload", k->offload), (long long)k->tp,
-				(long long)k->nodes, (long long)x->world, sweep_status_name(x->status), x->rank,
-				(long long)x->micro_batch, (long long)x->grad_accum, (long long)x->global_batch,
-				(long long)x->max_micro_batch, x->peak, x->capacity, x->params, x->grads, x->optimizer,
-				x->activations, x->buffers, x->overhead, x->step_time, x->compute, x->comm,
-				x->exposed_comm, x->tokens_per_s, x->samples_per_s, x->mfu, x->gpu_hours_per_mtok,
-				x->train_days, x->ettr, x->score);
+				(long long)k->nodes, (long long)x->world, sweep_status_name(x->status));
+			for (j = 0; j < NRFIELDS; j++) {
+				double v = rfield(x, j, &has);
+				fputc(',', f);
+				if (has && rfields[j].digits)
+					fprintf(f, "%.*g", rfields[j].digits, v);
+				else if (has)
+					fprintf(f, "%.0f", v);
+			}
+			fputc(',', f);
 			field(f, x->note);
 			fputc('\n', f);
 		}
@@ -312,43 +444,22 @@ static cJSON *json_cand(const struct sweep_cand *k)
 	return o;
 }
 
+/* A result: every figure of rfields, null where it was not computed. */
 static cJSON *json_result(const struct sweep_result *x)
 {
 	cJSON *o = cJSON_CreateObject();
+	size_t j;
+	int has;
 
 	cJSON_AddNumberToObject(o, "candidate", x->cand);
 	cJSON_AddStringToObject(o, "status", sweep_status_name(x->status));
-	if (x->rank)
-		cJSON_AddNumberToObject(o, "rank", x->rank);
 	cJSON_AddNumberToObject(o, "gpus", (double)x->world);
-	if (x->status == SWEEP_OK || x->status == SWEEP_NOFIT) {
-		cJSON_AddNumberToObject(o, "max_micro_batch", (double)x->max_micro_batch);
-		cJSON_AddNumberToObject(o, "peak_bytes", x->peak);
-		cJSON_AddNumberToObject(o, "capacity_bytes", x->capacity);
-		cJSON_AddNumberToObject(o, "params_bytes", x->params);
-		cJSON_AddNumberToObject(o, "grads_bytes", x->grads);
-		cJSON_AddNumberToObject(o, "optimizer_bytes", x->optimizer);
-		cJSON_AddNumberToObject(o, "activations_bytes", x->activations);
-		cJSON_AddNumberToObject(o, "buffers_bytes", x->buffers);
-		cJSON_AddNumberToObject(o, "overhead_bytes", x->overhead);
-	}
-	if (x->status == SWEEP_OK) {
-		cJSON_AddNumberToObject(o, "micro_batch", (double)x->micro_batch);
-		cJSON_AddNumberToObject(o, "grad_accum", (double)x->grad_accum);
-		cJSON_AddNumberToObject(o, "global_batch", (double)x->global_batch);
-		cJSON_AddNumberToObject(o, "step_time_s", x->step_time);
-		cJSON_AddNumberToObject(o, "compute_s", x->compute);
-		cJSON_AddNumberToObject(o, "comm_s", x->comm);
-		cJSON_AddNumberToObject(o, "exposed_comm_s", x->exposed_comm);
-		cJSON_AddNumberToObject(o, "tokens_per_s", x->tokens_per_s);
-		cJSON_AddNumberToObject(o, "samples_per_s", x->samples_per_s);
-		cJSON_AddNumberToObject(o, "mfu", x->mfu);
-		cJSON_AddNumberToObject(o, "gpu_hours_per_mtok", x->gpu_hours_per_mtok);
-		if (x->train_days > 0)
-			cJSON_AddNumberToObject(o, "train_days", x->train_days);
-		if (x->ettr > 0)
-			cJSON_AddNumberToObject(o, "ettr", x->ettr);
-		cJSON_AddNumberToObject(o, "score", x->score);
+	for (j = 0; j < NRFIELDS; j++) {
+		double v = rfield(x, j, &has);
+		if (has)
+			cJSON_AddNumberToObject(o, rfields[j].name, v);
+		else
+			cJSON_AddNullToObject(o, rfields[j].name);
 	}
 	cJSON_AddStringToObject(o, "note", x->note);
 	return o;

@@ -146,6 +146,42 @@ printf '[model]\nhf_config = %s/tests/data/hf/llama-3-8b\nseq_len = 2048\n[clust
 printf '[model]\nname = llama-3-8b\nseq_len = 2048\n[cluster]\ngpu = h100-sxm5-80gb\ngpus_per_node = 8\n[training]\nstrategy = fsdp\nprecision = bf16\n' >"$tmp/cat.ini"
 same_json "$tmp/hf.ini" "$tmp/cat.ini" 'del(.scenario, .model.name)'
 
+# every path in a scenario is relative to the scenario's folder (a model, a
+# device, two links, a failure catalog and an Accelerate config given as files
+# beside it), so the run predicts the same from any working directory; the
+# same run with catalog names has the same memory (the device file, a copy of
+# the catalog's section, has no efficiency entry of its own, so times differ)
+own=$tmp/own
+mkdir -p "$own/nn" "$own/hw" "$own/failures" "$own/imports" "$own/scn"
+cp models/nn/gpt2.ini "$own/nn/my-model.ini"
+awk '/^\[a100-sxm4-80gb\]/ { p = 1 } /^\[/ && !/a100-sxm4-80gb/ { p = 0 } p' models/hw/gpus.ini >"$own/hw/my-gpu.ini"
+awk '/^\[nvlink3\]/ { p = 1 } /^\[/ && !/nvlink3/ { p = 0 } p' models/hw/links.ini >"$own/hw/intra.ini"
+awk '/^\[ib-hdr\]/ { p = 1 } /^\[/ && !/ib-hdr/ { p = 0 } p' models/hw/links.ini >"$own/hw/inter.ini"
+cp models/failures/llama3-h100.ini "$own/failures/mine.ini"
+cp scenarios/imports/llama-fsdp.yaml "$own/imports/acc.yaml"
+scn='[model]\nname = ../nn/my-model.ini\n[cluster]\ngpu = ../hw/my-gpu.ini\nintra_node = ../hw/intra.ini\ninter_node = ../hw/inter.ini\n[training]\naccelerate_config = ../imports/acc.yaml\nprecision = bf16\n[failures]\ncatalog = ../failures/mine.ini\ntrials = 20\n[job]\nsteps = 1000\n'
+printf "$scn" >"$own/scn/x.ini"
+printf "$(sed -e 's#\.\./nn/my-model\.ini#gpt2#' -e 's#\.\./hw/my-gpu\.ini#a100-sxm4-80gb#' -e 's#\.\./hw/intra\.ini#nvlink3#' \
+	-e 's#\.\./hw/inter\.ini#ib-hdr#' -e 's#\.\./failures/mine\.ini#llama3-h100#' -e "s#\.\./imports/acc\.yaml#$root/scenarios/imports/llama-fsdp.yaml#" <<<"$scn")" >"$own/scn/cat.ini"
+for d in "$root" / "$own/scn" "$own"; do
+	(cd "$d" && "$root/$bin/simulate" "$own/scn/x.ini" --json) >"$tmp/cwd.json" 2>"$tmp/err" || { bad "paths from $d: $(cat "$tmp/err")"; continue; }
+	(cd "$d" && "$root/$bin/simulate" "$own/scn/x.ini") | tail -n +2 >"$tmp/cwd.txt"
+	if [ "$d" = "$root" ]; then cp "$tmp/cwd.json" "$tmp/cwd0.json"; cp "$tmp/cwd.txt" "$tmp/cwd0.txt"; ok; continue; fi
+	cmp -s "$tmp/cwd.json" "$tmp/cwd0.json" && cmp -s "$tmp/cwd.txt" "$tmp/cwd0.txt" && ok ||
+		bad "paths: run from $d differs from the run from the repository root: $(diff "$tmp/cwd0.txt" "$tmp/cwd.txt" | head -4)"
+done
+(cd "$own/scn" && "$root/$bin/simulate" x.ini --json) >"$tmp/rel.json" 2>"$tmp/err" &&
+	[ "$(jq -S 'del(.scenario)' "$tmp/rel.json")" = "$(jq -S 'del(.scenario)' "$tmp/cwd0.json")" ] && ok ||
+	bad "paths: scenario named relative to its own folder: $(cat "$tmp/err")"
+if a=$("$root/$bin/simulate" "$own/scn/cat.ini" --json 2>"$tmp/err") &&
+   [ "$(jq -S '.memory, .max_micro_batch, .model.params, .job != null' <<<"$a")" = \
+     "$(jq -S '.memory, .max_micro_batch, .model.params, .job != null' "$tmp/cwd0.json")" ] &&
+   jq -e '.model.name == "../nn/my-model.ini" and .cluster.gpu == "../hw/my-gpu.ini"' "$tmp/cwd0.json" >/dev/null; then ok
+else bad "paths: the files beside the scenario are not the catalog's entries: $(cat "$tmp/err")"; fi
+# a --set path is relative to the working directory
+(cd "$own" && "$root/$bin/simulate" scn/x.ini --set model.name=nn/my-model.ini --json) >"$tmp/set.json" 2>"$tmp/err" &&
+	jq -e '.model.name == "nn/my-model.ini"' "$tmp/set.json" >/dev/null && ok || bad "paths: --set relative to the cwd: $(cat "$tmp/err")"
+
 # the report says where each imported value came from
 "$root/$bin/simulate" scenarios/llama-3-8b-accelerate.ini --set training.fsdp_backward_prefetch=none >"$tmp/out" 2>&1
 if grep -q '^Settings from imports' "$tmp/out" &&

@@ -94,16 +94,54 @@ if out=$("$root/$bin/simulate" "$tmp/same.ini" --json 2>"$tmp/err") &&
 else bad "sweep vs simulate: mb $mb ga $ga tok/s $tps peak $peak vs $(echo "$out" | jq -c '[.step.tokens_per_s, .memory.peak_bytes]') $(cat "$tmp/err")"; fi
 # the Markdown names the winner of each cell and says "none fits" where nothing does
 grep -q '^| gpt2-xl | 1.6B |' "$tmp/1.md" && ok || bad "markdown: gpt2-xl row"
+# readable lines: prose wrapped at 100 characters, table rows (which cannot wrap)
+# under 160 with three batch columns, the long notes in a list below the table
+long=$(awk '{ n = length($0) } /^\|/ && n > 160 || !/^[|#]/ && n > 100 { print NR ": " n }' "$tmp/1.md")
+[ -z "$long" ] && ok || bad "markdown: long lines (line: characters) $long"
+grep -q '^- gpt2-xl, seq_len 1024, global batch 512 — peak: ' "$tmp/1.md" && ok || bad "markdown: notes below the table"
 printf '[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\nmodels = llama-2-70b\nglobal_batch = 8\nstrategies = ddp, dp\nprecision = bf16\n' >"$tmp/none.ini"
-"$rec" "$tmp/none.ini" --json "$tmp/none.json" >"$tmp/none.md" 2>"$tmp/err" && grep -q "| none fits |" "$tmp/none.md" &&
+"$rec" "$tmp/none.ini" --json "$tmp/none.json" --csv "$tmp/none.csv" >"$tmp/none.md" 2>"$tmp/err" && grep -q "| none fits |" "$tmp/none.md" &&
 	jq -e '.cells[0].best == null and all(.cells[0].results[]; .status == "no_fit")' "$tmp/none.json" >/dev/null && ok ||
 	bad "none fits: $(cat "$tmp/err")"
+# "not computed" is an empty CSV field and null in JSON, never 0: a candidate that
+# does not fit has its memory at micro-batch 1 but no rank, batch or step; a
+# sweep without [job] has no train_days or ettr
+csv_col() {  # csv_col FILE COLUMN: that column of every row (the note, last, may hold commas)
+	awk -F, -v c="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$1"
+}
+[ "$(csv_col "$tmp/none.csv" status | sort -u)" = no_fit ] &&
+[ -z "$(csv_col "$tmp/none.csv" tokens_per_s | sort -u)" ] && [ -z "$(csv_col "$tmp/none.csv" rank | sort -u)" ] &&
+[ -z "$(csv_col "$tmp/none.csv" micro_batch | sort -u)" ] && [ -z "$(csv_col "$tmp/none.csv" step_time_s | sort -u)" ] &&
+! csv_col "$tmp/none.csv" peak_bytes | grep -qv '^[1-9][0-9]*$' && ok || bad "csv: not computed is not empty: $(head -2 "$tmp/none.csv")"
+[ -z "$(csv_col "$tmp/1.csv" train_days | sort -u)" ] && [ -z "$(csv_col "$tmp/1.csv" ettr | sort -u)" ] &&
+! csv_col "$tmp/1.csv" tokens_per_s | grep -qx '0' && ok || bad "csv: train_days/ettr without [job]"
+jq -e 'all(.cells[0].results[]; .tokens_per_s == null and .rank == null and .micro_batch == null and .peak_bytes > 0)' \
+	"$tmp/none.json" >/dev/null && jq -e 'all(.cells[].results[]; .train_days == null and .ettr == null)' "$tmp/1.json" >/dev/null &&
+	ok || bad "json: not computed is not null"
 # --plot: a PNG and an SVG
 if "$rec" tests/sweeps/small.ini --quiet --plot "$tmp/heat.png" 2>"$tmp/err" &&
    [ "$(head -c 8 "$tmp/heat.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] &&
    grep -q "<svg" "$tmp/heat.svg" && grep -q "fsdp:full_shard\|zero" "$tmp/heat.svg"; then ok
 else bad "--plot: $(cat "$tmp/err")"; fi
 ls "$tmp"/heat* "$tmp"/*.tmp 2>/dev/null | grep -q '\.tmp$' && bad "left a .tmp file" || ok
+# the heatmap has a colour legend: a key entry per winning strategy, from the data
+# (the cells' winners of small.ini), and one for "none fits" when a cell has none
+wins=$(jq -r '[.cells[].best | select(. != null) | split(" ")[0]] | unique | .[]' "$tmp/1.json")
+miss=""; for s in $wins; do grep -q "<title>$s</title>" "$tmp/heat.svg" || miss="$miss $s"; done
+[ -n "$wins" ] && [ -z "$miss" ] && grep -q '>best strategy<' "$tmp/heat.svg" && ok || bad "heatmap legend: missing$miss"
+"$rec" "$tmp/none.ini" --quiet --plot "$tmp/none.png" 2>"$tmp/err" && grep -q '<title>none fits</title>' "$tmp/none.svg" &&
+	ok || bad "heatmap legend: none fits $(cat "$tmp/err")"
+# the scaling plot (make plots): y ticks at 1-2-5 x 10^d ("50k", "100k", "200k",
+# not log2's 33k/66k/131k), linear scaling in the key, and a panel of % of linear
+printf 'zero3\tGPUs\ttokens/s\tMFU\nzero3\t8\t30000\t0.5\nzero3\t16\t58000\t0.5\nzero3\t32\t112000\t0.5\n\n\n' >"$tmp/scale.dat"
+printf 'ddp\tGPUs\ttokens/s\tMFU\nddp\t8\t32000\t0.5\nddp\t16\t60000\t0.5\nddp\t32\t100000\t0.5\n\n\n' >>"$tmp/scale.dat"
+printf 'linear scaling\tGPUs\ttokens/s\tMFU\nlinear\t8\t32000\t\nlinear\t16\t64000\t\nlinear\t32\t128000\t\n' >>"$tmp/scale.dat"
+if gnuplot -e "datafile='$tmp/scale.dat'; outbase='$tmp/scaling'; plottitle='t'" results/plots/scaling.gp 2>"$tmp/err"; then
+	ticks=$(grep -o '>[0-9]*k<' "$tmp/scaling.svg" | tr -d '<>' | sort -u | tr '\n' ' ')
+	[ "$ticks" = "100k 50k " ] && grep -q '<title>linear scaling' "$tmp/scaling.svg" &&
+		grep -q '>% of linear scaling<' "$tmp/scaling.svg" && grep -q '>90%<' "$tmp/scaling.svg" && ok ||
+		bad "scaling plot: y ticks '$ticks', linear scaling or efficiency panel missing"
+else bad "scaling.gp: $(cat "$tmp/err")"; fi
 # progress bar: on a terminal (script gives one) but not into a pipe
 if script -qec "'$rec' tests/sweeps/small.ini --quiet" /dev/null 2>&1 | grep -q "cells/s"; then ok
 else bad "no progress bar on a terminal"; fi
@@ -142,7 +180,8 @@ sqlite3 "$caldb" "INSERT INTO calibrations(device, created_at, params_json, n_po
   \"kernel_gap\": 4e-6, \"dispatch_native\": 5e-6, \"dispatch_collective\": 2e-5, \"intra_latency\": 2e-6,
   \"intra_bandwidth\": 2.4e11}', 3)"
 if "$rec" tests/sweeps/small.ini --db "$caldb" --json "$tmp/cal.json" >"$tmp/cal.md" 2>"$tmp/err" &&
-   grep -q "the latest calibration of the device" "$tmp/cal.md" && ! grep -q "latest calibration" "$tmp/1.md"; then ok
+   tr '\n' ' ' <"$tmp/cal.md" | grep -q "the latest calibration of the device" &&  # (prose is wrapped)
+   ! tr '\n' ' ' <"$tmp/1.md" | grep -q "latest calibration"; then ok
 else bad "calibration: not applied or not said ($(cat "$tmp/err"))"; fi
 read -r ctps ubtps <<<"$(jq -r --slurpfile u "$tmp/1.json" '[(.cells[5].results[7].tokens_per_s), ($u[0].cells[5].results[7].tokens_per_s)] | @tsv' "$tmp/cal.json")"
 if out=$("$root/$bin/simulate" "$tmp/same.ini" --json --db "$caldb" 2>"$tmp/err") &&

@@ -18,7 +18,7 @@ Test(graph, blocks_and_lifetimes)
 	struct graph g;
 	int i;
 
-	build(&g, "gpt2", (struct graph_opts){256, 256, 0.1, 1, GRAPH_EAGER, 2, 1});
+	build(&g, "gpt2", (struct graph_opts){256, 256, 0.1, 1, GRAPH_EAGER, 2, 1, AK_EAGER});
 	cr_expect_eq(g.nblocks, 12);
 	for (i = 0; i < g.nt; i++) {
 		/* a tensor is read no earlier than it is produced, saved no earlier either */
@@ -35,8 +35,8 @@ Test(graph, tensor_parallel_divides_per_rank_params)
 	 * and row-parallel biases stay whole */
 	struct graph g1, g4;
 
-	build(&g1, "llama-2-7b", (struct graph_opts){512, 512, 0, 1, GRAPH_EAGER, 2, 1});
-	build(&g4, "llama-2-7b", (struct graph_opts){512, 512, 0, 4, GRAPH_EAGER, 2, 1});
+	build(&g1, "llama-2-7b", (struct graph_opts){512, 512, 0, 1, GRAPH_EAGER, 2, 1, AK_EAGER});
+	build(&g4, "llama-2-7b", (struct graph_opts){512, 512, 0, 4, GRAPH_EAGER, 2, 1, AK_EAGER});
 	/* Llama has no biases: per-rank = (params - norms)/4 + norms */
 	{
 		double norms = 4096.0 * (2 * 32 + 1);
@@ -50,8 +50,49 @@ Test(graph, tensor_parallel_divides_per_rank_params)
 Test(graph, encoder_decoder_has_both_stacks)
 {
 	struct graph g;
-	build(&g, "t5-small", (struct graph_opts){512, 128, 0.1, 1, GRAPH_EAGER, 2, 1});
+	build(&g, "t5-small", (struct graph_opts){512, 128, 0.1, 1, GRAPH_EAGER, 2, 1, AK_EAGER});
 	cr_expect_eq(g.nblocks, 12, "6 encoder + 6 decoder blocks");
 	cr_expect_eq(g.tokens, 640);
 	graph_free(&g);
+}
+
+/* The fused attention op of one GPT-2 block at S = 1024 (12 heads of 64):
+ *  - FLOPs (Dao 2023, arXiv 2307.08691 §3): forward 4·a·S²·d, backward 2.5x
+ *    that (5 products against 2), both times the causal share (n + 1)/(2n) of
+ *    n = 8 tiles of 128 rows; the MFU term stays 2·a·S²·d (Kaplan et al.);
+ *  - saved: the c_attn output (q, k, v are its views: 3 x 768 x 1024 x 2 bytes),
+ *    the output (768 x 1024 x 2) and the fp32 log-sum-exp (12 x 1024 x 4);
+ *  - backward workspace (flash_api.cpp mha_bwd): dq_accum 1024 x 12 x 64 x 4,
+ *    softmax_d 12 x 1024 x 4, and dq/dk/dv before SplitBackward's concatenation
+ *    (the c_attn output's size). */
+Test(graph, fused_attention_op)
+{
+	struct graph g, ge;
+	struct graph_opts o = {1024, 1024, 0.1, 1, GRAPH_EAGER, 2, 1, AK_FLASH2};
+	double a = 12, d = 64, S = 1024, frac = 9.0 / 16, saved = 0;
+	int i, k, n = 0;
+
+	build(&g, "gpt2", o);
+	o.attn = AK_EAGER;
+	build(&ge, "gpt2", o);
+	for (i = 0; i < g.nops; i++) {
+		const struct gop *p = &g.ops[i];
+		if (p->kind == OP_ATTN_SCORE || p->kind == OP_SOFTMAX)
+			cr_expect(0, "%s: a fused graph has no scores or softmax", p->name);
+		if (p->kind != OP_ATTN)
+			continue;
+		if (n++ == 0)
+			for (k = 0; k < p->nsaved; k++)
+				saved += graph_tensor_bytes(&g, p->saved[k]);
+		cr_expect_float_eq(p->flops_fwd, 4 * a * S * S * d * frac, 1);
+		cr_expect_float_eq(p->flops_bwd, 2.5 * p->flops_fwd, 1);
+		cr_expect_float_eq(p->flops_model, 2 * a * S * S * d, 1);
+		cr_expect_float_eq(p->bwd_ws, 1024 * 12 * 64 * 4 + 12 * 1024 * 4 + 3 * 768 * 1024 * 2, 1);
+	}
+	cr_expect_eq(n, 12, "one fused op per block");
+	cr_expect_float_eq(saved, 3 * 768 * 1024 * 2 + 768 * 1024 * 2 + 12 * 1024 * 4, 1);
+	cr_expect_float_eq(graph_model_flops_per_sample(&g, NULL), graph_model_flops_per_sample(&ge, NULL), 1,
+			   "the MFU convention does not depend on the kernel");
+	graph_free(&g);
+	graph_free(&ge);
 }

@@ -3,7 +3,8 @@
  * "A higher order estimate of the optimum checkpoint interval for restart
  * dumps", FGCS 22(3)), the Llama 3 interruption counts its catalog is derived
  * from, and the mechanisms: async against sync saves, spare nodes, the
- * accounting of time, determinism, checkpoint sizes and the catalog loader.
+ * accounting of time, determinism and the catalog loader (checkpoint costs:
+ * test_ckpt.c).
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -363,46 +364,6 @@ Test(job, weibull_component_keeps_its_rate)
 	run(&p, &st);
 	failures = st.interruptions;
 	cr_expect(fabs(failures - 1000.57) < 0.01 * 1000, "%.1f failures in 1000 mean intervals", failures);
-}
-
-/* Checkpoint sizes per REFERENCE.md: mixed-precision Adam 12 B/param when the
- * weights stay fp32 (PyTorch autocast, FSDP MixedPrecision), 14 with a 16-bit
- * module and fp32 masters (DeepSpeed), 16 with the gradients. */
-Test(job, checkpoint_size_and_time)
-{
-	const char *ds[] = {"training.framework=deepspeed", "training.strategy=zero3"};
-	const char *dsg[] = {"training.framework=deepspeed", "training.strategy=zero3", "checkpoint.include_grads=true"};
-	const char *full[] = {"checkpoint.state_dict=full"};
-	struct scenario s;
-	struct ckpt_cost c;
-	struct err e = {0};
-
-	write_file(small);
-	cr_assert_eq(scenario_load(&s, path, NULL, 0, &e), 0, "%s", e.msg);
-	ckpt_cost(&s, 1e9, CKPT_SYNC, &c);
-	cr_expect_eq(c.bytes_per_param, 12);
-	/* sharded: 128 nodes x 8 NICs x 50 GB/s x 0.96 is far above the 100 GB/s storage */
-	cr_expect_float_eq(c.write, 12e9 / 100e9, 1e-12);
-	cr_expect_float_eq(c.block, c.write, 1e-12);
-	ckpt_cost(&s, 1e9, CKPT_ASYNC, &c);
-	cr_expect_float_eq(c.block, 12e9 / 1024 / 25e9, 1e-15, "each GPU copies its 1/1024 share at 25 GB/s");
-	cr_expect_float_eq(c.background, 12e9 / 100e9, 1e-12);
-	scenario_free(&s);
-	cr_assert_eq(scenario_load(&s, path, ds, 2, &e), 0, "%s", e.msg);
-	ckpt_cost(&s, 1e9, CKPT_SYNC, &c);
-	cr_expect_eq(c.bytes_per_param, 14);
-	scenario_free(&s);
-	cr_assert_eq(scenario_load(&s, path, dsg, 3, &e), 0, "%s", e.msg);
-	ckpt_cost(&s, 1e9, CKPT_SYNC, &c);
-	cr_expect_eq(c.bytes_per_param, 16);
-	scenario_free(&s);
-	cr_assert_eq(scenario_load(&s, path, full, 1, &e), 0, "%s", e.msg);
-	ckpt_cost(&s, 1e9, CKPT_SYNC, &c);
-	/* rank 0's node gathers 127/128 of 12 GB through 8 x 48 GB/s, then writes
-	 * at min(storage, its NICs) */
-	cr_expect_float_eq(c.gather, 12e9 * 127 / 128 / (8 * 50e9 * 0.96), 1e-12);
-	cr_expect_float_eq(c.block, c.gather + 12e9 / 100e9, 1e-12);
-	scenario_free(&s);
 }
 
 /* Without [job] step_time and without a step model there is no step time to

@@ -15,7 +15,7 @@ static void clear(void)
 	static const char *const vars[] = {
 		"RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
 		"OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "SLURM_PROCID",
-		"SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_NTASKS", NULL};
+		"SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_NTASKS", "PMIX_RANK", NULL};
 	int i;
 
 	for (i = 0; vars[i]; i++)
@@ -30,8 +30,13 @@ Test(launch, no_launcher_is_one_process)
 	const char *src = NULL;
 	struct err e = {0};
 
-	/* srun's batch step sets SLURM_NTASKS but no step variables: not a rank */
+	/* a batch script's own process (sbatch -n 16): Slurm 22.05 sets
+	 * SLURM_NTASKS=16, SLURM_PROCID=0 and SLURM_LOCALID=0 there, but not
+	 * SLURM_STEP_NUM_TASKS, which only srun's tasks get (seen in tests/slurm.sh's
+	 * cluster): one process, not rank 0 of 16 */
 	setenv("SLURM_NTASKS", "16", 1);
+	setenv("SLURM_PROCID", "0", 1);
+	setenv("SLURM_LOCALID", "0", 1);
 	cr_assert_eq(launch_env(&r, &w, &l, &src, &e), 0, "%s", e.msg);
 	cr_expect_eq(r, 0);
 	cr_expect_eq(w, 1);
@@ -99,6 +104,36 @@ Test(launch, openmpi_mpich_and_slurm)
 	cr_assert_eq(launch_env(&r, &w, &l, &src, &e), 0, "%s", e.msg);
 	cr_expect(r == 15 && w == 16 && l == 7);
 	cr_expect_str_eq(src, "slurm");
+}
+
+Test(launch, tasks_without_mpi_are_not_alone)
+{
+	struct err e = {0};
+
+	/* alone: no launcher, or a batch script's own process (above) */
+	cr_expect_eq(launch_mpi(), 0);
+	cr_expect_eq(launch_alone(&e), 0, "%s", e.msg);
+	setenv("SLURM_PROCID", "0", 1);
+	setenv("SLURM_LOCALID", "0", 1);
+	cr_expect_eq(launch_alone(&e), 0, "%s", e.msg);
+	/* srun -n 2 --mpi=none: each task has the step's variables and none of
+	 * MPI's, so MPI_Init would make two worlds of one */
+	setenv("SLURM_STEP_NUM_TASKS", "2", 1);
+	cr_expect_eq(launch_mpi(), 0);
+	cr_assert_eq(launch_alone(&e), ERR_INPUT);
+	cr_expect(strstr(e.msg, "SLURM_STEP_NUM_TASKS = 2: slurm started 2 processes") &&
+		  strstr(e.msg, "--mpi=pmix"), "%s", e.msg);
+	/* srun --mpi=pmix adds PMIX_RANK (Slurm's mpi/pmix plugin), mpirun OMPI_COMM_WORLD_* */
+	setenv("PMIX_RANK", "1", 1);
+	cr_expect_eq(launch_mpi(), 1);
+	clear();
+	setenv("RANK", "1", 1);
+	setenv("WORLD_SIZE", "4", 1);
+	setenv("LOCAL_RANK", "1", 1);
+	e = (struct err){0};
+	cr_assert_eq(launch_alone(&e), ERR_INPUT);
+	cr_expect(strstr(e.msg, "WORLD_SIZE = 4: torchrun started 4 processes") &&
+		  strstr(e.msg, "start validate with mpirun"), "%s", e.msg);
 }
 
 struct bad_env {

@@ -4,6 +4,7 @@
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -121,5 +122,80 @@ Test(loader, every_catalog_file_loads)
 		struct err e = {0};
 		cr_expect_eq(hw_link_load(links[i], &l, NULL, 0, "link", &e), 0, "%s: %s", links[i], e.msg);
 		cr_expect(strlen(l.source) > 10, "%s has no source", links[i]);
+	}
+}
+
+/* Writes text to dir/name (dir/sub/ created as needed). */
+static void put(const char *dir, const char *name, const char *text)
+{
+	char p[512], cmd[600];
+	FILE *f;
+
+	snprintf(p, sizeof p, "%s/%s", dir, name);
+	snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", p);
+	cr_assert_eq(system(cmd), 0);
+	f = fopen(p, "w");
+	cr_assert(f, "%s", p);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Every path a scenario file gives is relative to the scenario's folder, not to
+ * the working directory (tests run from the repository root): a model file, a
+ * device and two links given as files, and a failure catalog, all beside a
+ * scenario in a temporary folder. Their values differ from every catalog
+ * entry, so the assertions show which file was read. */
+Test(loader, paths_are_relative_to_the_scenario_file)
+{
+	char dir[64], scn[128];
+	struct scenario s;
+	struct err e = {0};
+
+	snprintf(dir, sizeof dir, "/tmp/shardcast-paths-%d", (int)getpid());
+	put(dir, "nn/three.ini", "[model]\nfamily = decoder\nvocab_size = 256\nhidden = 64\nlayers = 3\n"
+	    "heads = 4\nkv_heads = 4\nhead_dim = 16\nffn = 256\nactivation = gelu\nnorm = layernorm\n"
+	    "positions = learned\nmax_positions = 64\n");
+	put(dir, "hw/dev.ini", "[dev]\nmemory = 48GiB\nmemory_bandwidth = 1000GB/s\npeak_fp32 = 10TFLOP/s\n"
+	    "peak_tf32 = 10TFLOP/s\npeak_fp16 = 100TFLOP/s\npeak_bf16 = 100TFLOP/s\nsm_count = 10\n"
+	    "compute_capability = 8.0\nsource = a test device\n");
+	put(dir, "hw/links.ini", "[fast]\nkind = intra\nbandwidth = 123GB/s\nefficiency = 1\nlatency = 1us\n"
+	    "source = a test link\n");
+	put(dir, "hw/net.ini", "[slow]\nkind = inter\nbandwidth = 7GB/s\nefficiency = 1\nlatency = 1us\n"
+	    "source = a test link\n");
+	put(dir, "fail/cat.ini", "[gpu]\nper = gpu\nrate = 1e-5\n");
+	put(dir, "run/s.ini", "[model]\nname = ../nn/three.ini\nseq_len = 32\n[cluster]\ngpu = ../hw/dev.ini\n"
+	    "gpus_per_node = 2\nintra_node = ../hw/links.ini\ninter_node = ../hw/net.ini\n"
+	    "[failures]\ncatalog = ../fail/cat.ini\n[job]\nsteps = 10\nstep_time = 1s\n");
+	snprintf(scn, sizeof scn, "%s/run/s.ini", dir);
+	cr_assert_eq(scenario_load(&s, scn, NULL, 0, &e), 0, "%s", e.msg);
+	cr_expect_eq(s.model.layers, 3, "the model file beside the scenario (gpt-tiny has 2)");
+	cr_expect_str_eq(s.model.name, "../nn/three.ini", "named as written, whatever the cwd");
+	cr_expect_eq(s.capacity, 48.0 * 1073741824.0, "the device file's 48GiB");
+	cr_expect_str_eq(s.gpu.name, "../hw/dev.ini");
+	cr_expect_eq(s.intra.bandwidth, 123e9);
+	cr_expect_eq(s.inter.bandwidth, 7e9);
+	cr_expect_eq(s.failures.n, 1, "the catalog file's one component");
+	cr_expect_str_eq(s.failures.name, "../fail/cat.ini");
+	scenario_free(&s);
+
+	/* --set paths are relative to the working directory (the repository root
+	 * here): Korthikanti's GPT layer, a file of tests/good/ */
+	{
+		const char *sets[] = {"model.name=tests/good/gpt-korthikanti.ini"};
+		cr_assert_eq(scenario_load(&s, scn, sets, 1, &e), 0, "%s", e.msg);
+		cr_expect_str_eq(s.model.name, "tests/good/gpt-korthikanti.ini");
+		scenario_free(&s);
+	}
+	{
+		/* the same file named from the scenario's folder is not found from the cwd */
+		char cmd[128];
+		put(dir, "run/t.ini", "[model]\nname = tests/good/gpt-korthikanti.ini\n[cluster]\ngpu = cpu\n"
+		    "gpu_memory = 64MiB\n");
+		snprintf(scn, sizeof scn, "%s/run/t.ini", dir);
+		cr_expect_eq(scenario_load(&s, scn, NULL, 0, &e), ERR_INPUT);
+		cr_expect(strstr(e.msg, "run/tests/good/gpt-korthikanti.ini: no such file"), "%s", e.msg);
+		scenario_free(&s);
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+		cr_expect_eq(system(cmd), 0);
 	}
 }

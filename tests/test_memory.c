@@ -276,6 +276,38 @@ Test(memory, korthikanti_per_layer)
 		}
 }
 
+/* The same layer with a fused attention kernel (attention = flash): the 5as²b
+ * bytes of scores, softmax, dropout mask and dropout output (Korthikanti's
+ * eager set) give way to FlashAttention-2's fp32 log-sum-exp, 4·(a/t)·s bytes
+ * (flash_api.cpp mha_fwd: softmax_lse (B, heads, S)); q, k, v and the output
+ * are kept as in the eager set. Selective recompute replays the kernel from
+ * its inputs: only the log-sum-exp goes. */
+Test(memory, flash_per_layer)
+{
+	static const char *const rc[] = {"training.activation_checkpointing=none",
+		"training.activation_checkpointing=selective"};
+	static const char *const tp[] = {"training.tensor_parallel=1", "training.tensor_parallel=2",
+					 "training.tensor_parallel=4"};
+	const char *sets[] = {"model.name=tests/good/gpt-korthikanti.ini", "model.seq_len=1024", "model.dropout=0.1",
+			      "training.framework=shardcast", "training.strategy=ddp", "training.attention=flash",
+			      "cluster.gpu=a100-sxm4-80gb", "training.precision=bf16", NULL, NULL};
+	double s = 1024, h = 1024, a = 16, want, got;
+	struct ctx c;
+	int r, k, t;
+
+	for (r = 0; r < 2; r++)
+		for (k = 0; k < 3; k++) {
+			sets[8] = rc[r];
+			sets[9] = tp[k];
+			t = 1 << k;
+			load(&c, base, sets, 10);
+			got = per_layer(&c);
+			want = s * h * (10 + 24.0 / t) + 16 * s + (r == 0 ? 4 * a * s / t : 0);
+			cr_expect_float_eq(got, want, 0.5, "%s, t = %d: %.0f bytes, expected %.0f", rc[r], t, got, want);
+			drop(&c);
+		}
+}
+
 /* ---- properties -------------------------------------------------------------------------- */
 
 static const char *const strategies[] = {"training.strategy=single", "training.strategy=dp",
@@ -746,6 +778,31 @@ Test(memory, fsdp_wrap_policies)
 	cr_expect_geq((double)gathered[0], 2 * P * 0.999, "no_wrap gathers every bf16 parameter");
 	cr_expect_lt(gathered[1], gathered[0]);
 	cr_expect_lt(gathered[2], gathered[1]);
+}
+
+/* torch.optim's temporaries in an AdamW step (torch/optim/adamw.py): foreach's
+ * _foreach_sqrt(exp_avg_sqs) list, 4 bytes per parameter (the profile's
+ * adam_step_temp); the for-loop's sqrt and quotient of one parameter at a time,
+ * 8 bytes x the largest tensor (GPT-2's 50257 x 768 token table); fused: none. */
+Test(memory, optimizer_temporaries)
+{
+	static const char *const impl[] = {"training.optimizer_impl=foreach", "training.optimizer_impl=for_loop",
+					   "training.optimizer_impl=fused"};
+	const char *sets[] = {"model.name=gpt2", "cluster.gpus_per_node=1", "training.strategy=single",
+			      "training.optimizer=adamw", NULL};
+	struct ctx c;
+	struct mem_detail d;
+	int64_t want[3] = {4 * 124439808LL, 8 * 50257LL * 768, 0};
+	int k;
+
+	for (k = 0; k < 3; k++) {
+		sets[4] = impl[k];
+		load(&c, base, sets, 5);
+		mem_detail(&c.p, 0, 1, &d);
+		cr_expect_eq(d.what_peak[W_OPT_TEMP], want[k], "%s: %lld bytes", impl[k],
+			     (long long)d.what_peak[W_OPT_TEMP]);
+		drop(&c);
+	}
 }
 
 /* Dropout keeps a 1-byte mask per element it drops (and its output): turning it

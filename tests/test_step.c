@@ -420,3 +420,102 @@ Test(step, hybrid_shard_saves_the_slow_network)
 	    "training.micro_batch=4", "training.fsdp_sharding_strategy=hybrid_shard", NULL);
 	cr_expect_lt(hyb.r.time, full.r.time, "hybrid %g s, full %g s", hyb.r.time, full.r.time);
 }
+
+/* torch.optim's implementations on one A100, GPT-2 (124,439,808 parameters in
+ * 148 tensors), AdamW under autocast (fp32 parameters, gradients and states):
+ *  - foreach: 8 passes, 20 fp32 words per parameter; each pass launches
+ *    max(ceil(148 / max_tensors[depth]), ceil(P / (320 x 65536))) = 6 kernels
+ *    (MultiTensorApply.cuh: 320 blocks of 65536 elements per launch);
+ *  - fused: one depth-4 pass, 7 words, 6 launches;
+ *  - for_loop: the foreach bytes, but every pass per tensor, each from Python:
+ *    8 x 148 host calls of dispatch_op each bound the step. */
+Test(step, optimizer_implementations)
+{
+	struct run fe, fu, fl;
+	double P = 124439808, T = 148, bw, gap, disp;
+
+	sim(&fe, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+	    "training.optimizer_impl=foreach", NULL);
+	sim(&fu, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+	    "training.optimizer_impl=fused", NULL);
+	sim(&fl, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+	    "training.optimizer_impl=for_loop", NULL);
+	bw = fe.s.gpu.memory_bandwidth * fe.s.eff.memory_efficiency;
+	gap = fe.s.eff.kernel_gap;
+	disp = fe.s.eff.dispatch_op;
+	cr_expect_float_eq(fe.r.optimizer, P * 80 / bw + 48 * gap, 1e-6, "foreach %g s", fe.r.optimizer);
+	cr_expect_float_eq(fu.r.optimizer, P * 28 / bw + 6 * gap, 1e-6, "fused %g s", fu.r.optimizer);
+	cr_expect_float_eq(fl.r.optimizer, P * 80 / bw + 8 * T * gap, 1e-6, "for_loop %g s", fl.r.optimizer);
+	/* the host issues the for-loop's passes while the GPU still runs backward
+	 * (loss.backward() returns once autograd has issued its ops) */
+	cr_expect_gt(fl.r.time, fe.r.time, "for_loop %g s, foreach %g s", fl.r.time, fe.r.time);
+	cr_expect_geq(fl.r.time, 8 * T * disp);
+}
+
+/* fp16's GradScaler: a pass over the fp32 gradients (read, write: 8 bytes per
+ * parameter) before the step; bf16 has none. Gradient clipping: the norm (a
+ * read) and the scaling (a read and a write), 12 bytes per parameter. */
+Test(step, grad_scaler_and_clipping_passes)
+{
+	struct run bf, fp, cl;
+	double P = 124439808, bw;
+
+	sim(&bf, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1", NULL);
+	sim(&fp, "training.strategy=single", "training.precision=fp16", "training.micro_batch=1", NULL);
+	sim(&cl, "training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+	    "training.grad_clipping=true", NULL);
+	bw = bf.s.gpu.memory_bandwidth * bf.s.eff.memory_efficiency;
+	cr_expect_float_eq(fp.r.optimizer - bf.r.optimizer, P * 8 / bw + 6 * bf.s.eff.kernel_gap, 1e-6,
+			   "GradScaler %g s", fp.r.optimizer - bf.r.optimizer);
+	cr_expect_float_eq(cl.r.optimizer - bf.r.optimizer, P * 12 / bw + 12 * bf.s.eff.kernel_gap, 1e-6,
+			   "clipping %g s", cl.r.optimizer - bf.r.optimizer);
+}
+
+/* Host time of the forward and backward ops of the graph of minimal.ini with
+ * the n overrides: dispatch_eager per forward op, dispatch_autograd per
+ * backward op (ops that move or compute something). */
+static double host_ops(const char *const *sets, int n)
+{
+	struct graph g;
+	struct graph_opts o;
+	struct scenario s;
+	struct err e = {0};
+	double nf = 0, nb = 0, host;
+	int i;
+
+	cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
+	predict_graph_opts(&s, &o);
+	cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+	for (i = 0; i < g.nops; i++) {
+		nf += g.ops[i].flops_fwd > 0 || g.ops[i].io_elems > 0;
+		nb += g.ops[i].flops_bwd > 0 || g.ops[i].io_elems > 0;
+	}
+	host = nf * s.eff.dispatch_eager + nb * s.eff.dispatch_autograd;
+	graph_free(&g);
+	scenario_free(&s);
+	return host;
+}
+
+/* A step is never shorter than what the host issues: at micro-batch 1 GPT-2 on
+ * an A100 is host-bound, every forward op costs dispatch_eager and every
+ * backward op dispatch_autograd (efficiency.ini: measured per op of the graph
+ * by bench/host_overhead.py), so the step lasts at least their sum; FSDP adds
+ * dispatch_unit_fwd + dispatch_unit_bwd per unit (13 units: 12 blocks + root). */
+Test(step, host_bounds_small_steps)
+{
+	const char *one_set[] = {"training.strategy=single", "training.precision=bf16", "training.micro_batch=1",
+				 "model.seq_len=128"};
+	const char *fs_set[] = {"cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16",
+				"training.micro_batch=1", "model.seq_len=128"};
+	struct run one, fs;
+	double host1 = host_ops(one_set, 4), hostf = host_ops(fs_set, 5), unit;
+
+	sim_list(&one, one_set, 4);
+	cr_expect_geq(one.r.time, host1 * 0.95, "step %g s, host %g s", one.r.time, host1);
+	cr_expect_lt(one.r.compute, one.r.time * 0.8, "the GPU idles: compute %g s of %g s", one.r.compute,
+		     one.r.time);
+	sim_list(&fs, fs_set, 5);
+	unit = fs.s.eff.dispatch_unit_fwd + fs.s.eff.dispatch_unit_bwd;
+	cr_expect_geq(fs.r.time, hostf * 0.95 + 13 * unit, "fsdp step %g s, host %g s + units %g s", fs.r.time,
+		      hostf, 13 * unit);
+}

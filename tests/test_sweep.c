@@ -426,3 +426,84 @@ Test(sweep, accumulation_never_lowers_the_peak)
 				      strat[i], ckpt, p2.mem.peak, p1.mem.peak);
 		}
 }
+
+/* Writes text to file (replacing it). */
+static void write_file(const char *file, const char *text)
+{
+	FILE *f = fopen(file, "w");
+
+	cr_assert(f, "%s", file);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Copies the file from (a path from the repository root) to dir/to. */
+static void copy_into(const char *dir, const char *to, const char *from)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s/%s')\" && cp '%s' '%s/%s'", dir, to, from, dir, to);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* A team's own model as a Hugging Face config.json, and a model file, both
+ * named relative to the sweep file (which lives in another folder than the
+ * working directory): GPT-2's config gives exactly the catalog's gpt2
+ * (124,439,808 parameters, README "Hugging Face config.json"), so every
+ * candidate of its cells predicts exactly what the catalog entry's do. */
+Test(sweep, hf_configs_and_model_files_relative_to_the_sweep_file)
+{
+	char dir[64], file[128], cmd[128];
+	struct sweep_result *r;
+	struct sweep sw;
+	struct err e = {0};
+	int i;
+
+	snprintf(dir, sizeof dir, "/tmp/shardcast-sweep-hf-%d", (int)getpid());
+	copy_into(dir, "own/gpt2/config.json", "tests/data/hf/gpt2/config.json");
+	copy_into(dir, "own/medium.ini", "models/nn/gpt2-medium.ini");
+	snprintf(file, sizeof file, "%s/sweeps/s.ini", dir);
+	snprintf(cmd, sizeof cmd, "mkdir -p '%s/sweeps'", dir);
+	cr_assert_eq(system(cmd), 0);
+	write_file(file, "[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\nmodels = gpt2, ../own/medium.ini\n"
+		   "hf_configs = ../own/gpt2\nglobal_batch = 8, 512\nstrategies = ddp, zero3, fsdp\nprecision = bf16\n");
+	cr_assert_eq(sweep_load(&sw, file, &e), 0, "%s", e.msg);
+	cr_assert_eq(sw.nmodels, 3);
+	cr_expect_str_eq(sw.models[1].name, "../own/medium.ini", "named as listed");
+	cr_expect_str_eq(sw.models[2].name, "../own/gpt2");
+	cr_expect_eq(sw.model_params[2], 124439808.0);
+	cr_expect_eq(sw.model_params[1], 354823168.0, "gpt2-medium (Hugging Face: 354,823,168)");
+	r = eval_all(&sw);
+	for (i = 0; i < 2 * sw.ncand; i++) {  /* model 0's cells against model 2's */
+		const struct sweep_result *a = &r[i], *b = &r[(size_t)4 * sw.ncand + i];
+		cr_expect_eq(a->status, b->status, "%d", i);
+		cr_expect_eq(a->micro_batch, b->micro_batch, "%d", i);
+		cr_expect_eq(a->peak, b->peak, "%d", i);
+		cr_expect_eq(a->tokens_per_s, b->tokens_per_s, "%d", i);
+	}
+	cr_expect_eq(r[0].status, SWEEP_OK);
+	free(r);
+	sweep_free(&sw);
+
+	/* only a config: the sweep's base scenario loads it as [model] hf_config */
+	write_file(file, "[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\nhf_configs = ../own/gpt2/config.json\n"
+		   "global_batch = 8\nstrategies = ddp\nprecision = bf16\n");
+	cr_assert_eq(sweep_load(&sw, file, &e), 0, "%s", e.msg);
+	cr_expect_eq(sw.nmodels, 1);
+	cr_expect_eq(sw.base.model.layers, 12);
+	sweep_free(&sw);
+
+	/* neither models nor hf_configs; a config that is not there */
+	write_file(file, "[cluster]\ngpu = a100-sxm4-80gb\n[sweep]\nglobal_batch = 8\nhf_configs = own/gpt2\n");
+	cr_expect_eq(sweep_load(&sw, file, &e), ERR_INPUT);
+	cr_expect(strstr(e.msg, "s.ini:5: [sweep] hf_configs: ") && strstr(e.msg, "sweeps/own/gpt2: no such file"),
+		  "%s", e.msg);
+	sweep_free(&sw);
+	err_clear(&e);
+	write_file(file, "[cluster]\ngpu = a100-sxm4-80gb\n[sweep]\nglobal_batch = 8\n");
+	cr_expect_eq(sweep_load(&sw, file, &e), ERR_INPUT);
+	cr_expect(strstr(e.msg, "give models") && strstr(e.msg, "or hf_configs"), "%s", e.msg);
+	sweep_free(&sw);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0);
+}
