@@ -123,11 +123,11 @@ int memwalk_grow(struct wk *w)
 	return 0;
 }
 
-static int new_block(struct wk *w, int64_t ps)
+static int new_block(struct wk *w, int tsr)
 {
 	if (w->nblk == w->capblk) {
 		int ncap = w->capblk ? w->capblk * 2 : 1024;
-		int64_t *nb = realloc(w->bsz, (size_t)ncap * sizeof *nb);
+		int *nb = realloc(w->bsz, (size_t)ncap * sizeof *nb);
 		int *nr;
 		if (!nb) {
 			w->oom = 1;
@@ -142,7 +142,7 @@ static int new_block(struct wk *w, int64_t ps)
 		w->bref = nr;
 		w->capblk = ncap;
 	}
-	w->bsz[w->nblk] = ps;
+	w->bsz[w->nblk] = tsr;
 	w->bref[w->nblk] = 1;
 	return w->nblk++;
 }
@@ -155,7 +155,7 @@ static void unref_grad(struct wk *w, int tsr, int op)
 		return;
 	w->gblk[tsr] = -1;
 	if (--w->bref[b] == 0)
-		memwalk_event(w, -1, MEM_ACT_GRAD, W_ACT_GRAD, op, 0, w->bsz[b], 1);
+		act(w, -1, W_ACT_GRAD, op, w->bsz[b], MEM_ACT_GRAD);
 }
 
 /* ---- lifetimes: recompute regions and when each tensor is freed -------------- */
@@ -365,7 +365,7 @@ static void input_grads(struct wk *w, int i, int gout)
 
 	for (k = 0; k < o->nin; k++) {
 		t = distinct_in(o, k);
-		if (t < 0 || w->g->t[t].producer < 0)
+		if (t < 0 || w->g->t[t].producer < 0 || w->g->t[t].nograd)
 			continue;
 		if (o->kind == OP_ADD && gout >= 0) {
 			if (w->gblk[t] < 0) {  /* AddBackward passes the gradient through */
@@ -373,14 +373,14 @@ static void input_grads(struct wk *w, int i, int gout)
 				w->bref[gout]++;
 			}
 		} else if (w->gblk[t] < 0) {
-			int b = new_block(w, tbytes(w, t));
+			int b = new_block(w, t);
 			if (b < 0)
 				return;
 			w->gblk[t] = b;
-			memwalk_event(w, +1, MEM_ACT_GRAD, W_ACT_GRAD, i, 0, tbytes(w, t), 1);
+			act(w, +1, W_ACT_GRAD, i, t, MEM_ACT_GRAD);
 		} else if (w->eager) {  /* a new contribution, accumulated then freed */
-			memwalk_event(w, +1, MEM_ACT_GRAD, W_ACT_GRAD, i, 0, tbytes(w, t), 1);
-			memwalk_event(w, -1, MEM_ACT_GRAD, W_ACT_GRAD, i, 0, tbytes(w, t), 1);
+			act(w, +1, W_ACT_GRAD, i, t, MEM_ACT_GRAD);
+			act(w, -1, W_ACT_GRAD, i, t, MEM_ACT_GRAD);
 		}
 	}
 }

@@ -39,7 +39,7 @@ struct wk {
 	char *fl, *rl;        /* forward copy live, replay copy live */
 	int *gblk;            /* gradient block, -1 none */
 	/* gradient blocks */
-	int64_t *bsz;
+	int *bsz;             /* the tensor whose size each block has */
 	int *bref;
 	int nblk, capblk;
 	/* per op */
@@ -122,9 +122,13 @@ static inline int64_t tbytes(const struct wk *w, int t)
 	return (int64_t)graph_tensor_bytes(w->g, t);
 }
 
+/* An event of tensor tsr's size: per sample, or fixed (graph.h). */
 static inline void act(struct wk *w, int sign, int what, int op, int tsr, int cat)
 {
-	memwalk_event(w, sign, cat, what, op, 0, tbytes(w, tsr), 1);
+	if (w->g->t[tsr].fixed)
+		memwalk_event(w, sign, cat, what, op, tbytes(w, tsr), 0, 1);
+	else
+		memwalk_event(w, sign, cat, what, op, 0, tbytes(w, tsr), 1);
 }
 
 static inline int block_last(const struct graph *g, int b)

@@ -26,6 +26,9 @@ int predict_graph_opts(const struct scenario *s, struct graph_opts *o)
 	 * the module to bf16/fp16 and keeps fp32 masters in the optimizer (the
 	 * zero stages run DeepSpeed's engine whatever the framework), and FSDP's
 	 * MixedPrecision casts the gathered parameters */
+	o->fwv = t->framework == FW_PYTORCH ? t->framework_version : FWV_CURRENT;
+	/* transformers turns use_cache off in checkpointed layers */
+	o->kv_cache = t->recompute != RECOMPUTE_FULL;
 	o->autocast = t->framework == FW_PYTORCH && o->act_bytes == 2 &&
 		(t->strategy == STRAT_SINGLE || t->strategy == STRAT_DP || t->strategy == STRAT_DDP);
 	return 0;
