@@ -217,6 +217,8 @@ static int norm(struct bld *b, const char *name, int x)
 		b->g->ops[o].flops_bwd = 8 * b->S * h;
 		save(b, o, x32);
 		save_new(b, o, "rsqrt", b->S, 4);
+		if (b->old)  /* torch 1.13's MeanBackward1 keeps its input: the fp32 x^2 */
+			save_new(b, o, "pow", b->S * h, 4);
 		ob = op(b, OP_MUL, "norm_w", out(b, o), -1, -1, b->S * h, b->U);
 		b->g->ops[ob].params = h;
 		/* weight * hidden.to(weight dtype): the cast (or fp32 tensor) is saved */
@@ -817,6 +819,10 @@ int graph_build(struct graph *g, const struct model *m, const struct graph_opts 
 	head_and_loss(&b, x);
 	if (!g->block_first && g->nblocks)
 		goto nomem;
+	if (b.old && m->family == FAM_DECODER && m->positions == POS_LEARNED)
+		/* transformers 4.26's GPT2Attention buffers: the uint8 causal
+		 * tril (max_positions^2) and masked_bias (one fp32) per layer */
+		g->buffer_bytes = (double)m->layers * ((double)m->max_positions * m->max_positions + 4);
 
 	g->tokens = (double)o->seq_len + (m->family == FAM_ENCODER_DECODER ? (double)o->target_len : 0);
 	for (i = 0; i < g->nops; i++) {

@@ -870,6 +870,8 @@ static void repl_setup(struct wk *w)
 	if (pt(w)) {
 		per_tensor_states(w, MEM_PARAMS, W_PARAMS, w->wp, 1);
 		per_tensor_states(w, MEM_OPTIM, W_OPT_STATES, bytes, copies);
+		if (w->keep_grads && !bucket_view(w))
+			per_tensor_states(w, MEM_GRADS, W_GRADS, w->wg, 1);
 		if (w->strat == STRAT_DDP)
 			ddp_buckets(w, +1, bucket_view(w) ? MEM_GRADS : MEM_BUFFERS);
 		return;
@@ -887,7 +889,8 @@ static void repl_step(struct wk *w)
 	if (!pt(w))
 		return;
 	adam_temp(w);
-	pt_free_grads(w, W_GRADS);
+	if (!w->keep_grads)
+		pt_free_grads(w, W_GRADS);
 }
 
 /* nn.DataParallel: GPU 0 holds the module, its gradients and the optimizer;
@@ -901,6 +904,8 @@ static void dp_setup(struct wk *w)
 	opt_layout(w, &bytes, &copies);
 	per_tensor_states(w, MEM_PARAMS, W_PARAMS, w->wp, 1);
 	per_tensor_states(w, MEM_OPTIM, W_OPT_STATES, bytes, copies);
+	if (w->keep_grads)
+		per_tensor_states(w, MEM_GRADS, W_GRADS, w->wg, 1);
 }
 
 static void dp_micro_begin(struct wk *w)
@@ -952,7 +957,7 @@ static void dp_bwd_end(struct wk *w)
 		for (i = 0; i < w->g->nops; i++) {
 			n = param_tensors(w, i, sz);
 			for (k = 0; k < n; k++) {
-				if (w->micro) {
+				if (w->micro || w->keep_grads) {
 					alloc(w, MEM_GRADS, W_WGRAD_TEMP, -1, sz[k] * w->wg);
 					release(w, MEM_GRADS, W_WGRAD_TEMP, -1, sz[k] * w->wg);
 				} else {
@@ -983,7 +988,8 @@ static void dp_step(struct wk *w)
 	if (w->role != ROLE_DP_MASTER)
 		return;
 	adam_temp(w);
-	per_tensor_free(w, MEM_GRADS, W_GRADS, w->wg, 1);  /* zero_grad(set_to_none=True) */
+	if (!w->keep_grads)
+		per_tensor_free(w, MEM_GRADS, W_GRADS, w->wg, 1);  /* zero_grad(set_to_none=True) */
 }
 
 /* ---- ZeRO stages 1-2 --------------------------------------------------------- */
@@ -1096,7 +1102,7 @@ void memstrat_param_grads(struct wk *w, int i)
 	switch (w->mech) {
 	case MECH_REPL:
 		if (pt(w))
-			pt_param_grads(w, i, W_GRADS, bucket_view(w), 0);
+			pt_param_grads(w, i, W_GRADS, bucket_view(w) || w->keep_grads, 0);
 		break;
 	case MECH_DP:
 		pt_param_grads(w, i, W_REPLICA_GRADS, 0, 0);
@@ -1135,6 +1141,8 @@ void memstrat_setup(struct wk *w)
 	}
 	if (w->s->s.training.precision == PREC_FP16 && w->role != ROLE_DP_REPLICA)
 		alloc(w, MEM_OPTIM, W_LOSS_SCALE, -1, (int64_t)w->pf->loss_scale_state);
+	if (pt(w) && w->role != ROLE_DP_REPLICA)  /* the module's non-parameter buffers */
+		alloc(w, MEM_PARAMS, W_PARAMS, -1, (int64_t)w->g->buffer_bytes);
 }
 
 void memstrat_step(struct wk *w)
@@ -1212,6 +1220,10 @@ int memstrat_configure(struct wk *w)
 	w->mixed = t->precision == PREC_FP16 || t->precision == PREC_BF16;
 	w->offload = t->offload;
 	w->mech = choose_mech(w);
+	/* optimizer.zero_grad(set_to_none=True) is the default from PyTorch 2.0
+	 * (torch/optim/optimizer.py); 1.13 zeroed the gradients in place */
+	w->keep_grads = w->fw == FW_PYTORCH && t->framework_version == FWV_1_13 &&
+		(w->mech == MECH_REPL || w->mech == MECH_DP);
 	w->zstage = w->strat == STRAT_ZERO2 ? 2 : 1;
 	w->N = w->strat == STRAT_ZERO1 || w->strat == STRAT_ZERO2 || w->strat == STRAT_ZERO3 ? s->dp : 1;
 	w->ndp = s->world;

@@ -21,6 +21,7 @@ struct wk {
 	const struct fw_profile *pf;
 	struct mem_tape *t;
 	int role, mech, fw, strat, eager, mixed, offload, zstage;
+	int keep_grads;       /* zero_grad keeps .grad allocated (set_to_none=False, PyTorch < 2.0) */
 	int phase, micro;
 	int nmicro;           /* micro-steps walked (1, or 2 with accumulation) */
 	struct mem_script *rec; /* the script being recorded, NULL none */
