@@ -243,9 +243,15 @@ static int dropout(struct bld *b, const char *name, int x)
  * except a KV-cache copy already contiguous in that dtype. */
 static int operand(struct bld *b, int x, const char *name, double elems, int cached)
 {
+	int o;
+
 	if (cached && b->g->t[x].dsize == b->A && b->g->t[x].elems == elems)
 		return x;
-	return out(b, op(b, OP_COPY, name, x, -1, -1, elems, b->A));
+	/* the copies are made by matmul inside the attention function, so
+	 * selective checkpointing recomputes them with the core */
+	o = op(b, OP_COPY, name, x, -1, -1, elems, b->A);
+	b->g->ops[o].attn_core = 1;
+	return out(b, o);
 }
 
 /* The softmax and what follows it: the cast back to the compute dtype,
