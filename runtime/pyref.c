@@ -365,10 +365,15 @@ static int compare(struct scenario *s, const cJSON *root, const char *csv, const
 	return rc;
 }
 
+static const char *stack_name(const struct scenario *s)
+{
+	return s->s.training.framework_version == FWV_1_13 ? "1.13" : "current";
+}
+
 static int find_python(const struct scenario *s, const struct pyref_opts *o, char *py, size_t n,
 		       struct err *e)
 {
-	const char *stack = s->s.training.framework_version == FWV_1_13 ? "1.13" : "current";
+	const char *stack = stack_name(s);
 
 	snprintf(py, n, "%s/build/pyref/%s/bin/python", o->root, stack);
 	if (access(py, X_OK))
@@ -390,6 +395,11 @@ static char *output_json(const struct scenario *s, const cJSON *root, const stru
 	cJSON_AddItemToObject(r, "predicted", *pj ? cJSON_Parse(*pj) : cJSON_CreateNull());
 	cJSON_AddItemToObject(r, "measured", cJSON_Parse(meas));
 	cJSON_AddItemToObject(r, "substitutions", cJSON_Duplicate(cJSON_GetObjectItem(root, "substitutions"), 1));
+	x = cJSON_AddObjectToObject(r, "predicted_tensors");  /* the peak less what the tracer cannot see */
+	cJSON_AddNumberToObject(x, "peak_bytes", c->pred[1]);
+	cJSON_AddNumberToObject(x, "peak_bytes_b1", c->pred[0]);
+	cJSON_AddNumberToObject(x, "per_sample_bytes", c->slope_p);
+	cJSON_AddStringToObject(x, "peak_phase", c->phase_p);
 	x = cJSON_AddObjectToObject(r, "error");
 	cJSON_AddNumberToObject(x, "peak_bytes_rel", c->pred[1] ? (c->meas[1] - c->pred[1]) / c->pred[1] : 0);
 	cJSON_AddNumberToObject(x, "per_sample_rel", c->slope_p ? (c->slope_m - c->slope_p) / c->slope_p : 0);
@@ -399,12 +409,44 @@ static char *output_json(const struct scenario *s, const cJSON *root, const stru
 	return out;
 }
 
+/* The tracer's output for spec sj in *res: from the cache (pyref_cache.c),
+ * or a run of the tracer, kept in the cache; with o->prepare, the spec of a
+ * case not cached is written there and its --batch line printed instead (*res
+ * stays NULL). spec and csv receive the temporary files made when there is
+ * no cache. */
+static int trace(const struct scenario *s, const struct pyref_opts *o, const char *py, const char *sj,
+		 struct pyref_cache *cc, char *spec, char *csv, char **res, struct err *e)
+{
+	int rc;
+
+	pyref_cache_open(cc, o->root, stack_name(s), sj, o->batches);
+	if (pyref_cache_read(cc, res))
+		return 0;
+	if (o->prepare) {
+		if (pyref_cache_spec(cc, sj))
+			return err_set(e, ERR_SYSTEM, cc->spec, 0, "cannot write the tracer's spec: %s",
+				       cc->on ? strerror(errno) : "no cache directory");
+		printf("%s %s %s %s %lld,%lld\n", stack_name(s), cc->spec, cc->json, cc->csv,
+		       (long long)o->batches[0], (long long)o->batches[1]);
+		return 0;
+	}
+	rc = write_temp(spec, 512, ".json", sj, e);
+	if (!rc && !cc->on)
+		rc = write_temp(csv, 512, ".csv", "", e);
+	if (!rc)
+		rc = run_tracer(o, py, spec, cc->on ? cc->csv : csv, res, e);
+	if (!rc)
+		pyref_cache_store(cc, *res);
+	return rc;
+}
+
 int pyref_validate(const struct pyref_opts *o, struct err *e)
 {
 	struct scenario s;
 	struct prediction p;
 	struct pyref_opts given;
 	struct cmp c = {0};
+	struct pyref_cache cc;
 	char py[4096], spec[512] = "", csv[512] = "";
 	char *sj = NULL, *res = NULL, *mj = NULL, *pj = NULL, *out = NULL;
 	cJSON *root = NULL;
@@ -424,15 +466,19 @@ int pyref_validate(const struct pyref_opts *o, struct err *e)
 	if (!rc && !(sj = spec_json(&s, o)))
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory writing the spec");
 	if (!rc)
-		rc = write_temp(spec, sizeof spec, ".json", sj, e);
-	if (!rc)
-		rc = write_temp(csv, sizeof csv, ".csv", "", e);
-	if (!rc)
-		rc = run_tracer(o, py, spec, csv, &res, e);
+		rc = trace(&s, o, py, sj, &cc, spec, csv, &res, e);
+	if (!rc && o->prepare)
+		goto out;
 	if (!rc && !(root = cJSON_Parse(res)))
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "the tracer's output is not JSON");
+	if (!rc && cJSON_IsString(cJSON_GetObjectItem(root, "failed")))
+		rc = err_set(e, ERR_SYSTEM, NULL, 0, "the PyTorch tracer failed: %s",
+			     cJSON_GetStringValue(cJSON_GetObjectItem(root, "failed")));
+	if (!rc && cJSON_IsString(cJSON_GetObjectItem(root, "error")))
+		rc = err_set(e, ERR_INPUT, o->scenario, 0, "the PyTorch reference cannot run this scenario: %s",
+			     cJSON_GetStringValue(cJSON_GetObjectItem(root, "error")));
 	if (!rc)
-		rc = compare(&s, root, csv, o, &c, &p, e);
+		rc = compare(&s, root, cc.on ? cc.csv : csv, o, &c, &p, e);
 	if (!rc && (!(mj = measured_json(root, &c, o)) || !(out = output_json(&s, root, &p, mj, &c, &pj)) || !pj))
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory writing JSON");
 	if (!rc && o->db)
@@ -441,6 +487,7 @@ int pyref_validate(const struct pyref_opts *o, struct err *e)
 		printf("%s\n", out);
 	else if (!rc)
 		print_text(&s, root, &c, o);
+out:
 	if (*spec)
 		unlink(spec);
 	if (*csv)

@@ -88,6 +88,10 @@ static const struct cfg_key keys[] = {
 	{"training", "zero_param_persistence_threshold", CFG_NUM, 0, 0, 0, 1e13, "1e5", T(zero_param_persistence_threshold), NULL, "DeepSpeed stage3_param_persistence_threshold (elements)"},
 	{"training", "framework", CFG_ENUM, 0, 0, 0, 0, "pytorch", T(framework), frameworks, "whose buffers, allocator and overheads to model"},
 	{"training", "framework_version", CFG_ENUM, 0, 0, 0, 0, "current", T(framework_version), fw_versions, "PyTorch stack whose rules apply (framework = pytorch): current (2.x) or 1.13"},
+	{"training", "max_split_size_mb", CFG_NUM, 0, 0, 0, 1e9, "0", T(max_split_size_mb), NULL, "CUDA caching allocator (PYTORCH_CUDA_ALLOC_CONF): blocks this large (MiB) are never split; 0 = unlimited, else above 20"},
+	{"training", "expandable_segments", CFG_BOOL, 0, 0, 0, 0, "false", T(expandable_segments), NULL, "CUDA caching allocator: segments grow by mapping pages instead of new cudaMallocs"},
+	{"training", "garbage_collection_threshold", CFG_NUM, 0, 0, 0, 0.999, "0", T(gc_threshold), NULL, "CUDA caching allocator: free old cached blocks above this share of memory_fraction's limit (PyTorch ignores it when memory_fraction is not set); 0 = off"},
+	{"training", "memory_fraction", CFG_NUM, 0, 0, 0, 1, "0", T(memory_fraction), NULL, "torch.cuda.set_per_process_memory_fraction: the allocator's limit as a share of the GPU's memory; 0 = not set"},
 	{"training", "attention", CFG_ENUM, 0, 0, 0, 0, "default", T(attention), attentions, "attention kernel: default (transformers' choice: sdpa, T5 and framework shardcast eager), eager, sdpa (PyTorch picks flash, mem_efficient or math), sdpa_flash, sdpa_mem_efficient, sdpa_math, flash (flash-attn 2), flash3 (Hopper), cudnn"},
 	{"training", "optimizer_impl", CFG_ENUM, 0, 0, 0, 0, "default", T(optimizer_impl), opt_impls, "torch.optim implementation: default (PyTorch 2.x: foreach on CUDA, for_loop on CPU; DeepSpeed and shardcast: fused), for_loop, foreach, fused"},
 	{"training", "grad_clipping", CFG_BOOL, 0, 0, 0, 0, "false", T(grad_clipping), NULL, "clip_grad_norm_ before each optimizer step (the gradients' norm and a scaling pass)"},
@@ -322,6 +326,10 @@ static int check_training(struct scenario *s, struct err *e)
 		return bad(s, e, "training", "offload", "%s", "FSDP's CPUOffload moves parameters, gradients and optimizer together; use optimizer_and_params");
 	if (t->framework == FW_DEEPSPEED && (t->strategy == STRAT_DP || t->strategy == STRAT_FSDP))
 		return bad(s, e, "training", "framework", "%s", "deepspeed runs single, ddp (stage 0) and zero1-3; dp and fsdp are PyTorch's (framework = pytorch or shardcast)");
+	/* c10/cuda/CUDAAllocatorConfig.cpp: max_split_size_mb above kLargeBuffer
+	 * (20 MiB); a collection threshold strictly between 0 and 1 */
+	if (t->max_split_size_mb > 0 && t->max_split_size_mb <= 20)
+		return bad(s, e, "training", "max_split_size_mb", "%s", "must be above 20 (MiB), or 0 for unlimited");
 	if (s->gpu.peak[t->precision] <= 0) {
 		snprintf(d, sizeof d, "%s has no %s support (peak_%s = 0 in its catalog entry)", s->gpu.name,
 			 precisions[t->precision], precisions[t->precision]);

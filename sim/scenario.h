@@ -84,6 +84,10 @@ struct scn_training {
 	int optimizer_impl;       /* enum opt_impl */
 	int grad_clipping;        /* clip_grad_norm_ before the step */
 	int framework_version;    /* enum fw_version: which PyTorch stack's rules */
+	double max_split_size_mb; /* MiB: PYTORCH_CUDA_ALLOC_CONF max_split_size_mb; 0 = unlimited */
+	int expandable_segments;  /* PYTORCH_CUDA_ALLOC_CONF expandable_segments:True */
+	double gc_threshold;      /* PYTORCH_CUDA_ALLOC_CONF garbage_collection_threshold; 0 = off */
+	double memory_fraction;   /* torch.cuda.set_per_process_memory_fraction; 0 = not called */
 	char accelerate_config[CFG_STR_MAX]; /* an `accelerate config` YAML to import; "" = none */
 	char deepspeed_config[CFG_STR_MAX];  /* a DeepSpeed JSON to import; "" = none */
 };

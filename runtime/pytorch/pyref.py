@@ -202,8 +202,13 @@ def step(spec: Dict[str, Any], runner: torch.nn.Module, params: List[torch.nn.Pa
             trace.module = ""
             del out, loss, batch
     trace.phase = "optimizer"
-    if scale:  # GradScaler.unscale_: in place
-        torch._foreach_mul_([p.grad for p in params if p.grad is not None], 1.0 / 65536)
+    if scale:  # GradScaler.unscale_: in place (1.13's _foreach_mul_ has no meta kernel)
+        grads = [p.grad for p in params if p.grad is not None]
+        if TORCH2:
+            torch._foreach_mul_(grads, 1.0 / 65536)
+        else:
+            for g in grads:
+                g.mul_(1.0 / 65536)
     opt.step()
     trace.phase = "zero_grad"
     opt.zero_grad()
@@ -319,44 +324,89 @@ def versions() -> Dict[str, str]:
             "python": platform.python_version()}
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--spec", required=True, help="the scenario as JSON (written by bin/validate)")
-    ap.add_argument("--device", default="meta", choices=["meta", "cpu", "cuda"],
-                    help="meta: trace with CUDA substitutions (default); cpu: run for real and "
-                         "compare with the CPU allocator; cuda: run for real (untested here)")
-    ap.add_argument("--batches", default="1,2", help="micro-batches to run (>= 2 for the slope)")
-    ap.add_argument("--steps", type=int, default=3, help="training steps per batch (default 3)")
-    ap.add_argument("--trace-csv", help="write the last batch's events as CSV")
-    a = ap.parse_args(argv)
-    with open(a.spec) as f:
-        spec = json.load(f)
-    spec["steps"] = a.steps
-    try:
-        check(spec)
-        if a.device == "cuda":
-            return run_cuda(spec, a)
-        batches = [int(x) for x in a.batches.split(",")]
-        runs = [run(spec, bb, a.device) for bb in batches]
-        if a.device == "cpu":
-            for r, bb in zip(runs, batches):
-                r["cpu_allocator_peak_bytes"] = cpu_allocator_peak(spec, bb)
-    except (Unsupported, hfmodels.Unsupported) as e:
-        print(f"pyref: error: {e}", file=sys.stderr)
-        return 2
-    if a.trace_csv:
-        write_csv(runs[-1]["_trace"], a.trace_csv)
+def trace_spec(spec: Dict[str, Any], batches: List[int], device: str, trace_csv: Optional[str]) -> Dict[str, Any]:
+    """The tracer's output object for spec at each micro-batch; raises
+    Unsupported (or hfmodels'/dist's) for what it cannot run."""
+    check(spec)
+    runs = [run(spec, bb, device) for bb in batches]
+    if device == "cpu":
+        for r, bb in zip(runs, batches):
+            r["cpu_allocator_peak_bytes"] = cpu_allocator_peak(spec, bb)
+    if trace_csv:
+        write_csv(runs[-1]["_trace"], trace_csv)
     for r in runs:
         del r["_trace"]
     subs = cudasubst.SUBSTITUTIONS + (dist.SUBSTITUTIONS if spec["training"]["strategy"] in ("ddp", "fsdp")
                                       else [])
-    out = {"stack": versions(), "device": a.device, "substitutions": subs if a.device == "meta" else [],
+    out = {"stack": versions(), "device": device, "substitutions": subs if device == "meta" else [],
            "runs": runs}
     if len(runs) >= 2:
         r0, r1 = runs[0], runs[-1]
         slope = (r1["steady_peak_bytes"] - r0["steady_peak_bytes"]) / (r1["batch"] - r0["batch"])
         out["per_sample_bytes"] = slope
         out["fixed_bytes"] = r0["steady_peak_bytes"] - slope * r0["batch"]
+    return out
+
+
+UNSUPPORTED = (Unsupported, hfmodels.Unsupported, dist.Unsupported)
+
+
+def batch(path: str, steps: int) -> int:
+    """--batch: one line per case, "SPEC OUT_JSON OUT_CSV A,B"; each case's
+    output (or {"error": message} for what the tracer cannot run) is written to
+    OUT_JSON, atomically. One process for many cases: the imports (most of a
+    case's time) are paid once."""
+    import os
+
+    with open(path) as f:
+        cases = [ln.split() for ln in f if ln.strip()]
+    for spec_path, out_json, out_csv, bs in cases:
+        with open(spec_path) as f:
+            spec = json.load(f)
+        spec["steps"] = steps
+        try:
+            out = trace_spec(spec, [int(x) for x in bs.split(",")], "meta", out_csv)
+        except UNSUPPORTED as e:
+            out = {"error": str(e)}
+        except Exception as e:  # a tracer bug: this case fails, the others still run
+            import traceback
+
+            traceback.print_exc()
+            out = {"failed": f"{type(e).__name__}: {e}"}
+        with open(out_json + ".tmp", "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(out_json + ".tmp", out_json)
+        gc.collect()
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--spec", help="the scenario as JSON (written by bin/validate)")
+    ap.add_argument("--batch", help="a file of cases, one per line: SPEC OUT_JSON OUT_CSV A,B (meta device)")
+    ap.add_argument("--device", default="meta", choices=["meta", "cpu", "cuda"],
+                    help="meta: trace with CUDA substitutions (default); cpu: run for real and "
+                         "compare with the CPU allocator; cuda: run for real (untested here)")
+    ap.add_argument("--batches", default="1,2", help="micro-batches to run (>= 2 for the slope)")
+    ap.add_argument("--steps", type=int, default=2,
+                    help="training steps per batch (default 2: the second is the steady one)")
+    ap.add_argument("--trace-csv", help="write the last batch's events as CSV")
+    a = ap.parse_args(argv)
+    if a.batch:
+        return batch(a.batch, a.steps)
+    if not a.spec:
+        ap.error("--spec or --batch is required")
+    with open(a.spec) as f:
+        spec = json.load(f)
+    spec["steps"] = a.steps
+    try:
+        if a.device == "cuda":
+            check(spec)
+            return run_cuda(spec, a)
+        out = trace_spec(spec, [int(x) for x in a.batches.split(",")], a.device, a.trace_csv)
+    except UNSUPPORTED as e:
+        print(f"pyref: error: {e}", file=sys.stderr)
+        return 2
     json.dump(out, sys.stdout, indent=1)
     print()
     return 0
