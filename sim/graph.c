@@ -216,13 +216,19 @@ static int norm(struct bld *b, const char *name, int x)
 		b->g->ops[o].flops_fwd = 4 * b->S * h;
 		b->g->ops[o].flops_bwd = 8 * b->S * h;
 		save(b, o, x32);
+		if (m->positions == POS_RELATIVE)  /* T5LayerNorm: x * rsqrt(var) takes x itself */
+			save(b, o, x);
 		save_new(b, o, "rsqrt", b->S, 4);
 		if (b->old)  /* torch 1.13's MeanBackward1 keeps its input: the fp32 x^2 */
 			save_new(b, o, "pow", b->S * h, 4);
-		ob = op(b, OP_MUL, "norm_w", out(b, o), -1, -1, b->S * h, b->U);
+		/* weight * hidden.to(input or weight dtype): a 16-bit model saves
+		 * that cast, autocast's fp32 one the normalised tensor itself */
+		x32 = out(b, o);
+		if (b->U != 4)
+			x32 = out(b, op(b, OP_COPY, "norm_cast", x32, -1, -1, b->S * h, b->U));
+		ob = op(b, OP_MUL, "norm_w", x32, -1, -1, b->S * h, b->U);
 		b->g->ops[ob].params = h;
-		/* weight * hidden.to(weight dtype): the cast (or fp32 tensor) is saved */
-		save(b, ob, out(b, o));
+		save(b, ob, x32);
 		return out(b, ob);
 	}
 }
@@ -261,9 +267,10 @@ static int softmax_pv(struct bld *b, int y, int mask, int vc, double Sq, double 
 	const struct model *m = b->m;
 	double a = (double)(m->heads / b->o->tp), d = (double)m->head_dim;
 	/* softmax in fp32: under autocast (its fp32 op list), and always in the
-	 * Hugging Face Llama (softmax(..., dtype=torch.float32)) and T5
-	 * (softmax(scores.float())) implementations */
-	int softmax_bytes = b->eager && (b->o->autocast || m->positions != POS_LEARNED) ? 4 : b->A;
+	 * Hugging Face Llama (softmax(..., dtype=torch.float32)) and transformers
+	 * 4.26's T5 (softmax(scores.float())) */
+	int softmax_bytes = b->eager && (b->o->autocast || m->positions == POS_ROTARY ||
+					 (m->positions == POS_RELATIVE && b->old)) ? 4 : b->A;
 	int sm, ctx;
 
 	sm = op(b, OP_SOFTMAX, "softmax", y, mask, -1, a * Sq * Sk, softmax_bytes);
@@ -322,8 +329,8 @@ static int eager_core(struct bld *b, int q, int k, int v, double Sq, double Sk, 
 		 * causal buffer's slice that torch.where saves */
 		made_fixed(b, sc, "causal", Sq * Sk, 1, 1);
 	y = out(b, sc);
-	if (b->eager && m->positions == POS_RELATIVE && b->A != 4) {
-		/* T5: softmax(scores.float()) — an fp32 copy of the scores */
+	if (b->eager && m->positions == POS_RELATIVE && b->old && b->A != 4) {
+		/* T5 (4.26): softmax(scores.float()) — an fp32 copy of the scores */
 		y = out(b, op(b, OP_COPY, "scores_f32", y, -1, -1, a * Sq * Sk, 4));
 		b->g->ops[b->g->nops - 1].attn_core = 1;
 	}
@@ -675,8 +682,10 @@ static int stack_blocks(struct bld *b, int x, long nlayers, int stack, int enc_o
  *  - transformers 4.26's decoders shift the logits: logits[..., :-1, :]
  *    .contiguous(), a copy in the logits' dtype; transformers 5 pads and shifts
  *    the labels instead (loss_utils.py, ForCausalLMLoss);
- *  - 16-bit logits are copied to fp32 (transformers 5: logits.float();
- *    4.26: autocast's fp32 cast for cross_entropy);
+ *  - 16-bit logits are copied to fp32 by transformers 5's causal-LM loss
+ *    (logits.float()) and by autocast (cross_entropy is on its fp32 list); T5's
+ *    and BERT's CrossEntropyLoss in a 16-bit model without autocast (FSDP's
+ *    MixedPrecision) runs in 16 bits;
  *  - F.cross_entropy is log_softmax, which saves its fp32 output, then
  *    nll_loss. In backward nll_loss_backward makes a gradient of the
  *    log-probabilities' size (zeros, then a scatter), and log_softmax_backward
@@ -692,9 +701,9 @@ static void loss_eager(struct bld *b, int logits)
 		rows = S - 1;
 		x = out(b, op(b, OP_COPY, "shift_logits", x, -1, -1, rows * V, b->g->t[x].dsize));
 	}
-	if (b->g->t[x].dsize != 4)
+	if (b->g->t[x].dsize != 4 && (b->o->autocast || (!b->old && m->family == FAM_DECODER)))
 		x = out(b, op(b, OP_COPY, "logits_f32", x, -1, -1, rows * V, 4));
-	lsm = op(b, OP_SOFTMAX, "log_softmax", x, -1, -1, rows * V, 4);
+	lsm = op(b, OP_SOFTMAX, "log_softmax", x, -1, -1, rows * V, b->g->t[x].dsize);
 	b->g->ops[lsm].flops_fwd = 5 * S * V;
 	b->g->ops[lsm].flops_bwd = 3 * S * V;
 	save(b, lsm, out(b, lsm));
@@ -706,10 +715,18 @@ static void head_and_loss(struct bld *b, int x)
 {
 	const struct model *m = b->m;
 	double V = (double)m->vocab / b->o->tp, h = (double)m->hidden, S = b->S;
-	int logits, lsm, tied = m->tied_embeddings;
+	int logits, lsm, tied = m->tied_embeddings, pooled = -1;
 	int o;
 
+	if (b->eager)  /* last_hidden_state, referenced until the forward returns */
+		b->g->t[x].fwd_held = 1;
 	if (m->family == FAM_ENCODER) {
+		/* BertModel's pooler (dense + tanh on the first token) runs before
+		 * the heads; the NSP classifier after the MLM decoder, the losses
+		 * last: autograd's backward takes the nodes made last first */
+		b->S = 1;
+		pooled = linear(b, "pooler", x, h, h, 1, 0);
+		b->S = S;
 		/* BertForPreTraining's MLM transform: dense + gelu + LayerNorm */
 		x = linear(b, "mlm_dense", x, h, h, 1, 0);
 		o = op(b, OP_ACT, "mlm_gelu", x, -1, -1, S * h, b->A);
@@ -723,6 +740,13 @@ static void head_and_loss(struct bld *b, int x)
 		b->g->ops[o].tied = 1;
 	}
 	b->g->t[logits].held = b->eager;  /* returned in the model output */
+	if (m->family == FAM_ENCODER) {  /* NSP: the 2-way classifier of the pooled token */
+		b->S = 1;
+		linear(b, "nsp", pooled, h, 2, 1, 0);
+		b->S = S;
+	} else if (m->pooler) {
+		b->g->ops[o].params += h * h + h;
+	}
 	if (b->eager) {
 		loss_eager(b, logits);
 	} else {
@@ -730,15 +754,6 @@ static void head_and_loss(struct bld *b, int x)
 		b->g->ops[lsm].flops_fwd = 5 * S * V;
 		b->g->ops[lsm].flops_bwd = 3 * S * V;
 		save(b, lsm, out(b, lsm));  /* log_softmax output */
-	}
-	if (m->family == FAM_ENCODER) {
-		/* NSP head on the pooled first token: pooler dense + tanh + 2-way classifier */
-		b->S = 1;
-		x = linear(b, "pooler", x, h, h, 1, 0);
-		x = linear(b, "nsp", x, h, 2, 1, 0);
-		b->S = S;
-	} else if (m->pooler) {
-		b->g->ops[o].params += h * h + h;
 	}
 }
 

@@ -70,6 +70,8 @@ struct gtensor {
 	int fixed;         /* 1: elems is the whole tensor, not per sample (position biases,
 			      index tensors of the sequence) */
 	int nograd;        /* no gradient flows into it (masks, indices) */
+	int fwd_held;      /* kept to the end of the forward (the backbone's output, which the
+			      model's output object holds until the head's loss is done) */
 };
 
 struct gop {

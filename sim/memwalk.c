@@ -19,7 +19,10 @@
  *    (accumulate_grad.h).
  *  - autocast (torch.amp): a matmul casts its fp32 weight to 16 bits and saves
  *    the copy for backward; the 16-bit weight gradient is cast back to fp32 by
- *    ToCopyBackward before AccumulateGrad.
+ *    ToCopyBackward before AccumulateGrad. The casts are cached until the
+ *    outermost autocast region exits (after the loss, which the model computes
+ *    inside it), also those a checkpointed region does not save
+ *    (aten/src/ATen/autocast_mode.cpp, cached_casts).
  *  - fused attention (graph.h, AK_*): the kernel's backward workspace (fp32 dQ
  *    accumulator and row sums, the separate dq/dk/dv of a fused projection) is
  *    allocated before its input gradients and freed after them (flash_api.cpp
@@ -302,7 +305,7 @@ static void cast_free(struct wk *w, int i)
 /* Frees t after op i in forward when this was its last use and nothing keeps it. */
 static void fwd_maybe_free(struct wk *w, int i, int t)
 {
-	if (t >= 0 && w->fl[t] && w->g->t[t].last_fwd_use == i && !kept(w, t)) {
+	if (t >= 0 && w->fl[t] && w->g->t[t].last_fwd_use == i && !kept(w, t) && !w->g->t[t].fwd_held) {
 		act(w, -1, act_what(w, t), i, t, MEM_ACT);
 		w->fl[t] = 0;
 	}
@@ -323,8 +326,6 @@ static void fwd_op(struct wk *w, int i)
 		fwd_maybe_free(w, i, distinct_in(o, k));
 	for (p = w->poff[i]; p < w->poff[i + 1]; p++)
 		fwd_maybe_free(w, i, w->prod[p]);
-	if (w->reg[i] >= 0)  /* the cast is recomputed with the region */
-		cast_free(w, i);
 	hook(w, H_FWD_POST, i, 0);
 }
 
@@ -458,6 +459,17 @@ static void micro_step(struct wk *w, int last)
 		}
 	for (i = 0; i < g->nops; i++)
 		fwd_op(w, i);
+	/* the outermost autocast region exits after the loss and clears its cast
+	 * cache: the copies a recompute region's forward did not save go (the
+	 * recompute casts again, autocast_mode.cpp clear_cache) */
+	for (i = 0; i < g->nops; i++)
+		if (w->reg[i] >= 0)
+			cast_free(w, i);
+	for (t = 0; t < g->nt; t++)  /* the forward returns: its output objects go */
+		if (g->t[t].fwd_held && w->fl[t] && !kept(w, t)) {
+			act(w, -1, act_what(w, t), g->nops - 1, t, MEM_ACT);
+			w->fl[t] = 0;
+		}
 	hook(w, H_FWD_END, -1, 0);
 	w->phase = MEM_BWD;
 	hook(w, H_BWD_BEGIN, -1, 0);
