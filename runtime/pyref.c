@@ -15,6 +15,7 @@
 
 #include "alloc.h"
 #include "graph.h"
+#include "memory.h"
 #include "model.h"
 #include "predict.h"
 #include "record.h"
@@ -243,17 +244,10 @@ static const char *str(const cJSON *o, const char *k)
 	return v ? v : "";
 }
 
-/* The phase of the predicted peak, from its binding line ("..., backward op"). */
+/* The phase of the predicted tensor peak, named as the tracer's are. */
 static const char *predicted_phase(const struct prediction *p)
 {
-	static const char *const phases[] = {"forward", "backward", "optimizer", "setup"};
-	const char *c = strrchr(p->mem.binding, ',');
-	size_t i;
-
-	for (i = 0; c && i < sizeof phases / sizeof *phases; i++)
-		if (!strncmp(c + 2, phases[i], strlen(phases[i])))
-			return phases[i];
-	return "?";
+	return mem_phase_name(p->mem.tensor_phase);
 }
 
 /* The tracer's phases named as the simulator's (the inputs are made in forward,
@@ -277,19 +271,34 @@ static int predict_at(struct scenario *s, int64_t b, struct prediction *p, struc
 	return rc ? rc : predict_run(s, p, e);
 }
 
-/* The predicted tensor bytes at the peak: the peak less what is not a tensor
- * of the trace (context, workspaces, NCCL, allocator slack). */
+/* The predicted tensor bytes at their peak: what the trace can see (no
+ * context, workspaces, NCCL or allocator slack). */
 static double predicted_tensors(const struct prediction *p)
 {
-	return p->mem.peak - p->mem.overhead;
+	return p->mem.tensor_peak;
 }
 
 struct cmp {
 	double meas[2], pred[2];       /* tensor bytes at the steady peak, per batch */
 	double slope_m, slope_p, fixed_m;
 	double reserved, emu_alloc;    /* the emulator replaying the trace of batch 2 */
+	double capacity;               /* what the emulator may take (bytes) */
+	int fits;                      /* the trace ran within it */
 	const char *phase_m, *phase_p;
 };
+
+/* The trace of run r (the second micro-batch): its events, where its steady
+ * peak is, and the live bytes per category there. */
+static void trace_summary(cJSON *m, const cJSON *r)
+{
+	cJSON *t = cJSON_AddObjectToObject(m, "trace");
+
+	cJSON_AddNumberToObject(t, "events", num(r, "events"));
+	cJSON_AddStringToObject(t, "peak_op", str(r, "steady_peak_op"));
+	cJSON_AddStringToObject(t, "peak_module", str(r, "steady_peak_module"));
+	cJSON_AddNumberToObject(t, "end_of_forward_bytes", num(r, "end_of_forward_bytes"));
+	cJSON_AddItemToObject(t, "at_peak", cJSON_Duplicate(cJSON_GetObjectItem(r, "at_peak"), 1));
+}
 
 static char *measured_json(const cJSON *root, const struct cmp *c, const struct pyref_opts *o)
 {
@@ -303,10 +312,15 @@ static char *measured_json(const cJSON *root, const struct cmp *c, const struct 
 	cJSON_AddNumberToObject(m, "per_sample_bytes", c->slope_m);
 	cJSON_AddNumberToObject(m, "fixed_bytes", c->fixed_m);
 	cJSON_AddNumberToObject(m, "reserved_bytes_emulated", c->reserved);
+	cJSON_AddNumberToObject(m, "allocator_capacity_bytes", c->capacity);
+	cJSON_AddBoolToObject(m, "fits", c->fits);
 	cJSON_AddNumberToObject(m, "allocated_bytes_emulated", c->emu_alloc);
 	cJSON_AddStringToObject(m, "peak_phase", c->phase_m);
 	cJSON_AddItemToObject(m, "stack", cJSON_Duplicate(st, 1));
 	cJSON_AddStringToObject(m, "attention", o->attention);
+	trace_summary(m, run_of(root, o->batches[1]));
+	cJSON_AddNumberToObject(m, "substitutions",
+				cJSON_GetArraySize(cJSON_GetObjectItem(root, "substitutions")));
 	out = cJSON_PrintUnformatted(m);
 	cJSON_Delete(m);
 	return out;
@@ -316,7 +330,7 @@ static void print_text(const struct scenario *s, const cJSON *root, const struct
 		       const struct pyref_opts *o)
 {
 	const cJSON *st = cJSON_GetObjectItem(root, "stack");
-	char a[32], b[32];
+	char a[32], b[32], d[32];
 	int i;
 
 	printf("shardcast validate — %s\n\n", s->file);
@@ -333,8 +347,9 @@ static void print_text(const struct scenario *s, const cJSON *root, const struct
 	printf("  per-sample bytes          %16.0f %16.0f %+8.2f%%\n", c->slope_m, c->slope_p,
 	       c->slope_p ? 100 * (c->slope_m - c->slope_p) / c->slope_p : 0);
 	printf("  peak phase                %16s %16s\n", c->phase_m, c->phase_p);
-	printf("  reserved (emulated)       %16s    (allocated %s)\n",
-	       units_format(a, sizeof a, c->reserved, UNIT_BYTES), units_format(b, sizeof b, c->emu_alloc, UNIT_BYTES));
+	printf("  reserved (emulated)       %16s    (allocated %s; %s %s for the allocator)\n",
+	       units_format(a, sizeof a, c->reserved, UNIT_BYTES), units_format(b, sizeof b, c->emu_alloc, UNIT_BYTES),
+	       c->fits ? "fits in the" : "does not fit in the", units_format(d, sizeof d, c->capacity, UNIT_BYTES));
 }
 
 static int compare(struct scenario *s, const cJSON *root, const char *csv, const struct pyref_opts *o,
@@ -359,7 +374,18 @@ static int compare(struct scenario *s, const cJSON *root, const char *csv, const
 	c->slope_m = (c->meas[1] - c->meas[0]) / (double)(o->batches[1] - o->batches[0]);
 	c->slope_p = (c->pred[1] - c->pred[0]) / (double)(o->batches[1] - o->batches[0]);
 	c->fixed_m = c->meas[0] - c->slope_m * (double)o->batches[0];
-	rc = pyref_replay_csv(csv, (int64_t)1 << 50, &al, &re, e);
+	/* the trace through the emulated allocator with what the device leaves
+	 * it: its capacity less the context, workspaces and NCCL the profile
+	 * predicts (which the trace cannot see); out of memory there, what it
+	 * would need */
+	c->capacity = (double)s->capacity - p->mem.fixed_overhead;
+	c->fits = 1;
+	rc = pyref_replay_csv(csv, (int64_t)c->capacity, &al, &re, e);
+	if (rc == ERR_SYSTEM && strstr(e->msg, "ran out of memory")) {
+		c->fits = 0;
+		memset(e, 0, sizeof *e);
+		rc = pyref_replay_csv(csv, (int64_t)1 << 50, &al, &re, e);
+	}
 	c->reserved = (double)re;
 	c->emu_alloc = (double)al;
 	return rc;

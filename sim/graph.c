@@ -444,13 +444,16 @@ static int position_bias(struct bld *b, int cross, double Sq, double Sk)
 	o = op(b, cross ? OP_COPY : OP_EMBED, cross ? "xpos_bias" : "rel_bias", -1, -1, -1, a * Sq * Sk, 4);
 	t = out(b, o);
 	b->g->t[t].fixed = 1;
-	if (cross) {
-		b->g->t[t].nograd = 1;
-		return b->xbias = t;
+	b->g->t[t].nograd = cross;
+	if (!cross) {
+		b->g->ops[o].params = (double)m->relative_buckets * a;
+		made_fixed(b, o, "buckets", Sq * Sk, 8, 1);
 	}
-	b->g->ops[o].params = (double)m->relative_buckets * a;
-	made_fixed(b, o, "buckets", Sq * Sk, 8, 1);
-	return b->pbias = t;
+	if (b->old) {  /* 4.26 adds the extended attention mask: (B, heads, Sq, Sk) */
+		t = out(b, op(b, OP_ADD, cross ? "xbias_mask" : "bias_mask", t, -1, -1, a * Sq * Sk, b->U));
+		b->g->t[t].nograd = cross;
+	}
+	return cross ? (b->xbias = t) : (b->pbias = t);
 }
 
 /* q, k and v of the current stack's attention (kv_src = -1: self). */

@@ -385,7 +385,7 @@ void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d
 {
 	const struct mem_tape *tp = &p->tape[t];
 	struct pools q = {0, 0, 0, 0, 0, 0};
-	int64_t sz, cur, states = 0, what[W_NWHAT] = {0};
+	int64_t sz, cur, states = 0, tens = 0, what[W_NWHAT] = {0};
 	int i, at = -1;
 
 	memset(d, 0, sizeof *d);
@@ -393,6 +393,10 @@ void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d
 	for (i = 0; i < tp->n; i++) {
 		const struct mem_event *e = &tp->ev[i];
 		sz = replay_event(p, e, b, &q);
+		if (e->cat != MEM_OVERHEAD && (tens += e->sign * sz) > d->tensors) {
+			d->tensors = tens;
+			d->tensor_phase = e->phase;
+		}
 		what[e->what] += e->sign * sz;
 		if (what[e->what] > d->what_peak[e->what])
 			d->what_peak[e->what] = what[e->what];
@@ -725,6 +729,9 @@ static void fill_result(const struct mem_plan *p, const struct graph *g, const s
 	r->activations = (double)(d->live[MEM_ACT] + d->live[MEM_ACT_GRAD]);
 	r->buffers = (double)d->live[MEM_BUFFERS];
 	r->overhead = (double)(d->live[MEM_OVERHEAD] + d->slack);
+	r->fixed_overhead = (double)d->live[MEM_OVERHEAD];
+	r->tensor_peak = (double)d->tensors;
+	r->tensor_phase = d->tensor_phase;
 	r->peak = (double)d->peak;
 	r->capacity = (double)p->capacity;
 	r->fits = d->peak <= p->capacity;

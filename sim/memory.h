@@ -197,6 +197,9 @@ struct mem_detail {
 	int64_t states_setup;  /* params + grads + optimizer kept across steps (after setup) */
 	int event;             /* index of the peak event */
 	int op, phase;         /* where the peak is: graph op (-1 none), enum mem_phase */
+	int64_t tensors;       /* the most the step's tensors hold at once (every category but
+				  the fixed overhead; sizes as the allocator hands them out) */
+	int tensor_phase;      /* enum mem_phase of that moment */
 };
 
 /* Builds the tapes of scenario s over graph g with profile pf. Returns 0 or fills

@@ -159,6 +159,16 @@ def independent_count(model: torch.nn.Module, opt: torch.optim.Optimizer, batch:
     return sum(uniq.values())
 
 
+def register(tracker: Tracker, model: torch.nn.Module) -> None:
+    """The model's parameters and buffers, made before the trace starts (in a
+    function: a loop variable left in run() would keep the last parameter alive
+    after FSDP has flattened it away)."""
+    for p in model.parameters():
+        tracker.register(p, "params")
+    for x in model.buffers():
+        tracker.register(x, "buffers")
+
+
 def wrap(model: torch.nn.Module, spec: Dict[str, Any], amp_dtype: Optional[torch.dtype]) -> torch.nn.Module:
     """The model as the strategy runs it (dist.py): DDP or FSDP over a fake
     process group of the data-parallel ranks, or the model itself."""
@@ -226,10 +236,7 @@ def run(spec: Dict[str, Any], b: int, device: str) -> Dict[str, Any]:
     trace = Trace()
     tracker = Tracker(trace, device)
     trace.phase = "params"
-    for p in model.parameters():
-        tracker.register(p, "params")
-    for x in model.buffers():
-        tracker.register(x, "buffers")
+    register(tracker, model)
     names = ModuleNames(model, trace)
     eof: List[int] = []
     indep: List[int] = []
