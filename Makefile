@@ -5,6 +5,7 @@
 #   make check   the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench   speed targets of the simulator, and the step model against
 #                published throughputs (make published)
+#   make snapshots  rewrite tests/snapshots/ (simulate/recommend of every shipped scenario)
 #   make deps    install the Debian packages shardcast needs (idempotent)
 #   make slurm-test  install Slurm and munge (make slurm-deps), run tests/slurm.sh
 #   make pyref-deps  the two PyTorch stacks of the reference (build/pyref/current, build/pyref/1.13)
@@ -49,21 +50,21 @@ PYREF_OLD  := transformers==4.26.1
 
 # ---- sources ----------------------------------------------------------------
 SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
-                sim/scenario.c sim/graph.c sim/predict.c sim/report.c sim/store.c \
-                sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
+                sim/scenario.c sim/plan.c sim/graph.c sim/life.c sim/predict.c sim/report.c sim/store.c \
+                sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/eager.c sim/step.c \
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
                 sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
                 sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c sim/record.c sim/calib.c \
-                sim/sweep.c sim/sweep_eval.c sim/sweep_out.c sim/alloc.c
+                sim/sweep.c sim/sweep_eval.c sim/sweep_out.c sim/alloc.c sim/progress.c
 SIMULATE_SRCS := sim/simulate_main.c
 RESULTS_SRCS := sim/results_main.c
 BENCH_STEP_SRCS := bench/bench_step.c
-TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
+TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c tests/test_eager.c \
              tests/test_store.c tests/test_coll.c tests/test_step.c \
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
              tests/test_job.c tests/test_runtime.c tests/test_reference.c tests/test_grid.c \
              tests/test_cuda.c tests/test_gemm.c tests/test_sweep.c tests/test_alloc.c \
-             tests/test_ckpt.c
+             tests/test_ckpt.c tests/test_calib.c tests/test_plan.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
                runtime/rtckpt.c runtime/search.c runtime/pyref.c runtime/pyref_cache.c cuda/gemm.c
@@ -86,7 +87,7 @@ RT_LIB := $(BUILD)/libshardcast_rt.a
 
 .PHONY: all test check bench run deps clean readme-keys gpu-test plots run-only test-only bench-only plots-only \
         published published-only readme-published pyref-deps pyref-test slurm-deps slurm-test slurm-test-only \
-        host-overhead
+        host-overhead snapshots snapshots-only
 all: $(BIN)/simulate $(BIN)/results $(BIN)/validate $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
@@ -223,6 +224,7 @@ test-only: all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/store_writer $(if $(N
 	tests/validate.sh $(BIN)
 	tests/recommend.sh $(BIN)
 	tests/published.sh $(BIN)
+	tests/snapshots.sh $(BIN)
 	tests/slurm.sh $(BIN)
 	@echo "pyref: the PyTorch reference grid was skipped (it needs the stacks: make pyref-deps pyref-test)"
 	@if [ -n "$(NVCC)" ]; then $(BIN)/gpu_tests; else echo "gpu_tests: not built (✗ nvcc not found)"; fi
@@ -249,6 +251,12 @@ pyref-test: $(BIN)/validate
 	cd runtime/pytorch && ../../$(PYREF)/current/bin/python -m unittest test_pyref
 	cd runtime/pytorch && ../../$(PYREF)/1.13/bin/python -m unittest test_pyref.Models  # 1.13's trace: README
 	tests/pyref_grid.sh $(BIN)
+
+# rewrite the whole-scenario snapshots on purpose (review and commit the diff)
+snapshots: deps
+	@$(MAKE) --no-print-directory snapshots-only
+snapshots-only: $(BIN)/simulate $(BIN)/recommend
+	tests/snapshots.sh $(BIN) --update
 
 # the CUDA kernels against the cpu reference on this machine's GPU
 gpu-test: $(if $(NVCC),$(BIN)/gpu_tests $(BIN)/gpu_bench,no-nvcc)

@@ -36,7 +36,7 @@ int main(int argc, char **argv)
 	int bind, i, reps = 20, rc;
 
 	if (scenario_load(&s, path, NULL, 0, &e) ||
-	    profile_load(scenario_enum_name("training", "framework", s.s.training.framework), &pf, NULL, 0, &e)) {
+	    profile_load(plan_profile_name(&s.plan), &pf, NULL, 0, &e)) {
 		fprintf(stderr, "bench_memory: %s\n", e.msg);
 		return 2;
 	}
@@ -58,7 +58,7 @@ int main(int argc, char **argv)
 			best = t_search;
 	}
 	printf("bench memory: %s (%s, %lld GPUs), %d events on the tape\n", s.model.name,
-	       scenario_strategy_name(s.s.training.strategy), (long long)s.world, p.tape[0].n);
+	       scenario_strategy_name(s.plan.strategy), (long long)s.world, p.tape[0].n);
 	printf("  max micro-batch %lld; one search %.3f ms (best of %d), target < %.0f ms: %s\n",
 	       (long long)m, 1e3 * best, reps, TARGET_MS, 1e3 * best < TARGET_MS ? "met" : "MISSED");
 	printf("  building the graph and the tape once: %.1f ms\n", 1e3 * t_build);

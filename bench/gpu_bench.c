@@ -61,7 +61,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (model_load(argv[1], &m, NULL, 0, &e) || backend_open("cuda", &be, &world, &e) ||
-	    cstep_init(&c, backend_cuda_kernels(), &m, B, T, dt, 0.0, 1234, flash, &e)) {
+	    cstep_init(&c, backend_cuda_kernels(be), &m, B, T, dt, 0.0, 1234, flash, &e)) {
 		fprintf(stderr, "%s: %s\n", argv[0], e.msg);
 		return e.code ? e.code : 1;
 	}

@@ -85,7 +85,7 @@ int cstep_init(struct cstep *c, struct cuk *k, const struct model *m, int B, int
 	c->lr = 1e-3f, c->b1 = 0.9f, c->b2 = 0.999f, c->eps = 1e-8f, c->wd = 0.01f;
 	if (flash && dropout > 0)
 		return err_set(e, ERR_INPUT, NULL, 0, "fused attention has no dropout: use dropout 0");
-	rc = rtm_init(&c->r, m, T, dropout, RECOMPUTE_NONE, NULL, e);
+	rc = rtm_init(&c->r, m, T, dropout, RECOMPUTE_NONE, RT_F32, NULL, e);
 	if (rc)
 		return rc;
 	c->r.seed = seed;

@@ -194,9 +194,10 @@ double cuk_sumsq(struct cuk *k, const float *x, size_t n);
 /* dst (n, type dst_dt) = src (n, type src_dt): fp32 <-> bf16 (round to nearest even) */
 void cuk_cast(struct cuk *k, int dst_dt, void *dst, int src_dt, const void *src, size_t n);
 
-/* The cuda backend's kernel context (runtime/backend_cuda.c), NULL while the
- * backend is closed: tests and tools call these kernels on its stream. */
-struct cuk *backend_cuda_kernels(void);
+/* The kernel context of an open cuda backend be (runtime/backend_cuda.c), NULL
+ * for another backend: tests and tools call these kernels on its stream. */
+struct backend;
+struct cuk *backend_cuda_kernels(struct backend *be);
 
 /* Bytes of one activation element under dt. */
 static inline size_t cuk_dsize(int dt)

@@ -44,6 +44,11 @@ static int remember(struct arena *a, void *p, size_t bytes, const char *tag)
 
 int arena_alloc(struct arena *a, void **p, size_t bytes, const char *tag, struct err *e)
 {
+	return arena_alloc_as(a, p, bytes, bytes, tag, e);
+}
+
+int arena_alloc_as(struct arena *a, void **p, size_t bytes, size_t phys, const char *tag, struct err *e)
+{
 	size_t r = arena_round(bytes);
 	int rc;
 
@@ -54,7 +59,7 @@ int arena_alloc(struct arena *a, void **p, size_t bytes, const char *tag, struct
 		return err_set(e, RT_EOOM, NULL, 0,
 			       "out of memory on device %d: %s needs %zu bytes, %zu of %zu in use",
 			       a->id, tag, r, a->live, a->capacity);
-	rc = a->dev.alloc(a->dev.ctx, p, r);
+	rc = a->dev.alloc(a->dev.ctx, p, phys > r ? arena_round(phys) : r);
 	if (rc) {
 		*p = NULL;
 		if (rc == 1)

@@ -65,6 +65,12 @@ void arena_init(struct arena *a, const struct arena_dev *dev, size_t capacity, i
  * limit. A request of 0 bytes gives *p = NULL. */
 int arena_alloc(struct arena *a, void **p, size_t bytes, const char *tag, struct err *e);
 
+/* arena_alloc of a tensor whose storage is emulated: bytes (rounded) are
+ * counted, as a device of that dtype would hold them, while the device gives
+ * max(bytes, phys) (a 16-bit tensor kept in fp32 on the CPU backend, its
+ * values rounded to the 16-bit type after each write; backend.h round). */
+int arena_alloc_as(struct arena *a, void **p, size_t bytes, size_t phys, const char *tag, struct err *e);
+
 /* Frees a block of this arena (NULL is ignored). */
 void arena_free(struct arena *a, void *p);
 

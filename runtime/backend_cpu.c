@@ -20,26 +20,26 @@
 
 /* ---- memory ------------------------------------------------------------- */
 
-static void cpu_copy(void *dst, const void *src, size_t bytes, int kind)
+static void cpu_copy(struct backend *be RT_UNUSED, void *dst, const void *src, size_t bytes, int kind)
 {
 	(void)kind;
 	if (bytes)
 		memmove(dst, src, bytes);
 }
 
-static void cpu_zero(void *p, size_t bytes)
+static void cpu_zero(struct backend *be RT_UNUSED, void *p, size_t bytes)
 {
 	if (bytes)
 		memset(p, 0, bytes);
 }
 
-static void cpu_sync(void)
+static void cpu_sync(struct backend *be RT_UNUSED)
 {
 }
 
 /* ---- kernels ------------------------------------------------------------ */
 
-static void embed_fwd(float *out, const int32_t *ids, const float *wte, int B, int T, int C)
+static void embed_fwd(struct backend *be RT_UNUSED, float *out, const int32_t *ids, const float *wte, int B, int T, int C)
 {
 	for (int b = 0; b < B; b++)
 		for (int t = 0; t < T; t++)
@@ -47,7 +47,7 @@ static void embed_fwd(float *out, const int32_t *ids, const float *wte, int B, i
 			       (size_t)C * sizeof *out);
 }
 
-static void embed_bwd(float *dwte, const float *dout, const int32_t *ids, int B, int T, int C)
+static void embed_bwd(struct backend *be RT_UNUSED, float *dwte, const float *dout, const int32_t *ids, int B, int T, int C)
 {
 	for (int b = 0; b < B; b++)
 		for (int t = 0; t < T; t++) {
@@ -58,7 +58,7 @@ static void embed_bwd(float *dwte, const float *dout, const int32_t *ids, int B,
 		}
 }
 
-static void pos_fwd(float *out, const float *x, const float *wpe, int B, int T, int C)
+static void pos_fwd(struct backend *be RT_UNUSED, float *out, const float *x, const float *wpe, int B, int T, int C)
 {
 	for (int b = 0; b < B; b++)
 		for (int t = 0; t < T; t++) {
@@ -68,7 +68,7 @@ static void pos_fwd(float *out, const float *x, const float *wpe, int B, int T, 
 		}
 }
 
-static void pos_bwd(float *dx, float *dwpe, const float *dout, int B, int T, int C)
+static void pos_bwd(struct backend *be RT_UNUSED, float *dx, float *dwpe, const float *dout, int B, int T, int C)
 {
 	for (int b = 0; b < B; b++)
 		for (int t = 0; t < T; t++) {
@@ -81,7 +81,7 @@ static void pos_bwd(float *dx, float *dwpe, const float *dout, int B, int T, int
 		}
 }
 
-static void layernorm_fwd(float *out, float *stats, const float *x, const float *w,
+static void layernorm_fwd(struct backend *be RT_UNUSED, float *out, float *stats, const float *x, const float *w,
 			  const float *b, int N, int C)
 {
 	for (int n = 0; n < N; n++) {
@@ -102,7 +102,7 @@ static void layernorm_fwd(float *out, float *stats, const float *x, const float 
 	}
 }
 
-static void layernorm_bwd(float *dx, float *dw, float *db, const float *dout, const float *x,
+static void layernorm_bwd(struct backend *be RT_UNUSED, float *dx, float *dw, float *db, const float *dout, const float *x,
 			  const float *stats, const float *w, int N, int C)
 {
 	for (int n = 0; n < N; n++) {
@@ -141,7 +141,7 @@ static float dot(const float *a, const float *b, int n)
 enum { TILE = 32 };  /* rows of x and W kept in cache together */
 
 /* out (N, OC) = x (N, C) . w (OC, C)^T + bias (OC) */
-static void matmul_fwd(float *out, const float *x, const float *w, const float *bias,
+static void matmul_fwd(struct backend *be RT_UNUSED, float *out, const float *x, const float *w, const float *bias,
 		       int N, int C, int OC)
 {
 	for (int n0 = 0; n0 < N; n0 += TILE)
@@ -152,7 +152,7 @@ static void matmul_fwd(float *out, const float *x, const float *w, const float *
 						dot(x + (size_t)n * C, w + (size_t)o * C, C);
 }
 
-static void matmul_bwd(float *dx, float *dw, float *dbias, const float *dout, const float *x,
+static void matmul_bwd(struct backend *be RT_UNUSED, float *dx, float *dw, float *dbias, const float *dout, const float *x,
 		       const float *w, int N, int C, int OC)
 {
 	/* dx (N, C) += dout (N, OC) . w (OC, C) */
@@ -185,7 +185,7 @@ static void matmul_bwd(float *dx, float *dw, float *dbias, const float *dout, co
 }
 
 /* scores (B, NH, T, T) = q k^T / sqrt(hs), -inf above the diagonal (causal) */
-static void attn_score_fwd(float *scores, const float *qkv, int B, int T, int NH, int NKV, int hs)
+static void attn_score_fwd(struct backend *be RT_UNUSED, float *scores, const float *qkv, int B, int T, int NH, int NKV, int hs)
 {
 	size_t row = (size_t)(NH + 2 * NKV) * hs;
 	float sc = 1.0f / sqrtf((float)hs);
@@ -201,7 +201,7 @@ static void attn_score_fwd(float *scores, const float *qkv, int B, int T, int NH
 			}
 }
 
-static void attn_score_bwd(float *dqkv, const float *dscores, const float *qkv, int B, int T,
+static void attn_score_bwd(struct backend *be RT_UNUSED, float *dqkv, const float *dscores, const float *qkv, int B, int T,
 			   int NH, int NKV, int hs)
 {
 	size_t row = (size_t)(NH + 2 * NKV) * hs;
@@ -224,7 +224,7 @@ static void attn_score_bwd(float *dqkv, const float *dscores, const float *qkv, 
 			}
 }
 
-static void softmax_fwd(float *out, const float *in, int rows, int T)
+static void softmax_fwd(struct backend *be RT_UNUSED, float *out, const float *in, int rows, int T)
 {
 	for (int r = 0; r < rows; r++) {
 		const float *x = in + (size_t)r * T;
@@ -240,7 +240,7 @@ static void softmax_fwd(float *out, const float *in, int rows, int T)
 	}
 }
 
-static void softmax_bwd(float *din, const float *dout, const float *out, int rows, int T)
+static void softmax_bwd(struct backend *be RT_UNUSED, float *din, const float *dout, const float *out, int rows, int T)
 {
 	for (int r = 0; r < rows; r++) {
 		const float *g = dout + (size_t)r * T, *y = out + (size_t)r * T;
@@ -253,7 +253,7 @@ static void softmax_bwd(float *din, const float *dout, const float *out, int row
 }
 
 /* ctx (B, T, NH x hs) = att (B, NH, T, T) . v */
-static void attn_ctx_fwd(float *ctx, const float *att, const float *qkv, int B, int T, int NH,
+static void attn_ctx_fwd(struct backend *be RT_UNUSED, float *ctx, const float *att, const float *qkv, int B, int T, int NH,
 			 int NKV, int hs)
 {
 	size_t row = (size_t)(NH + 2 * NKV) * hs, C = (size_t)NH * hs;
@@ -273,7 +273,7 @@ static void attn_ctx_fwd(float *ctx, const float *att, const float *qkv, int B, 
 			}
 }
 
-static void attn_ctx_bwd(float *datt, float *dqkv, const float *dctx, const float *att,
+static void attn_ctx_bwd(struct backend *be RT_UNUSED, float *datt, float *dqkv, const float *dctx, const float *att,
 			 const float *qkv, int B, int T, int NH, int NKV, int hs)
 {
 	size_t row = (size_t)(NH + 2 * NKV) * hs, C = (size_t)NH * hs;
@@ -295,7 +295,7 @@ static void attn_ctx_bwd(float *datt, float *dqkv, const float *dctx, const floa
 			}
 }
 
-static void rope(float *qkv, int B, int T, int NH, int NKV, int hs, float theta, int dir)
+static void rope(struct backend *be RT_UNUSED, float *qkv, int B, int T, int NH, int NKV, int hs, float theta, int dir)
 {
 	size_t row = (size_t)(NH + 2 * NKV) * hs;
 	int half = hs / 2;
@@ -314,7 +314,7 @@ static void rope(float *qkv, int B, int T, int NH, int NKV, int hs, float theta,
 			}
 }
 
-static void rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int N, int C)
+static void rmsnorm_fwd(struct backend *be RT_UNUSED, float *out, float *rstd, const float *x, const float *w, int N, int C)
 {
 	for (int n = 0; n < N; n++) {
 		const float *xr = x + (size_t)n * C;
@@ -328,7 +328,7 @@ static void rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w,
 	}
 }
 
-static void rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x, const float *rstd,
+static void rmsnorm_bwd(struct backend *be RT_UNUSED, float *dx, float *dw, const float *dout, const float *x, const float *rstd,
 			const float *w, int N, int C)
 {
 	for (int n = 0; n < N; n++) {
@@ -343,13 +343,13 @@ static void rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x,
 	}
 }
 
-static void silu_fwd(float *out, const float *x, size_t n)
+static void silu_fwd(struct backend *be RT_UNUSED, float *out, const float *x, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		out[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
-static void silu_bwd(float *dx, const float *dout, const float *x, size_t n)
+static void silu_bwd(struct backend *be RT_UNUSED, float *dx, const float *dout, const float *x, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		float sg = 1.0f / (1.0f + expf(-x[i]));
@@ -357,13 +357,13 @@ static void silu_bwd(float *dx, const float *dout, const float *x, size_t n)
 	}
 }
 
-static void mul_fwd(float *out, const float *a, const float *b, size_t n)
+static void mul_fwd(struct backend *be RT_UNUSED, float *out, const float *a, const float *b, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		out[i] = a[i] * b[i];
 }
 
-static void mul_bwd(float *da, float *db, const float *dout, const float *a, const float *b, size_t n)
+static void mul_bwd(struct backend *be RT_UNUSED, float *da, float *db, const float *dout, const float *a, const float *b, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		da[i] += dout[i] * b[i];
@@ -373,7 +373,7 @@ static void mul_bwd(float *da, float *db, const float *dout, const float *a, con
 
 #define GELU_K 0.7978845608028654f  /* sqrt(2/pi) */
 
-static void gelu_fwd(float *out, const float *x, size_t n)
+static void gelu_fwd(struct backend *be RT_UNUSED, float *out, const float *x, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		float v = x[i];
@@ -381,7 +381,7 @@ static void gelu_fwd(float *out, const float *x, size_t n)
 	}
 }
 
-static void gelu_bwd(float *dx, const float *dout, const float *x, size_t n)
+static void gelu_bwd(struct backend *be RT_UNUSED, float *dx, const float *dout, const float *x, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		float v = x[i], u = GELU_K * (v + 0.044715f * v * v * v), th = tanhf(u);
@@ -391,13 +391,13 @@ static void gelu_bwd(float *dx, const float *dout, const float *x, size_t n)
 	}
 }
 
-static void add_fwd(float *out, const float *a, const float *b, size_t n)
+static void add_fwd(struct backend *be RT_UNUSED, float *out, const float *a, const float *b, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		out[i] = a[i] + b[i];
 }
 
-static void add_bwd(float *da, float *db, const float *dout, size_t n)
+static void add_bwd(struct backend *be RT_UNUSED, float *da, float *db, const float *dout, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		da[i] += dout[i];
@@ -413,7 +413,7 @@ static uint64_t splitmix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-static void dropout_fwd(float *out, uint8_t *mask, const float *x, size_t n, float p,
+static void dropout_fwd(struct backend *be RT_UNUSED, float *out, uint8_t *mask, const float *x, size_t n, float p,
 			uint64_t seed, uint64_t offset)
 {
 	float keep = 1.0f / (1.0f - p);
@@ -424,14 +424,14 @@ static void dropout_fwd(float *out, uint8_t *mask, const float *x, size_t n, flo
 	}
 }
 
-static void dropout_bwd(float *dx, const float *dout, const uint8_t *mask, size_t n, float p)
+static void dropout_bwd(struct backend *be RT_UNUSED, float *dx, const float *dout, const uint8_t *mask, size_t n, float p)
 {
 	float keep = 1.0f / (1.0f - p);
 	for (size_t i = 0; i < n; i++)
 		dx[i] += mask[i] ? dout[i] * keep : 0.0f;
 }
 
-static void xent_fwd(float *logp, double *loss_sum, const float *logits, const int32_t *ids,
+static void xent_fwd(struct backend *be RT_UNUSED, float *logp, double *loss_sum, const float *logits, const int32_t *ids,
 		     int B, int T, int V)
 {
 	for (int b = 0; b < B; b++)
@@ -449,7 +449,7 @@ static void xent_fwd(float *logp, double *loss_sum, const float *logits, const i
 		}
 }
 
-static void xent_bwd(float *dlogits, const float *logp, const int32_t *ids, int B, int T, int V,
+static void xent_bwd(struct backend *be RT_UNUSED, float *dlogits, const float *logp, const int32_t *ids, int B, int T, int V,
 		     float scale)
 {
 	for (int b = 0; b < B; b++)
@@ -462,20 +462,77 @@ static void xent_bwd(float *dlogits, const float *logp, const int32_t *ids, int 
 		}
 }
 
-static void axpy(float *y, const float *x, float a, size_t n)
+static void axpy(struct backend *be RT_UNUSED, float *y, const float *x, float a, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		y[i] += a * x[i];
 }
 
-static void scale(float *y, float a, size_t n)
+static void scale(struct backend *be RT_UNUSED, float *y, float a, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		y[i] *= a;
 }
 
+/* bfloat16 is the top half of an fp32: add half of the dropped half's unit
+ * (and the kept last bit, for ties to even) and truncate. NaN stays NaN. */
+float rt_round_bf16(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, sizeof u);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return x;
+	u += 0x7fffu + ((u >> 16) & 1u);
+	u &= 0xffff0000u;
+	memcpy(&x, &u, sizeof x);
+	return x;
+}
+
+/* fp16: 11 significant bits for normals (2^-14 .. 65504), a fixed quantum of
+ * 2^-24 below; rintf rounds to nearest even (the default mode). Scaling by
+ * powers of two is exact in fp32. */
+float rt_round_f16(float x)
+{
+	float a = fabsf(x), q;
+	int ex;
+
+	if (!isfinite(x) || a == 0)
+		return x;
+	if (a >= 65520.0f)  /* halfway above 65504 rounds to infinity */
+		return copysignf(INFINITY, x);
+	if (a < 0x1p-14f) {
+		q = 0x1p-24f;
+	} else {
+		frexpf(a, &ex);  /* a = m 2^ex, m in [0.5, 1) */
+		q = ldexpf(1.0f, ex - 11);
+	}
+	return copysignf(rintf(a / q) * q, x);
+}
+
+static void round16(struct backend *be RT_UNUSED, float *x, size_t n, int dtype)
+{
+	size_t i;
+
+	if (dtype == RT_BF16)
+		for (i = 0; i < n; i++)
+			x[i] = rt_round_bf16(x[i]);
+	else if (dtype == RT_F16)
+		for (i = 0; i < n; i++)
+			x[i] = rt_round_f16(x[i]);
+}
+
+static size_t nonfinite(struct backend *be RT_UNUSED, const float *x, size_t n)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n; i++)
+		k += !isfinite(x[i]);
+	return k;
+}
+
 /* torch.optim.AdamW (decoupled weight decay, bias-corrected moments) */
-static void adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+static void adamw(struct backend *be RT_UNUSED, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
 		  float b2, float eps, float wd, int t)
 {
 	float bc1 = 1.0f - powf(b1, (float)t), bc2 = sqrtf(1.0f - powf(b2, (float)t));
@@ -488,7 +545,7 @@ static void adamw(float *p, const float *g, float *m, float *v, size_t n, float 
 }
 
 /* torch.optim.SGD: mom = mu mom + g (mom NULL: plain SGD); p -= lr mom */
-static void sgd(float *p, const float *g, float *mom, size_t n, float lr, float mu)
+static void sgd(struct backend *be RT_UNUSED, float *p, const float *g, float *mom, size_t n, float lr, float mu)
 {
 	for (size_t i = 0; i < n; i++) {
 		float d = g[i];
@@ -524,7 +581,7 @@ static int mpi_fail(int rc, const char *what, struct err *e)
 
 enum { CHUNK = 1 << 28 };  /* elements per MPI call (counts are int) */
 
-static int mpi_allreduce(struct rt_comm *c, float *buf, size_t n, struct err *e)
+static int mpi_allreduce(struct backend *be RT_UNUSED, struct rt_comm *c, float *buf, size_t n, struct err *e)
 {
 	if (LOCAL(c))
 		return 0;
@@ -535,13 +592,13 @@ static int mpi_allreduce(struct rt_comm *c, float *buf, size_t n, struct err *e)
 	return 0;
 }
 
-static int mpi_allreduce_start(struct rt_comm *c, float *buf, size_t n, struct rt_req *r,
+static int mpi_allreduce_start(struct backend *be, struct rt_comm *c, float *buf, size_t n, struct rt_req *r,
 			       struct err *e)
 {
 	MPI_Request *q;
 
 	if (LOCAL(c) || n > CHUNK)
-		return mpi_allreduce(c, buf, n, e);
+		return mpi_allreduce(be, c, buf, n, e);
 	q = malloc(sizeof *q);
 	if (!q)
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
@@ -551,7 +608,7 @@ static int mpi_allreduce_start(struct rt_comm *c, float *buf, size_t n, struct r
 	return 0;
 }
 
-static int mpi_wait(struct rt_req *r, struct err *e)
+static int mpi_wait(struct backend *be RT_UNUSED, struct rt_req *r, struct err *e)
 {
 	MPI_Request *q = r->impl;
 
@@ -568,7 +625,7 @@ static int mpi_wait(struct rt_req *r, struct err *e)
 	return 0;
 }
 
-static int mpi_reduce_scatter(struct rt_comm *c, float *send, float *recv, size_t count,
+static int mpi_reduce_scatter(struct backend *be RT_UNUSED, struct rt_comm *c, float *send, float *recv, size_t count,
 			      struct err *e)
 {
 	if (LOCAL(c)) {
@@ -588,7 +645,7 @@ static int mpi_reduce_scatter(struct rt_comm *c, float *send, float *recv, size_
 	return 0;
 }
 
-static int mpi_allgather(struct rt_comm *c, float *send, float *recv, size_t count, struct err *e)
+static int mpi_allgather(struct backend *be RT_UNUSED, struct rt_comm *c, float *send, float *recv, size_t count, struct err *e)
 {
 	if (LOCAL(c)) {
 		memmove(recv + (size_t)c->rank * count, send, count * sizeof *send);
@@ -627,7 +684,7 @@ static int flat_layout(struct rt_comm *c, size_t n, size_t sh, int **cnt, int **
 	return 0;
 }
 
-static int mpi_allgather_flat(struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e)
+static int mpi_allgather_flat(struct backend *be RT_UNUSED, struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e)
 {
 	int *cnt, *dsp, rc;
 
@@ -641,7 +698,7 @@ static int mpi_allgather_flat(struct rt_comm *c, float *buf, size_t n, size_t sh
 	return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "all-gather", e);
 }
 
-static int mpi_reduce_scatter_flat(struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e)
+static int mpi_reduce_scatter_flat(struct backend *be RT_UNUSED, struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e)
 {
 	int *cnt, *dsp, rc;
 
@@ -655,7 +712,7 @@ static int mpi_reduce_scatter_flat(struct rt_comm *c, float *buf, size_t n, size
 	return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "reduce-scatter", e);
 }
 
-static int mpi_broadcast(struct rt_comm *c, float *buf, size_t n, int root, struct err *e)
+static int mpi_broadcast(struct backend *be RT_UNUSED, struct rt_comm *c, float *buf, size_t n, int root, struct err *e)
 {
 	if (LOCAL(c))
 		return 0;
@@ -666,7 +723,7 @@ static int mpi_broadcast(struct rt_comm *c, float *buf, size_t n, int root, stru
 	return 0;
 }
 
-static int mpi_barrier(struct rt_comm *c, struct err *e)
+static int mpi_barrier(struct backend *be RT_UNUSED, struct rt_comm *c, struct err *e)
 {
 	if (LOCAL(c))
 		return 0;
@@ -674,7 +731,7 @@ static int mpi_barrier(struct rt_comm *c, struct err *e)
 	return 0;
 }
 
-static int mpi_allreduce_host(struct rt_comm *c, double *v, int n, int op_max, struct err *e)
+static int mpi_allreduce_host(struct backend *be RT_UNUSED, struct rt_comm *c, double *v, int n, int op_max, struct err *e)
 {
 	if (LOCAL(c))
 		return 0;
@@ -696,7 +753,7 @@ static int wrap(MPI_Comm mc, struct rt_comm *out, struct err *e)
 	return 0;
 }
 
-static int mpi_comm_split(struct rt_comm *c, int color, int key, struct rt_comm *out, struct err *e)
+static int mpi_comm_split(struct backend *be RT_UNUSED, struct rt_comm *c, int color, int key, struct rt_comm *out, struct err *e)
 {
 	MPI_Comm nc;
 
@@ -708,7 +765,7 @@ static int mpi_comm_split(struct rt_comm *c, int color, int key, struct rt_comm 
 	return wrap(nc, out, e);
 }
 
-static void mpi_comm_free(struct rt_comm *c)
+static void mpi_comm_free(struct backend *be RT_UNUSED, struct rt_comm *c)
 {
 	MPI_Comm *p = c->impl;
 
@@ -736,7 +793,7 @@ struct backend backend_cpu = {
 	.gelu_fwd = gelu_fwd, .gelu_bwd = gelu_bwd, .add_fwd = add_fwd, .add_bwd = add_bwd,
 	.dropout_fwd = dropout_fwd, .dropout_bwd = dropout_bwd,
 	.xent_fwd = xent_fwd, .xent_bwd = xent_bwd, .axpy = axpy, .scale = scale,
-	.adamw = adamw, .sgd = sgd,
+	.round = round16, .nonfinite = nonfinite, .adamw = adamw, .sgd = sgd,
 	.allreduce = mpi_allreduce, .allreduce_start = mpi_allreduce_start, .wait = mpi_wait,
 	.reduce_scatter = mpi_reduce_scatter, .allgather = mpi_allgather,
 	.allgather_flat = mpi_allgather_flat, .reduce_scatter_flat = mpi_reduce_scatter_flat,

@@ -28,8 +28,9 @@
  * reduction scratch) is what device_used() reports beyond the arenas' live
  * bytes; validate reads it after the timed steps, when every arena is empty.
  *
- * struct backend's functions take no context, so the state of the one device
- * of this process lives in one static struct.
+ * The state of the device is a struct cuda_backend the caller owns (from
+ * backend_cuda_open to backend_cuda_close); every function reaches it through
+ * the struct backend it is called with.
  */
 #include "backend.h"
 #include "launch.h"
@@ -52,8 +53,12 @@ struct cblock {
 	int used;
 };
 
-static struct cuda_state {
-	int dev, open, mpi_inited, cache;
+/* One GPU's backend: struct backend first (what the caller holds and passes
+ * to every function), then the device's state. backend_cuda_open allocates
+ * it, backend_cuda_close frees it: nothing of it lives at file scope. */
+struct cuda_backend {
+	struct backend be;
+	int dev, mpi_inited, cache, kernels;
 	cudaStream_t compute, comm;
 	cudaEvent_t ev_compute, ev_comm;
 	void *ws;                  /* cuBLASLt workspace */
@@ -61,47 +66,52 @@ static struct cuda_state {
 	struct ccomm *world;       /* the world's handle, until comm_free or close */
 	struct cblock *blk;        /* every block obtained from cudaMalloc */
 	size_t nblk, capblk;
-} G;
+};
+
+static struct cuda_backend *CB(struct backend *be)
+{
+	return (struct cuda_backend *)be;
+}
 
 /* ---- memory --------------------------------------------------------------- */
 
-static void trim(void)
+static void trim(struct cuda_backend *g)
 {
 	size_t i, j = 0;
 
-	for (i = 0; i < G.nblk; i++) {
-		if (G.blk[i].used)
-			G.blk[j++] = G.blk[i];
+	for (i = 0; i < g->nblk; i++) {
+		if (g->blk[i].used)
+			g->blk[j++] = g->blk[i];
 		else
-			CUDA_CHECK(cudaFree(G.blk[i].p));
+			CUDA_CHECK(cudaFree(g->blk[i].p));
 	}
-	G.nblk = j;
+	g->nblk = j;
 }
 
 static int dev_alloc(void *ctx, void **p, size_t bytes)
 {
+	struct cuda_backend *g = ctx;
 	cudaError_t rc;
 	size_t i;
 
-	(void)ctx;
-	for (i = 0; i < G.nblk; i++)
-		if (!G.blk[i].used && G.blk[i].bytes == bytes) {
-			G.blk[i].used = 1;
-			*p = G.blk[i].p;
+	for (i = 0; i < g->nblk; i++)
+		if (!g->blk[i].used && g->blk[i].bytes == bytes) {
+			g->blk[i].used = 1;
+			*p = g->blk[i].p;
 			return 0;
 		}
-	if (G.nblk == G.capblk) {
-		size_t n = G.capblk ? 2 * G.capblk : 256;
-		struct cblock *nb = realloc(G.blk, n * sizeof *nb);
+	if (g->nblk == g->capblk) {
+		size_t n = g->capblk ? 2 * g->capblk : 256;
+		struct cblock *nb = realloc(g->blk, n * sizeof *nb);
 		if (!nb)
 			return -1;
-		G.blk = nb;
-		G.capblk = n;
+		g->blk = nb;
+		g->capblk = n;
 	}
 	rc = cudaMalloc(p, bytes);
 	if (rc == cudaErrorMemoryAllocation) {
 		cudaGetLastError();  /* not sticky: clear it so later checks don't report it */
-		trim();
+		trim(g);
 		rc = cudaMalloc(p, bytes);
 	}
 	if (rc != cudaSuccess) {
@@ -109,235 +119,239 @@ static int dev_alloc(void *ctx, void **p, size_t bytes)
 		*p = NULL;
 		return rc == cudaErrorMemoryAllocation ? 1 : -1;  /* 1: the device is full */
 	}
-	G.blk[G.nblk++] = (struct cblock){*p, bytes, 1};
+	g->blk[g->nblk++] = (struct cblock){*p, bytes, 1};
 	return 0;
 }
 
 static void dev_free(void *ctx, void *p)
 {
+	struct cuda_backend *g = ctx;
 	size_t i;
 
-	(void)ctx;
-	for (i = G.nblk; i-- > 0;)
-		if (G.blk[i].p == p) {
-			if (G.cache) {
-				G.blk[i].used = 0;
+	for (i = g->nblk; i-- > 0;)
+		if (g->blk[i].p == p) {
+			if (g->cache) {
+				g->blk[i].used = 0;
 			} else {
 				CUDA_CHECK(cudaFree(p));
-				G.blk[i] = G.blk[--G.nblk];
+				g->blk[i] = g->blk[--g->nblk];
 			}
 			return;
 		}
 	abort();  /* not ours: a bug in the caller */
 }
 
-static size_t device_used(void)
+static size_t device_used(struct backend *be)
 {
+	struct cuda_backend *g = CB(be);
 	size_t fr = 0, total = 0;
 
-	CUDA_CHECK(cudaStreamSynchronize(G.compute));
-	CUDA_CHECK(cudaStreamSynchronize(G.comm));
-	trim();
+	CUDA_CHECK(cudaStreamSynchronize(g->compute));
+	CUDA_CHECK(cudaStreamSynchronize(g->comm));
+	trim(g);
 	CUDA_CHECK(cudaMemGetInfo(&fr, &total));
 	return total - fr;
 }
 
-static void c_copy(void *dst, const void *src, size_t bytes, int kind)
+static void c_copy(struct backend *be, void *dst, const void *src, size_t bytes, int kind)
 {
+	struct cuda_backend *g = CB(be);
 	if (!bytes)
 		return;
 	/* cudaMemcpyDefault: unified addressing tells host from device */
-	CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, G.compute));
+	CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g->compute));
 	if (kind == COPY_D2H)
-		CUDA_CHECK(cudaStreamSynchronize(G.compute));
+		CUDA_CHECK(cudaStreamSynchronize(g->compute));
 }
 
-static void c_zero(void *p, size_t bytes)
+static void c_zero(struct backend *be, void *p, size_t bytes)
 {
+	struct cuda_backend *g = CB(be);
 	if (bytes)
-		CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, G.compute));
+		CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, g->compute));
 }
 
-static void c_sync(void)
+static void c_sync(struct backend *be)
 {
-	CUDA_CHECK(cudaStreamSynchronize(G.compute));
-	CUDA_CHECK(cudaStreamSynchronize(G.comm));
+	struct cuda_backend *g = CB(be);
+	CUDA_CHECK(cudaStreamSynchronize(g->compute));
+	CUDA_CHECK(cudaStreamSynchronize(g->comm));
 }
 
 /* ---- kernels (fp32): the cuk_* kernels on the compute stream --------------- */
 
-static void embed_fwd(float *out, const int32_t *ids, const float *wte, int B, int T, int C)
+static void embed_fwd(struct backend *be, float *out, const int32_t *ids, const float *wte, int B, int T, int C)
 {
-	cuk_embed_fwd(&G.k, CUK_F32, out, ids, wte, B, T, C);
+	cuk_embed_fwd(&CB(be)->k, CUK_F32, out, ids, wte, B, T, C);
 }
 
-static void embed_bwd(float *dwte, const float *dout, const int32_t *ids, int B, int T, int C)
+static void embed_bwd(struct backend *be, float *dwte, const float *dout, const int32_t *ids, int B, int T, int C)
 {
-	cuk_embed_bwd(&G.k, CUK_F32, dwte, dout, ids, B, T, C);
+	cuk_embed_bwd(&CB(be)->k, CUK_F32, dwte, dout, ids, B, T, C);
 }
 
-static void pos_fwd(float *out, const float *x, const float *wpe, int B, int T, int C)
+static void pos_fwd(struct backend *be, float *out, const float *x, const float *wpe, int B, int T, int C)
 {
-	cuk_pos_fwd(&G.k, CUK_F32, out, x, wpe, B, T, C);
+	cuk_pos_fwd(&CB(be)->k, CUK_F32, out, x, wpe, B, T, C);
 }
 
-static void pos_bwd(float *dx, float *dwpe, const float *dout, int B, int T, int C)
+static void pos_bwd(struct backend *be, float *dx, float *dwpe, const float *dout, int B, int T, int C)
 {
-	cuk_pos_bwd(&G.k, CUK_F32, dx, dwpe, dout, B, T, C);
+	cuk_pos_bwd(&CB(be)->k, CUK_F32, dx, dwpe, dout, B, T, C);
 }
 
-static void layernorm_fwd(float *out, float *stats, const float *x, const float *w, const float *b,
+static void layernorm_fwd(struct backend *be, float *out, float *stats, const float *x, const float *w, const float *b,
 			  int N, int C)
 {
-	cuk_layernorm_fwd(&G.k, CUK_F32, out, stats, x, w, b, N, C);
+	cuk_layernorm_fwd(&CB(be)->k, CUK_F32, out, stats, x, w, b, N, C);
 }
 
-static void layernorm_bwd(float *dx, float *dw, float *db, const float *dout, const float *x,
+static void layernorm_bwd(struct backend *be, float *dx, float *dw, float *db, const float *dout, const float *x,
 			  const float *stats, const float *w, int N, int C)
 {
-	cuk_layernorm_bwd(&G.k, CUK_F32, dx, dw, db, dout, x, stats, w, N, C);
+	cuk_layernorm_bwd(&CB(be)->k, CUK_F32, dx, dw, db, dout, x, stats, w, N, C);
 }
 
-static void matmul_fwd(float *out, const float *x, const float *w, const float *bias, int N, int C, int OC)
+static void matmul_fwd(struct backend *be, float *out, const float *x, const float *w, const float *bias, int N, int C, int OC)
 {
-	cuk_matmul_fwd(&G.k, CUK_F32, out, x, w, bias, N, C, OC);
+	cuk_matmul_fwd(&CB(be)->k, CUK_F32, out, x, w, bias, N, C, OC);
 }
 
-static void matmul_bwd(float *dx, float *dw, float *dbias, const float *dout, const float *x,
+static void matmul_bwd(struct backend *be, float *dx, float *dw, float *dbias, const float *dout, const float *x,
 		       const float *w, int N, int C, int OC)
 {
-	cuk_matmul_bwd(&G.k, CUK_F32, dx, dw, dbias, dout, x, w, N, C, OC);
+	cuk_matmul_bwd(&CB(be)->k, CUK_F32, dx, dw, dbias, dout, x, w, N, C, OC);
 }
 
-static void attn_score_fwd(float *scores, const float *qkv, int B, int T, int NH, int NKV, int hs)
+static void attn_score_fwd(struct backend *be, float *scores, const float *qkv, int B, int T, int NH, int NKV, int hs)
 {
-	cuk_attn_score_fwd(&G.k, CUK_F32, scores, qkv, B, T, NH, NKV, hs);
+	cuk_attn_score_fwd(&CB(be)->k, CUK_F32, scores, qkv, B, T, NH, NKV, hs);
 }
 
-static void attn_score_bwd(float *dqkv, const float *dscores, const float *qkv, int B, int T, int NH, int NKV,
+static void attn_score_bwd(struct backend *be, float *dqkv, const float *dscores, const float *qkv, int B, int T, int NH, int NKV,
 			   int hs)
 {
-	cuk_attn_score_bwd(&G.k, CUK_F32, dqkv, dscores, qkv, B, T, NH, NKV, hs);
+	cuk_attn_score_bwd(&CB(be)->k, CUK_F32, dqkv, dscores, qkv, B, T, NH, NKV, hs);
 }
 
-static void softmax_fwd(float *out, const float *in, int rows, int T)
+static void softmax_fwd(struct backend *be, float *out, const float *in, int rows, int T)
 {
-	cuk_softmax_fwd(&G.k, CUK_F32, out, in, rows, T);
+	cuk_softmax_fwd(&CB(be)->k, CUK_F32, out, in, rows, T);
 }
 
-static void softmax_bwd(float *din, const float *dout, const float *out, int rows, int T)
+static void softmax_bwd(struct backend *be, float *din, const float *dout, const float *out, int rows, int T)
 {
-	cuk_softmax_bwd(&G.k, CUK_F32, din, dout, out, rows, T);
+	cuk_softmax_bwd(&CB(be)->k, CUK_F32, din, dout, out, rows, T);
 }
 
-static void attn_ctx_fwd(float *ctx, const float *att, const float *qkv, int B, int T, int NH, int NKV, int hs)
+static void attn_ctx_fwd(struct backend *be, float *ctx, const float *att, const float *qkv, int B, int T, int NH, int NKV, int hs)
 {
-	cuk_attn_ctx_fwd(&G.k, CUK_F32, ctx, att, qkv, B, T, NH, NKV, hs);
+	cuk_attn_ctx_fwd(&CB(be)->k, CUK_F32, ctx, att, qkv, B, T, NH, NKV, hs);
 }
 
-static void attn_ctx_bwd(float *datt, float *dqkv, const float *dctx, const float *att, const float *qkv,
+static void attn_ctx_bwd(struct backend *be, float *datt, float *dqkv, const float *dctx, const float *att, const float *qkv,
 			 int B, int T, int NH, int NKV, int hs)
 {
-	cuk_attn_ctx_bwd(&G.k, CUK_F32, datt, dqkv, dctx, att, qkv, B, T, NH, NKV, hs);
+	cuk_attn_ctx_bwd(&CB(be)->k, CUK_F32, datt, dqkv, dctx, att, qkv, B, T, NH, NKV, hs);
 }
 
-static void rope(float *qkv, int B, int T, int NH, int NKV, int hs, float theta, int dir)
+static void rope(struct backend *be, float *qkv, int B, int T, int NH, int NKV, int hs, float theta, int dir)
 {
-	cuk_rope(&G.k, CUK_F32, qkv, B, T, NH, NKV, hs, theta, dir);
+	cuk_rope(&CB(be)->k, CUK_F32, qkv, B, T, NH, NKV, hs, theta, dir);
 }
 
-static void rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int N, int C)
+static void rmsnorm_fwd(struct backend *be, float *out, float *rstd, const float *x, const float *w, int N, int C)
 {
-	cuk_rmsnorm_fwd(&G.k, CUK_F32, out, rstd, x, w, N, C);
+	cuk_rmsnorm_fwd(&CB(be)->k, CUK_F32, out, rstd, x, w, N, C);
 }
 
-static void rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x, const float *rstd,
+static void rmsnorm_bwd(struct backend *be, float *dx, float *dw, const float *dout, const float *x, const float *rstd,
 			const float *w, int N, int C)
 {
-	cuk_rmsnorm_bwd(&G.k, CUK_F32, dx, dw, dout, x, rstd, w, N, C);
+	cuk_rmsnorm_bwd(&CB(be)->k, CUK_F32, dx, dw, dout, x, rstd, w, N, C);
 }
 
-static void silu_fwd(float *out, const float *x, size_t n)
+static void silu_fwd(struct backend *be, float *out, const float *x, size_t n)
 {
-	cuk_silu_fwd(&G.k, CUK_F32, out, x, n);
+	cuk_silu_fwd(&CB(be)->k, CUK_F32, out, x, n);
 }
 
-static void silu_bwd(float *dx, const float *dout, const float *x, size_t n)
+static void silu_bwd(struct backend *be, float *dx, const float *dout, const float *x, size_t n)
 {
-	cuk_silu_bwd(&G.k, CUK_F32, dx, dout, x, n);
+	cuk_silu_bwd(&CB(be)->k, CUK_F32, dx, dout, x, n);
 }
 
-static void mul_fwd(float *out, const float *a, const float *b, size_t n)
+static void mul_fwd(struct backend *be, float *out, const float *a, const float *b, size_t n)
 {
-	cuk_mul_fwd(&G.k, CUK_F32, out, a, b, n);
+	cuk_mul_fwd(&CB(be)->k, CUK_F32, out, a, b, n);
 }
 
-static void mul_bwd(float *da, float *db, const float *dout, const float *a, const float *b, size_t n)
+static void mul_bwd(struct backend *be, float *da, float *db, const float *dout, const float *a, const float *b, size_t n)
 {
-	cuk_mul_bwd(&G.k, CUK_F32, da, db, dout, a, b, n);
+	cuk_mul_bwd(&CB(be)->k, CUK_F32, da, db, dout, a, b, n);
 }
 
-static void gelu_fwd(float *out, const float *x, size_t n)
+static void gelu_fwd(struct backend *be, float *out, const float *x, size_t n)
 {
-	cuk_gelu_fwd(&G.k, CUK_F32, out, x, n);
+	cuk_gelu_fwd(&CB(be)->k, CUK_F32, out, x, n);
 }
 
-static void gelu_bwd(float *dx, const float *dout, const float *x, size_t n)
+static void gelu_bwd(struct backend *be, float *dx, const float *dout, const float *x, size_t n)
 {
-	cuk_gelu_bwd(&G.k, CUK_F32, dx, dout, x, n);
+	cuk_gelu_bwd(&CB(be)->k, CUK_F32, dx, dout, x, n);
 }
 
-static void add_fwd(float *out, const float *a, const float *b, size_t n)
+static void add_fwd(struct backend *be, float *out, const float *a, const float *b, size_t n)
 {
-	cuk_add_fwd(&G.k, CUK_F32, out, a, b, n);
+	cuk_add_fwd(&CB(be)->k, CUK_F32, out, a, b, n);
 }
 
-static void add_bwd(float *da, float *db, const float *dout, size_t n)
+static void add_bwd(struct backend *be, float *da, float *db, const float *dout, size_t n)
 {
-	cuk_add_bwd(&G.k, CUK_F32, da, db, dout, n);
+	cuk_add_bwd(&CB(be)->k, CUK_F32, da, db, dout, n);
 }
 
-static void dropout_fwd(float *out, uint8_t *mask, const float *x, size_t n, float p, uint64_t seed,
+static void dropout_fwd(struct backend *be, float *out, uint8_t *mask, const float *x, size_t n, float p, uint64_t seed,
 			uint64_t offset)
 {
-	cuk_dropout_fwd(&G.k, CUK_F32, out, mask, x, n, p, seed, offset);
+	cuk_dropout_fwd(&CB(be)->k, CUK_F32, out, mask, x, n, p, seed, offset);
 }
 
-static void dropout_bwd(float *dx, const float *dout, const uint8_t *mask, size_t n, float p)
+static void dropout_bwd(struct backend *be, float *dx, const float *dout, const uint8_t *mask, size_t n, float p)
 {
-	cuk_dropout_bwd(&G.k, CUK_F32, dx, dout, mask, n, p);
+	cuk_dropout_bwd(&CB(be)->k, CUK_F32, dx, dout, mask, n, p);
 }
 
-static void xent_fwd(float *logp, double *loss_sum, const float *logits, const int32_t *ids, int B, int T,
+static void xent_fwd(struct backend *be, float *logp, double *loss_sum, const float *logits, const int32_t *ids, int B, int T,
 		     int V)
 {
-	cuk_xent_fwd(&G.k, CUK_F32, logp, loss_sum, logits, ids, B, T, V);
+	cuk_xent_fwd(&CB(be)->k, CUK_F32, logp, loss_sum, logits, ids, B, T, V);
 }
 
-static void xent_bwd(float *dlogits, const float *logp, const int32_t *ids, int B, int T, int V, float scale)
+static void xent_bwd(struct backend *be, float *dlogits, const float *logp, const int32_t *ids, int B, int T, int V, float scale)
 {
-	cuk_xent_bwd(&G.k, CUK_F32, dlogits, logp, ids, B, T, V, scale);
+	cuk_xent_bwd(&CB(be)->k, CUK_F32, dlogits, logp, ids, B, T, V, scale);
 }
 
-static void axpy(float *y, const float *x, float a, size_t n)
+static void axpy(struct backend *be, float *y, const float *x, float a, size_t n)
 {
-	cuk_axpy(&G.k, y, x, a, n);
+	cuk_axpy(&CB(be)->k, y, x, a, n);
 }
 
-static void scale(float *y, float a, size_t n)
+static void scale(struct backend *be, float *y, float a, size_t n)
 {
-	cuk_scale(&G.k, y, a, n);
+	cuk_scale(&CB(be)->k, y, a, n);
 }
 
-static void adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+static void adamw(struct backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
 		  float eps, float wd, int t)
 {
-	cuk_adamw(&G.k, p, g, m, v, n, lr, b1, b2, eps, wd, t);
+	cuk_adamw(&CB(be)->k, p, g, m, v, n, lr, b1, b2, eps, wd, t);
 }
 
-static void sgd(float *p, const float *g, float *mom, size_t n, float lr, float mu)
+static void sgd(struct backend *be, float *p, const float *g, float *mom, size_t n, float lr, float mu)
 {
-	cuk_sgd(&G.k, p, g, mom, n, lr, mu);
+	cuk_sgd(&CB(be)->k, p, g, mom, n, lr, mu);
 }
 
 /* ---- collectives over NCCL -------------------------------------------------- */
@@ -352,98 +366,103 @@ static struct ccomm *cc(struct rt_comm *c)
 #define LOCAL(c) ((c)->size == 1 || (c)->emulated)
 
 /* the communication stream waits for the compute stream's work so far */
-static int comm_after_compute(struct err *e)
+static int comm_after_compute(struct cuda_backend *g, struct err *e)
 {
-	CUDA_TRY(cudaEventRecord(G.ev_compute, G.compute), e);
-	CUDA_TRY(cudaStreamWaitEvent(G.comm, G.ev_compute, 0), e);
+	CUDA_TRY(cudaEventRecord(g->ev_compute, g->compute), e);
+	CUDA_TRY(cudaStreamWaitEvent(g->comm, g->ev_compute, 0), e);
 	return 0;
 }
 
 /* the compute stream's later work waits for the communication so far */
-static int compute_after_comm(struct err *e)
+static int compute_after_comm(struct cuda_backend *g, struct err *e)
 {
-	CUDA_TRY(cudaEventRecord(G.ev_comm, G.comm), e);
-	CUDA_TRY(cudaStreamWaitEvent(G.compute, G.ev_comm, 0), e);
+	CUDA_TRY(cudaEventRecord(g->ev_comm, g->comm), e);
+	CUDA_TRY(cudaStreamWaitEvent(g->compute, g->ev_comm, 0), e);
 	return 0;
 }
 
-static int c_allreduce(struct rt_comm *c, float *buf, size_t n, struct err *e)
+static int c_allreduce(struct backend *be, struct rt_comm *c, float *buf, size_t n, struct err *e)
 {
+	struct cuda_backend *g = CB(be);
 	int rc;
 
 	if (LOCAL(c) || !n)
 		return 0;
-	if ((rc = comm_after_compute(e)))
+	if ((rc = comm_after_compute(g, e)))
 		return rc;
-	NCCL_TRY(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, cc(c)->nc, G.comm), e);
-	return compute_after_comm(e);
+	NCCL_TRY(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, cc(c)->nc, g->comm), e);
+	return compute_after_comm(g, e);
 }
 
-static int c_allreduce_start(struct rt_comm *c, float *buf, size_t n, struct rt_req *r, struct err *e)
+static int c_allreduce_start(struct backend *be, struct rt_comm *c, float *buf, size_t n, struct rt_req *r, struct err *e)
 {
+	struct cuda_backend *g = CB(be);
 	cudaEvent_t ev;
 	int rc;
 
 	r->active = 0;
 	if (LOCAL(c) || !n)
 		return 0;
-	if ((rc = comm_after_compute(e)))
+	if ((rc = comm_after_compute(g, e)))
 		return rc;
-	NCCL_TRY(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, cc(c)->nc, G.comm), e);
+	NCCL_TRY(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, cc(c)->nc, g->comm), e);
 	CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), e);
-	CUDA_TRY(cudaEventRecord(ev, G.comm), e);
+	CUDA_TRY(cudaEventRecord(ev, g->comm), e);
 	r->impl = ev;
 	r->active = 1;
 	return 0;
 }
 
-static int c_wait(struct rt_req *r, struct err *e)
+static int c_wait(struct backend *be, struct rt_req *r, struct err *e)
 {
+	struct cuda_backend *g = CB(be);
 	cudaEvent_t ev = (cudaEvent_t)r->impl;
 
 	if (!r->active)
 		return 0;
 	r->active = 0;
 	r->impl = NULL;
-	CUDA_TRY(cudaStreamWaitEvent(G.compute, ev, 0), e);
+	CUDA_TRY(cudaStreamWaitEvent(g->compute, ev, 0), e);
 	CUDA_TRY(cudaEventDestroy(ev), e);
 	return 0;
 }
 
-static int c_reduce_scatter(struct rt_comm *c, float *send, float *recv, size_t count, struct err *e)
+static int c_reduce_scatter(struct backend *be, struct rt_comm *c, float *send, float *recv, size_t count, struct err *e)
 {
+	struct cuda_backend *g = CB(be);
 	int rc;
 
 	if (LOCAL(c)) {
 		if (recv != send)
-			c_copy(recv, send, count * sizeof *send, COPY_D2D);
+			c_copy(be, recv, send, count * sizeof *send, COPY_D2D);
 		return 0;
 	}
-	if ((rc = comm_after_compute(e)))
+	if ((rc = comm_after_compute(g, e)))
 		return rc;
 	/* in place when recv = send + rank * count, as NCCL defines it */
-	NCCL_TRY(ncclReduceScatter(send, recv, count, ncclFloat, ncclSum, cc(c)->nc, G.comm), e);
-	return compute_after_comm(e);
+	NCCL_TRY(ncclReduceScatter(send, recv, count, ncclFloat, ncclSum, cc(c)->nc, g->comm), e);
+	return compute_after_comm(g, e);
 }
 
-static int c_allgather(struct rt_comm *c, float *send, float *recv, size_t count, struct err *e)
+static int c_allgather(struct backend *be, struct rt_comm *c, float *send, float *recv, size_t count, struct err *e)
 {
+	struct cuda_backend *g = CB(be);
 	int rc;
 
 	if (LOCAL(c)) {  /* this rank's shard in place, the others' zeros */
 		for (int r = 0; r < c->size; r++) {
 			float *dst = recv + (size_t)r * count;
 			if (r != c->rank)
-				c_zero(dst, count * sizeof *dst);
+				c_zero(be, dst, count * sizeof *dst);
 			else if (dst != send)
-				c_copy(dst, send, count * sizeof *send, COPY_D2D);
+				c_copy(be, dst, send, count * sizeof *send, COPY_D2D);
 		}
 		return 0;
 	}
-	if ((rc = comm_after_compute(e)))
+	if ((rc = comm_after_compute(g, e)))
 		return rc;
-	NCCL_TRY(ncclAllGather(send, recv, count, ncclFloat, cc(c)->nc, G.comm), e);
-	return compute_after_comm(e);
+	NCCL_TRY(ncclAllGather(send, recv, count, ncclFloat, cc(c)->nc, g->comm), e);
+	return compute_after_comm(g, e);
 }
 
 /* part r of a flat buffer of n elements in shards of sh: [lo, lo + len) */
@@ -455,62 +474,65 @@ static size_t part(size_t n, size_t sh, int r, size_t *lo)
 
 /* Uneven shards (the last shorter or empty) are one broadcast per rank in a
  * NCCL group; even ones a plain in-place all-gather. */
-static int c_allgather_flat(struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e)
+static int c_allgather_flat(struct backend *be, struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e)
 {
+	struct cuda_backend *g = CB(be);
 	size_t lo, len;
 	int r, rc;
 
 	if (LOCAL(c) || !n)
 		return 0;
-	if ((rc = comm_after_compute(e)))
+	if ((rc = comm_after_compute(g, e)))
 		return rc;
 	if (n == sh * (size_t)c->size) {
-		NCCL_TRY(ncclAllGather(buf + (size_t)c->rank * sh, buf, sh, ncclFloat, cc(c)->nc, G.comm), e);
+		NCCL_TRY(ncclAllGather(buf + (size_t)c->rank * sh, buf, sh, ncclFloat, cc(c)->nc, g->comm), e);
 	} else {
 		NCCL_TRY(ncclGroupStart(), e);
 		for (r = 0; r < c->size; r++)
 			if ((len = part(n, sh, r, &lo)))
-				NCCL_TRY(ncclBroadcast(buf + lo, buf + lo, len, ncclFloat, r, cc(c)->nc, G.comm), e);
+				NCCL_TRY(ncclBroadcast(buf + lo, buf + lo, len, ncclFloat, r, cc(c)->nc, g->comm), e);
 		NCCL_TRY(ncclGroupEnd(), e);
 	}
-	return compute_after_comm(e);
+	return compute_after_comm(g, e);
 }
 
 /* The sum over ranks; this rank's shard of it moved to buf[0 ..). */
-static int c_reduce_scatter_flat(struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e)
+static int c_reduce_scatter_flat(struct backend *be, struct rt_comm *c, float *buf, size_t n, size_t sh, struct err *e)
 {
+	struct cuda_backend *g = CB(be);
 	size_t lo, len, mlo, mlen = part(n, sh, c->rank, &mlo);
 	int r, rc;
 
 	if (LOCAL(c) || !n)
 		return 0;
-	if ((rc = comm_after_compute(e)))
+	if ((rc = comm_after_compute(g, e)))
 		return rc;
 	if (n == sh * (size_t)c->size) {
-		NCCL_TRY(ncclReduceScatter(buf, buf + mlo, sh, ncclFloat, ncclSum, cc(c)->nc, G.comm), e);
+		NCCL_TRY(ncclReduceScatter(buf, buf + mlo, sh, ncclFloat, ncclSum, cc(c)->nc, g->comm), e);
 	} else {
 		NCCL_TRY(ncclGroupStart(), e);
 		for (r = 0; r < c->size; r++)
 			if ((len = part(n, sh, r, &lo)))
-				NCCL_TRY(ncclReduce(buf + lo, buf + lo, len, ncclFloat, ncclSum, r, cc(c)->nc, G.comm), e);
+				NCCL_TRY(ncclReduce(buf + lo, buf + lo, len, ncclFloat, ncclSum, r, cc(c)->nc, g->comm), e);
 		NCCL_TRY(ncclGroupEnd(), e);
 	}
 	/* rank >= 1: [mlo, mlo + mlen) and [0, mlen) do not overlap (mlen <= sh <= mlo) */
 	if (mlo && mlen)
-		CUDA_TRY(cudaMemcpyAsync(buf, buf + mlo, mlen * sizeof *buf, cudaMemcpyDeviceToDevice, G.comm), e);
-	return compute_after_comm(e);
+		CUDA_TRY(cudaMemcpyAsync(buf, buf + mlo, mlen * sizeof *buf, cudaMemcpyDeviceToDevice, g->comm), e);
+	return compute_after_comm(g, e);
 }
 
-static int c_broadcast(struct rt_comm *c, float *buf, size_t n, int root, struct err *e)
+static int c_broadcast(struct backend *be, struct rt_comm *c, float *buf, size_t n, int root, struct err *e)
 {
+	struct cuda_backend *g = CB(be);
 	int rc;
 
 	if (LOCAL(c) || !n)
 		return 0;
-	if ((rc = comm_after_compute(e)))
+	if ((rc = comm_after_compute(g, e)))
 		return rc;
-	NCCL_TRY(ncclBroadcast(buf, buf, n, ncclFloat, root, cc(c)->nc, G.comm), e);
-	return compute_after_comm(e);
+	NCCL_TRY(ncclBroadcast(buf, buf, n, ncclFloat, root, cc(c)->nc, g->comm), e);
+	return compute_after_comm(g, e);
 }
 
 static int mpi_fail(int rc, const char *what, struct err *e)
@@ -524,15 +546,15 @@ static int mpi_fail(int rc, const char *what, struct err *e)
 
 #define MPI_TRY(call, what) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) return mpi_fail(rc_, what, e); } while (0)
 
-static int c_barrier(struct rt_comm *c, struct err *e)
+static int c_barrier(struct backend *be, struct rt_comm *c, struct err *e)
 {
-	c_sync();
+	c_sync(be);
 	if (!LOCAL(c))
 		MPI_TRY(MPI_Barrier(cc(c)->mc), "barrier");
 	return 0;
 }
 
-static int c_allreduce_host(struct rt_comm *c, double *v, int n, int op_max, struct err *e)
+static int c_allreduce_host(struct backend *be RT_UNUSED, struct rt_comm *c, double *v, int n, int op_max, struct err *e)
 {
 	if (!LOCAL(c))
 		MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op_max ? MPI_MAX : MPI_SUM, cc(c)->mc),
@@ -540,7 +562,7 @@ static int c_allreduce_host(struct rt_comm *c, double *v, int n, int op_max, str
 	return 0;
 }
 
-static int c_comm_split(struct rt_comm *c, int color, int key, struct rt_comm *out, struct err *e)
+static int c_comm_split(struct backend *be RT_UNUSED, struct rt_comm *c, int color, int key, struct rt_comm *out, struct err *e)
 {
 	struct ccomm *n;
 
@@ -559,8 +581,9 @@ static int c_comm_split(struct rt_comm *c, int color, int key, struct rt_comm *o
 	return 0;
 }
 
-static void c_comm_free(struct rt_comm *c)
+static void c_comm_free(struct backend *be, struct rt_comm *c)
 {
+	struct cuda_backend *g = CB(be);
 	struct ccomm *n = cc(c);
 
 	if (!n)
@@ -569,13 +592,13 @@ static void c_comm_free(struct rt_comm *c)
 		ncclCommDestroy(n->nc);
 	if (n->mc != MPI_COMM_WORLD)
 		MPI_Comm_free(&n->mc);
-	if (n == G.world)
-		G.world = NULL;
+	if (n == g->world)
+		g->world = NULL;
 	free(n);
 	c->impl = NULL;
 }
 
-static struct backend backend_cuda = {
+static const struct backend cuda_template = {
 	.name = "cuda",
 	.overlap = 1,
 	.copy = c_copy, .zero = c_zero, .sync = c_sync,
@@ -621,7 +644,7 @@ static int local_rank(void)
 	return r;
 }
 
-static int pick_device(int rank, struct err *e)
+static int pick_device(struct cuda_backend *g, int rank, struct err *e)
 {
 	struct cudaDeviceProp prop;
 	cudaError_t rc;
@@ -642,14 +665,14 @@ static int pick_device(int rank, struct err *e)
 			       "--backend cuda: rank %d is local rank %d of its node but only %d GPU%s visible; "
 			       "start at most %d rank%s per node (one GPU per rank)", rank, lr, n, n == 1 ? " is" : "s are",
 			       n, n == 1 ? "" : "s");
-	G.dev = lr;
-	CUDA_TRY(cudaSetDevice(G.dev), e);
-	CUDA_TRY(cudaGetDeviceProperties(&prop, G.dev), e);
-	snprintf(backend_cuda.device, sizeof backend_cuda.device, "%.127s", prop.name);
+	g->dev = lr;
+	CUDA_TRY(cudaSetDevice(g->dev), e);
+	CUDA_TRY(cudaGetDeviceProperties(&prop, g->dev), e);
+	snprintf(g->be.device, sizeof g->be.device, "%.127s", prop.name);
 	return 0;
 }
 
-static int open_world(struct rt_comm *world, struct err *e)
+static int open_world(struct cuda_backend *g, struct rt_comm *world, struct err *e)
 {
 	struct ccomm *w;
 	ncclUniqueId id;
@@ -663,7 +686,7 @@ static int open_world(struct rt_comm *world, struct err *e)
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
 	w->mc = MPI_COMM_WORLD;
 	world->impl = w;
-	G.world = w;
+	g->world = w;
 	MPI_Comm_rank(MPI_COMM_WORLD, &world->rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &world->size);
 	if (world->size == 1)
@@ -675,73 +698,93 @@ static int open_world(struct rt_comm *world, struct err *e)
 	return 0;
 }
 
-int backend_cuda_open(struct backend **be, struct rt_comm *world, struct err *e)
+/* The device, its streams, events, workspace and kernels, then the world. */
+static int open_device(struct cuda_backend *g, struct rt_comm *world, struct err *e)
 {
-	const char *cache = getenv("SHARDCAST_CUDA_CACHE");
 	int rank = 0, rc;
 
-	if (G.open)
-		return err_set(e, ERR_SYSTEM, NULL, 0, "the cuda backend is already open in this process");
-	memset(&G, 0, sizeof G);
-	G.cache = !(cache && strcmp(cache, "0") == 0);
 	if (launch_mpi()) {
 		int up = 0;
 		MPI_Initialized(&up);
 		if (!up) {
 			MPI_TRY(MPI_Init(NULL, NULL), "init");
-			G.mpi_inited = 1;
+			g->mpi_inited = 1;
 		}
 		MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	}
-	rc = pick_device(rank, e);
+	rc = pick_device(g, rank, e);
 	if (rc)
 		return rc;
-	CUDA_TRY(cudaStreamCreateWithFlags(&G.compute, cudaStreamNonBlocking), e);
-	CUDA_TRY(cudaStreamCreateWithFlags(&G.comm, cudaStreamNonBlocking), e);
-	CUDA_TRY(cudaEventCreateWithFlags(&G.ev_compute, cudaEventDisableTiming), e);
-	CUDA_TRY(cudaEventCreateWithFlags(&G.ev_comm, cudaEventDisableTiming), e);
-	CUDA_TRY(cudaMalloc(&G.ws, cuk_workspace_bytes()), e);
-	rc = cuk_init(&G.k, G.compute, G.ws, cuk_workspace_bytes(), e);
-	if (!rc)
-		rc = open_world(world, e);
+	CUDA_TRY(cudaStreamCreateWithFlags(&g->compute, cudaStreamNonBlocking), e);
+	CUDA_TRY(cudaStreamCreateWithFlags(&g->comm, cudaStreamNonBlocking), e);
+	CUDA_TRY(cudaEventCreateWithFlags(&g->ev_compute, cudaEventDisableTiming), e);
+	CUDA_TRY(cudaEventCreateWithFlags(&g->ev_comm, cudaEventDisableTiming), e);
+	CUDA_TRY(cudaMalloc(&g->ws, cuk_workspace_bytes()), e);
+	rc = cuk_init(&g->k, g->compute, g->ws, cuk_workspace_bytes(), e);
 	if (rc)
 		return rc;
-	backend_cuda.dev = (struct arena_dev){dev_alloc, dev_free, NULL};
-	G.open = 1;
-	*be = &backend_cuda;
+	g->kernels = 1;
+	return open_world(g, world, e);
+}
+
+int backend_cuda_open(struct backend **be, struct rt_comm *world, struct err *e)
+{
+	const char *cache = getenv("SHARDCAST_CUDA_CACHE");
+	struct cuda_backend *g = calloc(1, sizeof *g);
+	int rc;
+
+	*be = NULL;
+	if (!g)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
+	g->be = cuda_template;
+	g->be.dev = (struct arena_dev){dev_alloc, dev_free, g};
+	g->cache = !(cache && strcmp(cache, "0") == 0);
+	rc = open_device(g, world, e);
+	if (rc) {
+		g->mpi_inited = 0;  /* MPI stays up for the cpu backend the caller may open next */
+		backend_cuda_close(&g->be);
+		return rc;
+	}
+	*be = &g->be;
 	return 0;
 }
 
 void backend_cuda_close(struct backend *be)
 {
-	(void)be;
-	if (!G.open)
+	struct cuda_backend *g = be ? CB(be) : NULL;
+
+	if (!g)
 		return;
 	cudaDeviceSynchronize();
-	if (G.world) {  /* the caller did not free the world */
-		if (G.world->nc)
-			ncclCommDestroy(G.world->nc);
-		free(G.world);
-		G.world = NULL;
+	if (g->world) {  /* the caller did not free the world */
+		if (g->world->nc)
+			ncclCommDestroy(g->world->nc);
+		free(g->world);
+		g->world = NULL;
 	}
-	cuk_free(&G.k);
-	trim();
-	free(G.blk);
-	cudaFree(G.ws);
-	cudaEventDestroy(G.ev_compute);
-	cudaEventDestroy(G.ev_comm);
-	cudaStreamDestroy(G.compute);
-	cudaStreamDestroy(G.comm);
-	if (G.mpi_inited) {
+	if (g->kernels)
+		cuk_free(&g->k);
+	trim(g);
+	free(g->blk);
+	cudaFree(g->ws);
+	if (g->ev_compute)
+		cudaEventDestroy(g->ev_compute);
+	if (g->ev_comm)
+		cudaEventDestroy(g->ev_comm);
+	if (g->compute)
+		cudaStreamDestroy(g->compute);
+	if (g->comm)
+		cudaStreamDestroy(g->comm);
+	if (g->mpi_inited) {
 		int down = 0;
 		MPI_Finalized(&down);
 		if (!down)
 			MPI_Finalize();
 	}
-	G.open = 0;
+	free(g);
 }
 
-struct cuk *backend_cuda_kernels(void)
+struct cuk *backend_cuda_kernels(struct backend *be)
 {
-	return G.open ? &G.k : NULL;
+	return be && strcmp(be->name, "cuda") == 0 ? &CB(be)->k : NULL;
 }

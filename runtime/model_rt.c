@@ -9,7 +9,6 @@
 
 #include "scenario.h"
 
-enum { MAXPROD = 4 };
 
 /* ---- layout ------------------------------------------------------------- */
 
@@ -118,76 +117,12 @@ nomem:
 	return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory laying out parameters");
 }
 
-static void set_min(int *v, int x)
-{
-	if (*v < 0 || x < *v)
-		*v = x;
-}
-
-/* Recompute regions and when each tensor is freed (memory.h S4-S5). */
-static int lifetimes(struct rtm *r)
-{
-	const struct graph *g = &r->g;
-	int i, k, t, R, pr;
-
-	r->reg = malloc((size_t)g->nops * sizeof *r->reg);
-	r->rfirst = malloc(((size_t)g->nops + 1) * sizeof *r->rfirst);
-	r->rlast = malloc(((size_t)g->nops + 1) * sizeof *r->rlast);
-	r->fb = malloc((size_t)g->nt * sizeof *r->fb);
-	r->rs = malloc((size_t)g->nt * sizeof *r->rs);
-	r->lastr = malloc((size_t)g->nt * sizeof *r->lastr);
-	if (!r->reg || !r->rfirst || !r->rlast || !r->fb || !r->rs || !r->lastr)
-		return -1;
-	r->nreg = 0;
-	for (i = 0; i < g->nops; i++) {
-		r->reg[i] = -1;
-		if (r->recompute == RECOMPUTE_FULL && g->ops[i].unit > 0)
-			R = g->ops[i].unit - 1;   /* each block */
-		else if (r->recompute == RECOMPUTE_SELECTIVE && g->ops[i].attn_core)
-			R = i > 0 && g->ops[i - 1].attn_core ? r->nreg - 1 : r->nreg;  /* each core run */
-		else
-			continue;
-		if (R == r->nreg) {
-			r->rfirst[r->nreg++] = i;
-		}
-		r->reg[i] = R;
-		r->rlast[R] = i;
-	}
-	for (t = 0; t < g->nt; t++) {
-		r->fb[t] = r->rs[t] = -1;
-		r->lastr[t] = g->t[t].producer;
-	}
-	for (i = 0; i < g->nops; i++) {
-		const struct gop *o = &g->ops[i];
-		R = r->reg[i];
-		for (k = 0; k < o->nsaved; k++) {
-			t = o->saved[k];
-			pr = g->t[t].producer;
-			if (R < 0)
-				set_min(&r->fb[t], i);
-			else if (pr < 0 || r->reg[pr] != R)
-				set_min(&r->fb[t], r->rfirst[R]);
-			else
-				set_min(&r->rs[t], i);
-		}
-		for (k = 0; k < o->nin; k++) {
-			t = o->in[k];
-			pr = g->t[t].producer;
-			if (R >= 0 && (pr < 0 || r->reg[pr] != R))
-				set_min(&r->fb[t], r->rfirst[R]);
-			if (R >= 0 && pr >= 0 && r->reg[pr] == R && i > r->lastr[t])
-				r->lastr[t] = i;
-		}
-	}
-	return 0;
-}
-
 int rtm_has_pgrads(const struct rtm *r, int i)
 {
 	return r->op_w[i] >= 0 || r->op_b[i] >= 0;
 }
 
-int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int recompute,
+int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int recompute, int dt,
 	     struct backend *be, struct err *e)
 {
 	struct graph_opts o = {0};
@@ -208,17 +143,18 @@ int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int re
 	r->V = (int)m->vocab;
 	r->F = (int)m->ffn;
 	r->recompute = recompute;
+	r->dt = dt;
 	r->dropout = (float)dropout;
 	o.seq_len = T;
 	o.target_len = T;
 	o.dropout = dropout;
 	o.tp = 1;
 	o.flavor = GRAPH_SHARDCAST;
-	o.act_bytes = 4;
+	o.act_bytes = dt == RT_F32 ? 4 : 2;
 	rc = graph_build(&r->g, m, &o, e);
 	if (!rc)
 		rc = layout(r, e);
-	if (!rc && lifetimes(r))
+	if (!rc && life_build(&r->lf, &r->g, recompute))
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
 	if (!rc) {
 		r->val = calloc((size_t)r->g.nt, sizeof *r->val);
@@ -249,12 +185,7 @@ void rtm_free(struct rtm *r)
 	free(r->gblk);
 	free(r->bptr);
 	free(r->bref);
-	free(r->reg);
-	free(r->rfirst);
-	free(r->rlast);
-	free(r->fb);
-	free(r->rs);
-	free(r->lastr);
+	life_free(&r->lf);
 	memset(r, 0, sizeof *r);
 }
 
@@ -334,9 +265,18 @@ size_t rtm_tensor_bytes(const struct rtm *r, int t, int B)
 	return (size_t)B * (size_t)r->g.t[t].elems * (size_t)r->g.t[t].dsize;
 }
 
+/* Bytes the device holds for tensor t: a 16-bit tensor is counted at 2 bytes
+ * per element and held in fp32 (its values rounded: backend.h round). */
+static size_t held_bytes(const struct rtm *r, int t)
+{
+	size_t b = rtm_tensor_bytes(r, t, r->B);
+
+	return r->g.t[t].dsize == 2 ? 2 * b : b;
+}
+
 static int talloc(struct rtm *r, void **slot, int t, struct err *e)
 {
-	return arena_alloc(r->ar, slot, rtm_tensor_bytes(r, t, r->B), r->g.t[t].name, e);
+	return arena_alloc_as(r->ar, slot, rtm_tensor_bytes(r, t, r->B), held_bytes(r, t), r->g.t[t].name, e);
 }
 
 static void tfree(struct rtm *r, void **slot)
@@ -365,27 +305,6 @@ static float *G(struct rtm *r, int t)
 	return t < 0 || r->gblk[t] < 0 ? NULL : r->bptr[r->gblk[t]];
 }
 
-/* tensors op i produces: its output, then what it creates for backward */
-static int produced(const struct rtm *r, int i, int *ts)
-{
-	int n = 0, t;
-
-	if (r->g.ops[i].out >= 0)
-		ts[n++] = r->g.ops[i].out;
-	for (t = r->g.ops[i].out + 1; t < r->g.nt && n < MAXPROD && r->g.t[t].producer == i; t++)
-		ts[n++] = t;
-	return n;
-}
-
-/* Input k of op o unless it repeats an earlier input (scores reads qkv twice). */
-static int distinct_in(const struct gop *o, int k)
-{
-	for (int j = 0; j < k; j++)
-		if (o->in[j] == o->in[k])
-			return -1;
-	return o->in[k];
-}
-
 static int saved_tensor(const struct gop *o, int k)
 {
 	return k < o->nsaved ? o->saved[k] : -1;
@@ -401,52 +320,52 @@ static void forward_kernel(struct rtm *r, int i)
 
 	switch (o->kind) {
 	case OP_EMBED:
-		be->embed_fwd(y, ids, W(r, r->op_w[i]), B, T, C);
+		be->embed_fwd(be, y, ids, W(r, r->op_w[i]), B, T, C);
 		break;
 	case OP_ADD:
 		if (o->nin == 1)
-			be->pos_fwd(y, x, W(r, r->op_w[i]), B, T, C);
+			be->pos_fwd(be, y, x, W(r, r->op_w[i]), B, T, C);
 		else
-			be->add_fwd(y, x, F(r, o->in[1]), (size_t)N * C);
+			be->add_fwd(be, y, x, F(r, o->in[1]), (size_t)N * C);
 		break;
 	case OP_NORM:
 		if (r->op_b[i] >= 0)
-			be->layernorm_fwd(y, F(r, o->out + 1), x, W(r, r->op_w[i]), W(r, r->op_b[i]), N, C);
+			be->layernorm_fwd(be, y, F(r, o->out + 1), x, W(r, r->op_w[i]), W(r, r->op_b[i]), N, C);
 		else
-			be->rmsnorm_fwd(y, F(r, o->out + 1), x, W(r, r->op_w[i]), N, C);
+			be->rmsnorm_fwd(be, y, F(r, o->out + 1), x, W(r, r->op_w[i]), N, C);
 		break;
 	case OP_MUL:
-		be->mul_fwd(y, x, F(r, o->in[1]), (size_t)B * (size_t)r->g.t[o->out].elems);
+		be->mul_fwd(be, y, x, F(r, o->in[1]), (size_t)B * (size_t)r->g.t[o->out].elems);
 		break;
 	case OP_MATMUL:
-		be->matmul_fwd(y, x, W(r, r->op_w[i]), W(r, r->op_b[i]), N, (int)o->k, (int)o->n);
+		be->matmul_fwd(be, y, x, W(r, r->op_w[i]), W(r, r->op_b[i]), N, (int)o->k, (int)o->n);
 		if (r->rope_op[i])  /* rotary positions on q and k, in place */
-			be->rope(y, B, T, r->NH, r->NKV, r->hs, r->theta, 1);
+			be->rope(be, y, B, T, r->NH, r->NKV, r->hs, r->theta, 1);
 		if (r->capture_logits && o->out == r->logits)
-			be->copy(r->capture_logits, y, (size_t)N * r->V * sizeof *y, COPY_D2H);
+			be->copy(be, r->capture_logits, y, (size_t)N * r->V * sizeof *y, COPY_D2H);
 		break;
 	case OP_ATTN_SCORE:
-		be->attn_score_fwd(y, x, B, T, r->NH, r->NKV, r->hs);
+		be->attn_score_fwd(be, y, x, B, T, r->NH, r->NKV, r->hs);
 		break;
 	case OP_SOFTMAX:
-		be->softmax_fwd(y, x, B * r->NH * T, T);
+		be->softmax_fwd(be, y, x, B * r->NH * T, T);
 		break;
 	case OP_ATTN_CTX:
-		be->attn_ctx_fwd(y, x, F(r, o->in[1]), B, T, r->NH, r->NKV, r->hs);
+		be->attn_ctx_fwd(be, y, x, F(r, o->in[1]), B, T, r->NH, r->NKV, r->hs);
 		break;
 	case OP_ACT:
 		if (r->m.activation == ACT_SWIGLU)
-			be->silu_fwd(y, x, (size_t)B * (size_t)r->g.t[o->out].elems);
+			be->silu_fwd(be, y, x, (size_t)B * (size_t)r->g.t[o->out].elems);
 		else
-			be->gelu_fwd(y, x, (size_t)B * (size_t)r->g.t[o->out].elems);
+			be->gelu_fwd(be, y, x, (size_t)B * (size_t)r->g.t[o->out].elems);
 		break;
 	case OP_DROPOUT:
-		be->dropout_fwd(y, r->val[o->out + 1], x, (size_t)B * (size_t)r->g.t[o->out].elems,
+		be->dropout_fwd(be, y, r->val[o->out + 1], x, (size_t)B * (size_t)r->g.t[o->out].elems,
 				r->dropout, r->seed ^ (r->rng_step * 0x9e3779b97f4a7c15ull),
 				(uint64_t)i << 40);
 		break;
 	case OP_LOSS:
-		be->xent_fwd(y, &r->loss_sum, x, ids, B, T, r->V);
+		be->xent_fwd(be, y, &r->loss_sum, x, ids, B, T, r->V);
 		break;
 	}
 }
@@ -456,40 +375,79 @@ static int hook(int (*f)(void *, int, struct err *), void *ctx, int op, struct e
 	return f ? f(ctx, op, e) : 0;
 }
 
-static int kept(const struct rtm *r, int t)
+/* The tensors op i produces (life.h: its output, then what it creates for backward). */
+static int alloc_products(struct rtm *r, int i, struct err *e)
 {
-	return r->fb[t] >= 0 || r->g.t[t].held;
-}
+	int p, t, rc;
 
-static int alloc_products(struct rtm *r, int i, int *ts, int *n, struct err *e)
-{
-	int k, rc;
-
-	*n = produced(r, i, ts);
-	for (k = 0; k < *n; k++) {
-		if (r->val[ts[k]])
-			return err_set(e, ERR_SYSTEM, NULL, 0, "internal: %s produced twice", r->g.t[ts[k]].name);
-		rc = talloc(r, &r->val[ts[k]], ts[k], e);
+	for (p = r->lf.poff[i]; p < r->lf.poff[i + 1]; p++) {
+		t = r->lf.prod[p];
+		if (r->val[t])
+			return err_set(e, ERR_SYSTEM, NULL, 0, "internal: %s produced twice", r->g.t[t].name);
+		rc = talloc(r, &r->val[t], t, e);
 		if (rc)
 			return rc;
 	}
 	return 0;
 }
 
-static int forward_op(struct rtm *r, int i, struct err *e)
+/* Rounds buffer p of tensor t's size (values or gradient) to the 16-bit
+ * storage type when the tensor is 16-bit. */
+static void round_tensor(struct rtm *r, int t, float *p)
+{
+	if (p && r->dt != RT_F32 && r->g.t[t].dsize == 2)
+		r->be->round(r->be, p, (size_t)r->B * (size_t)r->g.t[t].elems, r->dt);
+}
+
+/* After op i's forward kernel: its products, as stored. */
+static void round_products(struct rtm *r, int i)
+{
+	int p;
+
+	for (p = r->lf.poff[i]; p < r->lf.poff[i + 1]; p++)
+		round_tensor(r, r->lf.prod[p], F(r, r->lf.prod[p]));
+}
+
+/* After op i's backward kernel: the gradients it accumulated into, as stored
+ * (its inputs', and its parameters', which are 16-bit with the activations:
+ * memory.h S2). */
+static void round_grads(struct rtm *r, int i)
 {
 	const struct gop *o = &r->g.ops[i];
-	int ts[MAXPROD], n, k, t, rc;
+	int k, t, q;
+
+	if (r->dt == RT_F32)
+		return;
+	for (k = 0; k < o->nin; k++)
+		if ((t = life_distinct_in(o, k)) >= 0 && r->g.t[t].producer >= 0)
+			round_tensor(r, t, G(r, t));
+	for (k = 0; k < 2; k++)
+		if ((q = k ? r->op_b[i] : r->op_w[i]) >= 0)
+			r->be->round(r->be, dW(r, q), r->p[q].n, r->dt);
+}
+
+/* Input k < nin of op i, or its product k - nin: -1 for a repeated input. */
+static int in_or_product(const struct rtm *r, int i, int k)
+{
+	const struct gop *o = &r->g.ops[i];
+
+	return k < o->nin ? life_distinct_in(o, k) : r->lf.prod[r->lf.poff[i] + k - o->nin];
+}
+
+static int forward_op(struct rtm *r, int i, struct err *e)
+{
+	int n = r->g.ops[i].nin + r->lf.poff[i + 1] - r->lf.poff[i], k, t, rc;
 
 	rc = hook(r->h.fwd_pre, r->h.ctx, i, e);
 	if (!rc)
-		rc = alloc_products(r, i, ts, &n, e);
+		rc = alloc_products(r, i, e);
 	if (rc)
 		return rc;
 	forward_kernel(r, i);
-	for (k = 0; k < o->nin + n; k++) {
-		t = k < o->nin ? distinct_in(o, k) : ts[k - o->nin];
-		if (t >= 0 && r->val[t] && r->g.t[t].last_fwd_use == i && !kept(r, t))
+	round_products(r, i);
+	for (k = 0; k < n; k++) {
+		t = in_or_product(r, i, k);
+		if (t >= 0 && r->val[t] && life_fwd_frees(&r->lf, &r->g, i, t))
 			tfree(r, &r->val[t]);
 	}
 	return hook(r->h.fwd_post, r->h.ctx, i, e);
@@ -498,21 +456,18 @@ static int forward_op(struct rtm *r, int i, struct err *e)
 /* Replays region R's forward before its backward. */
 static int replay(struct rtm *r, int R, struct err *e)
 {
-	int f = r->rfirst[R], l = r->rlast[R], i, k, t, n, rc, ts[MAXPROD];
+	int i, k, t, n, rc;
 
-	for (i = f; i <= l; i++) {
-		const struct gop *o = &r->g.ops[i];
-		rc = alloc_products(r, i, ts, &n, e);
+	for (i = r->lf.rfirst[R]; i <= r->lf.rlast[R]; i++) {
+		rc = alloc_products(r, i, e);
 		if (rc)
 			return rc;
 		forward_kernel(r, i);
-		for (k = 0; k < o->nin + n; k++) {
-			int pr;
-			t = k < o->nin ? distinct_in(o, k) : ts[k - o->nin];
-			if (t < 0)
-				continue;
-			pr = r->g.t[t].producer;
-			if (r->val[t] && r->rs[t] < 0 && r->lastr[t] == i && pr >= f && pr <= l)
+		round_products(r, i);
+		n = r->g.ops[i].nin + r->lf.poff[i + 1] - r->lf.poff[i];
+		for (k = 0; k < n; k++) {
+			t = in_or_product(r, i, k);
+			if (t >= 0 && r->val[t] && life_replay_frees(&r->lf, &r->g, i, t))
 				tfree(r, &r->val[t]);
 		}
 	}
@@ -529,57 +484,57 @@ static void backward_kernel(struct rtm *r, int i)
 
 	switch (o->kind) {
 	case OP_EMBED:
-		be->embed_bwd(dW(r, r->op_w[i]), dy, ids, B, T, C);
+		be->embed_bwd(be, dW(r, r->op_w[i]), dy, ids, B, T, C);
 		break;
 	case OP_ADD:
 		/* an input holding the output's gradient itself needs nothing */
 		if (o->nin == 1)
-			be->pos_bwd(dx == dy ? NULL : dx, dW(r, r->op_w[i]), dy, B, T, C);
+			be->pos_bwd(be, dx == dy ? NULL : dx, dW(r, r->op_w[i]), dy, B, T, C);
 		else
 			for (k = 0; k < o->nin; k++)
-				if (distinct_in(o, k) >= 0 && G(r, o->in[k]) != dy)
-					be->axpy(G(r, o->in[k]), dy, 1.0f, (size_t)N * C);
+				if (life_distinct_in(o, k) >= 0 && G(r, o->in[k]) != dy)
+					be->axpy(be, G(r, o->in[k]), dy, 1.0f, (size_t)N * C);
 		break;
 	case OP_NORM:
 		if (r->op_b[i] >= 0)
-			be->layernorm_bwd(dx, dW(r, r->op_w[i]), dW(r, r->op_b[i]), dy, F(r, o->in[0]),
+			be->layernorm_bwd(be, dx, dW(r, r->op_w[i]), dW(r, r->op_b[i]), dy, F(r, o->in[0]),
 					  F(r, saved_tensor(o, 1)), W(r, r->op_w[i]), N, C);
 		else
-			be->rmsnorm_bwd(dx, dW(r, r->op_w[i]), dy, F(r, o->in[0]), F(r, saved_tensor(o, 1)),
+			be->rmsnorm_bwd(be, dx, dW(r, r->op_w[i]), dy, F(r, o->in[0]), F(r, saved_tensor(o, 1)),
 					W(r, r->op_w[i]), N, C);
 		break;
 	case OP_MUL:
-		be->mul_bwd(dx, G(r, o->in[1]), dy, F(r, o->in[0]), F(r, o->in[1]),
+		be->mul_bwd(be, dx, G(r, o->in[1]), dy, F(r, o->in[0]), F(r, o->in[1]),
 			    (size_t)B * (size_t)r->g.t[o->out].elems);
 		break;
 	case OP_MATMUL:
 		if (r->rope_op[i])  /* back through the rotation: the gradient is no longer read */
-			be->rope(dy, B, T, r->NH, r->NKV, r->hs, r->theta, -1);
-		be->matmul_bwd(dx, dW(r, r->op_w[i]), dW(r, r->op_b[i]), dy, F(r, o->in[0]),
+			be->rope(be, dy, B, T, r->NH, r->NKV, r->hs, r->theta, -1);
+		be->matmul_bwd(be, dx, dW(r, r->op_w[i]), dW(r, r->op_b[i]), dy, F(r, o->in[0]),
 			       W(r, r->op_w[i]), N, (int)o->k, (int)o->n);
 		break;
 	case OP_ATTN_SCORE:
-		be->attn_score_bwd(dx, dy, F(r, o->in[0]), B, T, r->NH, r->NKV, r->hs);
+		be->attn_score_bwd(be, dx, dy, F(r, o->in[0]), B, T, r->NH, r->NKV, r->hs);
 		break;
 	case OP_SOFTMAX:
-		be->softmax_bwd(dx, dy, F(r, o->out), B * r->NH * T, T);
+		be->softmax_bwd(be, dx, dy, F(r, o->out), B * r->NH * T, T);
 		break;
 	case OP_ATTN_CTX:
-		be->attn_ctx_bwd(dx, G(r, o->in[1]), dy, F(r, o->in[0]), F(r, o->in[1]), B, T, r->NH, r->NKV,
+		be->attn_ctx_bwd(be, dx, G(r, o->in[1]), dy, F(r, o->in[0]), F(r, o->in[1]), B, T, r->NH, r->NKV,
 				 r->hs);
 		break;
 	case OP_ACT:
 		if (r->m.activation == ACT_SWIGLU)
-			be->silu_bwd(dx, dy, F(r, o->in[0]), (size_t)B * (size_t)r->g.t[o->out].elems);
+			be->silu_bwd(be, dx, dy, F(r, o->in[0]), (size_t)B * (size_t)r->g.t[o->out].elems);
 		else
-			be->gelu_bwd(dx, dy, F(r, o->in[0]), (size_t)B * (size_t)r->g.t[o->out].elems);
+			be->gelu_bwd(be, dx, dy, F(r, o->in[0]), (size_t)B * (size_t)r->g.t[o->out].elems);
 		break;
 	case OP_DROPOUT:
-		be->dropout_bwd(dx, dy, r->val[o->out + 1], (size_t)B * (size_t)r->g.t[o->out].elems,
+		be->dropout_bwd(be, dx, dy, r->val[o->out + 1], (size_t)B * (size_t)r->g.t[o->out].elems,
 				r->dropout);
 		break;
 	case OP_LOSS:
-		be->xent_bwd(dx, F(r, o->out), ids, B, T, r->V, r->loss_scale);
+		be->xent_bwd(be, dx, F(r, o->out), ids, B, T, r->V, r->loss_scale);
 		break;
 	}
 }
@@ -591,7 +546,7 @@ static int input_grads(struct rtm *r, int i, struct err *e)
 	int k, t, b, rc, gout = o->out >= 0 ? r->gblk[o->out] : -1;
 
 	for (k = 0; k < o->nin; k++) {
-		t = distinct_in(o, k);
+		t = life_distinct_in(o, k);
 		if (t < 0 || r->g.t[t].producer < 0 || r->gblk[t] >= 0)
 			continue;
 		if (o->kind == OP_ADD && gout >= 0) {
@@ -603,7 +558,7 @@ static int input_grads(struct rtm *r, int i, struct err *e)
 		rc = talloc(r, &r->bptr[b], t, e);
 		if (rc)
 			return rc;
-		r->be->zero(r->bptr[b], rtm_tensor_bytes(r, t, r->B));
+		r->be->zero(r->be, r->bptr[b], held_bytes(r, t));
 		r->bref[b] = 1;
 		r->gblk[t] = b;
 	}
@@ -624,11 +579,11 @@ static void unref_grad(struct rtm *r, int t)
 static int backward_op(struct rtm *r, int i, struct err *e)
 {
 	const struct gop *o = &r->g.ops[i];
-	int R = r->reg[i], t, rc, pg = rtm_has_pgrads(r, i);
+	int R = r->lf.reg[i], p, rc, pg = rtm_has_pgrads(r, i);
 	int runs = o->kind == OP_LOSS || (o->out >= 0 && r->gblk[o->out] >= 0) || pg;
 
 	rc = hook(r->h.bwd_pre, r->h.ctx, i, e);
-	if (!rc && R >= 0 && i == r->rlast[R])
+	if (!rc && R >= 0 && i == r->lf.rlast[R])
 		rc = replay(r, R, e);
 	if (!rc && runs)
 		rc = input_grads(r, i, e);
@@ -636,15 +591,20 @@ static int backward_op(struct rtm *r, int i, struct err *e)
 		rc = hook(r->h.pgrad_begin, r->h.ctx, i, e);
 	if (rc)
 		return rc;
-	if (runs)
+	if (runs) {
 		backward_kernel(r, i);
+		round_grads(r, i);
+	}
 	if (runs && pg && (rc = hook(r->h.pgrad_end, r->h.ctx, i, e)))
 		return rc;
 	if (o->out >= 0)
 		unref_grad(r, o->out);
-	for (t = 0; t < r->g.nt; t++)
-		if (r->val[t] && !r->g.t[t].held && (r->fb[t] == i || r->rs[t] == i))
-			tfree(r, &r->val[t]);
+	for (p = r->lf.foff[i]; p < r->lf.foff[i + 1]; p++)  /* forward copies, then replays */
+		if (r->val[r->lf.ffree[p]])
+			tfree(r, &r->val[r->lf.ffree[p]]);
+	for (p = r->lf.roff[i]; p < r->lf.roff[i + 1]; p++)
+		if (r->val[r->lf.rfree[p]])
+			tfree(r, &r->val[r->lf.rfree[p]]);
 	return hook(r->h.bwd_post, r->h.ctx, i, e);
 }
 
@@ -690,7 +650,7 @@ static int load_ids(struct rtm *r, int B, const int32_t *ids_host, struct err *e
 	r->nblk = 0;
 	rc = talloc(r, &r->val[r->g.input], r->g.input, e);
 	if (!rc)
-		r->be->copy(r->val[r->g.input], ids_host, (size_t)B * 2 * r->T * sizeof *ids_host, COPY_H2D);
+		r->be->copy(r->be, r->val[r->g.input], ids_host, (size_t)B * 2 * r->T * sizeof *ids_host, COPY_H2D);
 	return rc;
 }
 

@@ -43,6 +43,7 @@
 
 #include "backend.h"
 #include "graph.h"
+#include "life.h"
 #include "model.h"
 
 /* One parameter tensor. */
@@ -83,6 +84,8 @@ struct rtm {
 	float theta;               /* rotary base (Llama 2: 10000) */
 	uint8_t *rope_op;          /* per op: the qkv product whose q, k get rotary positions */
 	int recompute;             /* enum recompute */
+	int dt;                    /* enum rt_dtype of activations and gradients (16-bit: mixed
+				      precision, the values held in fp32 and rounded, backend.h) */
 	float dropout;             /* probability */
 
 	/* parameter layout */
@@ -94,12 +97,7 @@ struct rtm {
 	int np;
 	int *op_w, *op_b;          /* per op: its weight / bias param, -1 none */
 
-	/* lifetimes (memory.h S4-S5) */
-	int *reg;                  /* per op: recompute region, -1 none */
-	int nreg, *rfirst, *rlast;
-	int *fb;                   /* per tensor: op whose backward frees the forward copy, -1 not kept */
-	int *rs;                   /* per tensor: first saver inside its region (replay), -1 */
-	int *lastr;                /* per tensor: last use inside its region */
+	struct life lf;            /* lifetimes (sim/life.h, memory.h S4-S5), shared with the memory walk */
 
 	/* per tensor, during a micro-step */
 	void **val;
@@ -117,9 +115,10 @@ struct rtm {
 	int logits;                /* the logits tensor (the loss's input) */
 };
 
-/* Builds the graph (GRAPH_SHARDCAST, act_bytes 4) of model m at seq_len T and
- * the parameter layout. Errors name what the runtime does not implement. */
-int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int recompute,
+/* Builds the graph (GRAPH_SHARDCAST, act_bytes 4 for dt = RT_F32, else 2) of
+ * model m at seq_len T and the parameter layout. Errors name what the runtime
+ * does not implement. */
+int rtm_init(struct rtm *r, const struct model *m, int T, double dropout, int recompute, int dt,
 	     struct backend *be, struct err *e);
 
 /* Does op i compute parameter gradients (its own, or the tied table's)? */

@@ -65,7 +65,7 @@ static char *spec_json(const struct scenario *s, const struct pyref_opts *o)
 	cJSON_AddNumberToObject(r, "gpus_per_node", (double)s->s.cluster.gpus_per_node);
 	cJSON_AddStringToObject(r, "attention", o->attention);
 	x = cJSON_AddObjectToObject(r, "training");
-	cJSON_AddStringToObject(x, "strategy", scenario_strategy_name(t->strategy));
+	cJSON_AddStringToObject(x, "strategy", scenario_strategy_name(s->plan.strategy));
 	cJSON_AddStringToObject(x, "precision", scenario_precision_name(t->precision));
 	cJSON_AddStringToObject(x, "optimizer", scenario_enum_name("training", "optimizer", t->optimizer));
 	cJSON_AddStringToObject(x, "recompute", scenario_enum_name("training", "activation_checkpointing", t->recompute));
@@ -93,13 +93,14 @@ static int check(const struct scenario *s, const struct pyref_opts *o, struct er
 {
 	const struct scn_training *t = &s->s.training;
 
-	if (t->framework != FW_PYTORCH)
+	if (s->plan.framework != FW_PYTORCH)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] framework = %s: --backend pytorch measures "
-			       "framework = pytorch", scenario_enum_name("training", "framework", t->framework));
-	if (t->strategy != STRAT_SINGLE && t->strategy != STRAT_DDP && t->strategy != STRAT_FSDP)
+			       "framework = pytorch", scenario_enum_name("training", "framework", s->plan.framework));
+	if (s->plan.engine != FW_PYTORCH || (s->plan.mech != MECH_REPL && !(s->plan.mech == MECH_UNITS &&
+	    s->plan.strategy == STRAT_FSDP)))
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] strategy = %s: the PyTorch reference runs "
 			       "single, ddp and fsdp (DeepSpeed is not in its stacks and cannot run on meta "
-			       "tensors; nn.DataParallel needs real devices)", scenario_strategy_name(t->strategy));
+			       "tensors; nn.DataParallel needs real devices)", s->plan.name);
 	if (t->tensor_parallel > 1 || t->offload != OFFLOAD_NONE)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] %s: not run by the PyTorch reference",
 			       t->tensor_parallel > 1 ? "tensor_parallel > 1" : "offload");

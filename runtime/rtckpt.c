@@ -29,9 +29,9 @@ static size_t walk(struct strat *s, char *buf, int to_host)
 
 	for (k = 0; k < nb; k++) {
 		if (buf && to_host)
-			s->be->copy(buf + off, b[k], n[k] * sizeof(float), COPY_D2H);
+			s->be->copy(s->be, buf + off, b[k], n[k] * sizeof(float), COPY_D2H);
 		else if (buf)
-			s->be->copy(b[k], buf + off, n[k] * sizeof(float), COPY_H2D);
+			s->be->copy(s->be, b[k], buf + off, n[k] * sizeof(float), COPY_H2D);
 		off += n[k] * sizeof(float);
 	}
 	return off;
@@ -90,7 +90,7 @@ static int finish(struct rtckpt *c, struct strat *s, struct err *e)
 	c->buf = NULL;
 	if (c->rc)
 		err_set(e, c->rc, NULL, 0, "%s", c->msg);
-	rc = s->be->allreduce_host(&s->world, &v, 1, 1, e);
+	rc = s->be->allreduce_host(s->be, &s->world, &v, 1, 1, e);
 	if (rc || v)
 		return rc ? rc : c->rc ? c->rc : err_set(e, ERR_SYSTEM, NULL, 0, "a rank failed to write its checkpoint");
 	if (s->world.rank == 0) {
@@ -102,7 +102,7 @@ static int finish(struct rtckpt *c, struct strat *s, struct err *e)
 		if (write_file(path, text, (size_t)n, msg, sizeof msg))
 			return err_set(e, ERR_SYSTEM, NULL, 0, "%s", msg);
 	}
-	return s->be->barrier(&s->world, e);
+	return s->be->barrier(s->be, &s->world, e);
 }
 
 int rtckpt_wait(struct rtckpt *c, struct strat *s, struct err *e)
@@ -186,5 +186,6 @@ int rtckpt_load(struct strat *s, const char *dir, struct err *e)
 	walk(s, buf, 0);
 	free(buf);
 	s->step = h.step;
+	s->opt_steps = h.step;  /* fp16's skipped steps are not kept: Adam's t restarts at the step */
 	return 0;
 }

@@ -13,7 +13,7 @@
 static int agree_rc(struct backend *be, struct rt_comm *world, int rc, struct err *e)
 {
 	double v[2] = {rc == RT_EOOM, rc != 0 && rc != RT_EOOM};
-	int r2 = be->allreduce_host(world, v, 2, 1, e);
+	int r2 = be->allreduce_host(be, world, v, 2, 1, e);
 
 	if (r2)
 		return r2;
@@ -38,7 +38,7 @@ int rt_trial(const struct scenario *s, struct backend *be, struct rt_comm *world
 	o.agree = 1;
 	if (capacity > 0)
 		o.capacity = capacity;
-	if (o.strategy == STRAT_DP)
+	if (o.plan.mech == MECH_DP)
 		o.devices = (int)s->world;
 	rc = strat_init(&st, &o, &s->model, (int)s->seq_len, s->dropout, be, world, e);
 	rc = agree_rc(be, world, rc, e);
@@ -58,7 +58,7 @@ int rt_trial(const struct scenario *s, struct backend *be, struct rt_comm *world
 		err_clear(e);
 		return 0;
 	}
-	rc = be->allreduce_host(world, v, 1, 1, e);
+	rc = be->allreduce_host(be, world, v, 1, 1, e);
 	out->fits = 1;
 	out->peak = v[0];
 	return rc;
@@ -146,14 +146,14 @@ int rt_time_steps(const struct scenario *s, struct backend *be, struct rt_comm *
 	rc = agree_rc(be, world, rc, e);
 	for (i = 0; !rc && i < warmup + n; i++) {
 		double t0;
-		rc = be->barrier(world, e);
+		rc = be->barrier(be, world, e);
 		t0 = now();
 		if (!rc)
 			rc = strat_step(&st, e);
-		be->sync();
+		be->sync(be);
 		v[0] = now() - t0;
 		if (!rc)  /* the step ends when the slowest rank's does */
-			rc = be->allreduce_host(world, v, 1, 1, e);
+			rc = be->allreduce_host(be, world, v, 1, 1, e);
 		if (i >= warmup)
 			t[i - warmup] = v[0];
 	}

@@ -6,26 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum mech { M_REPL, M_DP, M_ZERO12, M_UNITS };
-
 void strat_opts_from(struct strat_opts *o, const struct scenario *s)
 {
 	const struct scn_training *t = &s->s.training;
 
 	memset(o, 0, sizeof *o);
-	o->strategy = t->strategy;
-	o->sharding = t->fsdp_sharding;
-	o->bwd_prefetch = t->strategy == STRAT_FSDP ? t->fsdp_backward_prefetch : PREFETCH_NONE;
-	o->fwd_prefetch = t->strategy == STRAT_FSDP && t->fsdp_forward_prefetch;
-	o->wrap = t->strategy == STRAT_FSDP ? t->fsdp_wrap : WRAP_TRANSFORMER;
+	o->plan = s->plan;
 	o->recompute = t->recompute;
-	o->optimizer = t->optimizer;
+	o->optimizer = s->plan.optimizer;
 	o->micro_batch = t->micro_batch > 0 ? (int)t->micro_batch : 1;
 	o->grad_accum = (int)t->grad_accum;
-	o->group = (int)s->s.cluster.gpus_per_node;
-	o->devices = t->strategy == STRAT_DP ? (int)s->world : 1;
+	o->group = (int)s->plan.shard_n;
+	o->devices = s->plan.mech == MECH_DP ? (int)s->world : 1;
 	o->bucket_mb = t->ddp_bucket_mb;
-	o->bucket_view = t->ddp_gradient_as_bucket_view;
 	o->zero_bucket = t->zero_reduce_bucket_size;
 	o->capacity = s->capacity;
 	o->lr = 1e-3;
@@ -39,27 +32,11 @@ void strat_opts_from(struct strat_opts *o, const struct scenario *s)
 
 int strat_parse(const char *spec, struct strat_opts *o)
 {
-	static const struct { const char *name; int strategy, sharding; } t[] = {
-		{"single", STRAT_SINGLE, 0}, {"dp", STRAT_DP, 0}, {"ddp", STRAT_DDP, 0},
-		{"zero1", STRAT_ZERO1, 0}, {"zero2", STRAT_ZERO2, 0}, {"zero3", STRAT_ZERO3, 0},
-		{"fsdp", STRAT_FSDP, SHARD_FULL}, {"fsdp:full_shard", STRAT_FSDP, SHARD_FULL},
-		{"fsdp:shard_grad_op", STRAT_FSDP, SHARD_GRAD_OP}, {"fsdp:no_shard", STRAT_FSDP, SHARD_NONE},
-		{"fsdp:hybrid_shard", STRAT_FSDP, SHARD_HYBRID},
-		{"fsdp:hybrid_shard_zero2", STRAT_FSDP, SHARD_HYBRID_ZERO2}};
-	size_t i;
-
 	if (strncmp(spec, "dp:", 3) == 0) {
-		o->strategy = STRAT_DP;
 		o->devices = atoi(spec + 3);
-		return o->devices >= 1 && o->devices <= STRAT_MAX_DEV ? 0 : -1;
+		return o->devices >= 1 && o->devices <= STRAT_MAX_DEV ? plan_from_spec(&o->plan, "dp", PREC_FP32) : -1;
 	}
-	for (i = 0; i < sizeof t / sizeof t[0]; i++)
-		if (strcmp(spec, t[i].name) == 0) {
-			o->strategy = t[i].strategy;
-			o->sharding = t[i].sharding;
-			return 0;
-		}
-	return -1;
+	return plan_from_spec(&o->plan, spec, PREC_FP32);
 }
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -69,12 +46,35 @@ static struct arena *A(struct strat *s)
 	return &s->ar[s->cur];
 }
 
+/* n elements of w bytes each as the arena counts them (a 16-bit buffer is
+ * held in fp32: arena_alloc_as), zeroed. */
+static int alloc_w(struct strat *s, float **p, size_t n, size_t w, const char *tag, struct err *e)
+{
+	int rc = arena_alloc_as(A(s), (void **)p, n * w, n * sizeof(float), tag, e);
+	if (!rc)
+		s->be->zero(s->be, *p, n * sizeof(float));
+	return rc;
+}
+
 static int alloc_zero(struct strat *s, float **p, size_t n, const char *tag, struct err *e)
 {
-	int rc = arena_alloc(A(s), (void **)p, n * sizeof(float), tag, e);
-	if (!rc)
-		s->be->zero(*p, n * sizeof(float));
-	return rc;
+	return alloc_w(s, p, n, sizeof(float), tag, e);
+}
+
+/* A 16-bit buffer's values, rounded to its type after they were written. */
+static void rnd(struct strat *s, float *p, size_t n)
+{
+	if (s->dt != RT_F32 && p && n)
+		s->be->round(s->be, p, n, s->dt);
+}
+
+/* The optimizer's fp32 values written back into the 16-bit working copy. */
+static void write_back(struct strat *s, float *params, const float *master, size_t n)
+{
+	if (!master || !n)
+		return;
+	s->be->copy(s->be, params, master, n * sizeof(float), COPY_D2D);
+	rnd(s, params, n);
 }
 
 static void release(struct strat *s, float **p)
@@ -105,7 +105,7 @@ static int agree(struct strat *s, struct err *e)
 
 	if (!s->o.agree || s->world.size == 1)
 		return 0;
-	rc = s->be->allreduce_host(&s->world, v, 2, 1, e);
+	rc = s->be->allreduce_host(s->be, &s->world, v, 2, 1, e);
 	if (rc || !(v[0] || v[1]))
 		return rc;
 	s->agreed = 1;
@@ -122,9 +122,9 @@ static float *h_param(void *ctx, int p)
 	struct sunit *u;
 
 	switch (s->mech) {
-	case M_DP:
+	case MECH_DP:
 		return s->dpp[s->cur][p];
-	case M_UNITS:
+	case MECH_UNITS:
 		u = &s->u[s->punit[p]];
 		return (s->gathers ? u->pg : s->params + u->soff) + (q->goff - u->cstart);
 	default:
@@ -139,9 +139,9 @@ static float *h_grad(void *ctx, int p)
 	struct sunit *u;
 
 	switch (s->mech) {
-	case M_DP:
+	case MECH_DP:
 		return s->tmp && s->tmp_p == p ? s->tmp : s->dpg[s->cur][p];
-	case M_UNITS:
+	case MECH_UNITS:
 		u = &s->u[s->punit[p]];
 		return (s->gathers ? u->ug : s->grads + u->soff) + (q->goff - u->cstart);
 	default:
@@ -159,11 +159,11 @@ static int gather(struct strat *s, int u, struct err *e)
 	if (u < 0 || !s->gathers || s->u[u].pg || s->u[u].n == 0)
 		return 0;
 	un = &s->u[u];
-	rc = arena_alloc(A(s), (void **)&un->pg, un->sh * (size_t)s->N * sizeof(float), "gathered unit", e);
+	rc = alloc_w(s, &un->pg, un->sh * (size_t)s->N, s->wp, "gathered unit", e);
 	if (!rc)
 		rc = agree(s, e);
 	if (!rc)
-		rc = s->be->allgather(&s->shard, s->params + un->soff, un->pg, un->sh, e);
+		rc = s->be->allgather(s->be, &s->shard, s->params + un->soff, un->pg, un->sh, e);
 	return rc;
 }
 
@@ -179,12 +179,12 @@ static int h_fwd_pre(void *ctx, int op, struct err *e)
 	struct strat *s = ctx;
 	int u, rc = 0;
 
-	if (s->mech != M_UNITS)
+	if (s->mech != MECH_UNITS)
 		return 0;
 	for (u = 0; u < s->nu && !rc; u++)
 		if (s->u[u].first == op) {
 			rc = gather(s, u, e);
-			if (!rc && s->o.fwd_prefetch)
+			if (!rc && s->o.plan.fwd_prefetch)
 				rc = gather(s, next_unit(s, u, 1), e);
 		}
 	return rc;
@@ -196,7 +196,7 @@ static int h_fwd_post(void *ctx, int op, struct err *e)
 	int u;
 
 	(void)e;
-	if (s->mech != M_UNITS || !s->reshard_fwd)
+	if (s->mech != MECH_UNITS || !s->reshard_fwd)
 		return 0;
 	for (u = s->nu - 1; u >= 1; u--)
 		if (s->u[u].last == op)
@@ -209,12 +209,12 @@ static int h_bwd_pre(void *ctx, int op, struct err *e)
 	struct strat *s = ctx;
 	int u, rc = 0;
 
-	if (s->mech != M_UNITS)
+	if (s->mech != MECH_UNITS)
 		return 0;
 	for (u = 0; u < s->nu && !rc; u++)
 		if (s->u[u].last == op) {
 			rc = gather(s, u, e);
-			if (!rc && s->o.bwd_prefetch == PREFETCH_BACKWARD_PRE)
+			if (!rc && s->o.plan.bwd_prefetch == PREFETCH_BACKWARD_PRE)
 				rc = gather(s, next_unit(s, u, 0), e);
 		}
 	return rc;
@@ -227,9 +227,9 @@ static int dp_grad(struct strat *s, int p, struct err *e)
 	if (p < 0)
 		return 0;
 	if (!s->dpg[s->cur][p])
-		return alloc_zero(s, &s->dpg[s->cur][p], s->m.p[p].n, "replica grads", e);
+		return alloc_w(s, &s->dpg[s->cur][p], s->m.p[p].n, s->wg, "replica grads", e);
 	s->tmp_p = p;
-	return alloc_zero(s, &s->tmp, s->m.p[p].n, "grad temp", e);
+	return alloc_w(s, &s->tmp, s->m.p[p].n, s->wg, "grad temp", e);
 }
 
 static int h_pgrad_begin(void *ctx, int op, struct err *e)
@@ -238,7 +238,7 @@ static int h_pgrad_begin(void *ctx, int op, struct err *e)
 	struct rtm *m = &s->m;
 	int rc = 0, w = m->op_w[op], u;
 
-	if (s->mech == M_DP) {
+	if (s->mech == MECH_DP) {
 		/* the op's own tensors (weight, bias), then a tied table */
 		if (w >= 0 && m->p[w].op == op)
 			rc = dp_grad(s, w, e);
@@ -248,11 +248,11 @@ static int h_pgrad_begin(void *ctx, int op, struct err *e)
 			rc = dp_grad(s, w, e);
 		return rc;
 	}
-	if (s->mech != M_UNITS || !s->gathers)
+	if (s->mech != MECH_UNITS || !s->gathers)
 		return 0;
 	u = s->punit[w >= 0 ? w : m->op_b[op]];
 	if (!s->u[u].ug)
-		rc = alloc_zero(s, &s->u[u].ug, s->u[u].sh * (size_t)s->N, "unsharded grad", e);
+		rc = alloc_w(s, &s->u[u].ug, s->u[u].sh * (size_t)s->N, s->wg, "unsharded grad", e);
 	return rc;
 }
 
@@ -263,14 +263,15 @@ static int bucket_ready(struct strat *s, struct ddp_bucket *b, struct err *e)
 
 	for (i = b->p_hi; !rc && i >= b->p_lo; i--) {
 		float *g = s->grads + s->m.p[i].goff;
-		if (s->o.bucket_view)  /* the gradient is the bucket: reduce it in place */
-			rc = s->be->allreduce(&s->world, g, s->m.p[i].n, e);
-		else
-			s->be->copy(s->bucket + off, g, s->m.p[i].n * sizeof(float), COPY_D2D);
+		if (s->o.plan.ddp_bucket_view) {  /* the gradient is the bucket: reduce it in place */
+			rc = s->be->allreduce(s->be, &s->world, g, s->m.p[i].n, e);
+			rnd(s, g, s->m.p[i].n);
+		} else
+			s->be->copy(s->be, s->bucket + off, g, s->m.p[i].n * sizeof(float), COPY_D2D);
 		off += s->m.p[i].n;
 	}
-	if (!rc && !s->o.bucket_view)
-		rc = s->be->allreduce_start(&s->world, s->bucket + b->off, b->n, &b->req, e);
+	if (!rc && !s->o.plan.ddp_bucket_view)
+		rc = s->be->allreduce_start(s->be, &s->world, s->bucket + b->off, b->n, &b->req, e);
 	return rc;
 }
 
@@ -281,8 +282,9 @@ static int h_pgrad_end(void *ctx, int op, struct err *e)
 	int k, p;
 
 	(void)e;
-	if (s->mech == M_DP && s->tmp) {
-		s->be->axpy(s->dpg[s->cur][s->tmp_p], s->tmp, 1.0f, s->m.p[s->tmp_p].n);
+	if (s->mech == MECH_DP && s->tmp) {
+		s->be->axpy(s->be, s->dpg[s->cur][s->tmp_p], s->tmp, 1.0f, s->m.p[s->tmp_p].n);
+		rnd(s, s->dpg[s->cur][s->tmp_p], s->m.p[s->tmp_p].n);
 		release(s, &s->tmp);
 	}
 	if (!s->bk || !s->sync)
@@ -306,7 +308,7 @@ static int h_bwd_post(void *ctx, int op, struct err *e)
 	struct strat *s = ctx;
 	int u, rc = 0;
 
-	if (s->mech != M_UNITS)
+	if (s->mech != MECH_UNITS)
 		return 0;
 	for (u = s->nu - 1; u >= 0 && !rc; u--) {
 		struct sunit *un = &s->u[u];
@@ -315,20 +317,23 @@ static int h_bwd_post(void *ctx, int op, struct err *e)
 		if (un->ug) {
 			rc = agree(s, e);
 			if (!rc)
-				rc = s->be->reduce_scatter(&s->shard, un->ug, un->ug + (size_t)s->shard.rank * un->sh,
+				rc = s->be->reduce_scatter(s->be, &s->shard, un->ug, un->ug + (size_t)s->shard.rank * un->sh,
 							   un->sh, e);
 			if (!rc && s->repl.size > 1)
-				rc = s->be->allreduce(&s->repl, un->ug + (size_t)s->shard.rank * un->sh, un->sh, e);
+				rc = s->be->allreduce(s->be, &s->repl, un->ug + (size_t)s->shard.rank * un->sh, un->sh, e);
+			rnd(s, un->ug + (size_t)s->shard.rank * un->sh, un->sh);
 			if (!rc)
-				s->be->axpy(s->grads + un->soff, un->ug + (size_t)s->shard.rank * un->sh, 1.0f, un->sh);
+				s->be->axpy(s->be, s->grads + un->soff, un->ug + (size_t)s->shard.rank * un->sh, 1.0f, un->sh);
+			rnd(s, s->grads + un->soff, un->sh);
 			release(s, &un->ug);
 		} else if (!s->gathers && s->sync && s->world.size > 1) {  /* no_shard */
 			rc = agree(s, e);
 			if (!rc)
-				rc = s->be->allreduce(&s->world, s->grads + un->soff, un->n, e);
+				rc = s->be->allreduce(s->be, &s->world, s->grads + un->soff, un->n, e);
+			rnd(s, s->grads + un->soff, un->n);
 		}
 		release(s, &un->pg);
-		if (!rc && u > 0 && s->o.bwd_prefetch == PREFETCH_BACKWARD_POST)
+		if (!rc && u > 0 && s->o.plan.bwd_prefetch == PREFETCH_BACKWARD_POST)
 			rc = gather(s, next_unit(s, u, 0), e);
 	}
 	return rc;
@@ -339,9 +344,9 @@ static int h_bwd_post(void *ctx, int op, struct err *e)
 static int make_units(struct strat *s, struct err *e)
 {
 	struct rtm *m = &s->m;
-	int nb = s->o.wrap == WRAP_NONE ? 0 : m->g.nblocks, u, p, i;
+	int nb = s->o.plan.wrap == WRAP_NONE ? 0 : m->g.nblocks, u, p, i;
 
-	if (s->o.wrap == WRAP_SIZE)
+	if (s->o.plan.wrap == WRAP_SIZE)
 		return err_set(e, ERR_INPUT, NULL, 0,
 			       "fsdp_auto_wrap_policy = size_based_wrap is not implemented by the runtime; use "
 			       "transformer_based_wrap or no_wrap");
@@ -386,7 +391,7 @@ static void init_range(struct strat *s, float *dst, size_t from, size_t n, size_
 			if (i >= from && i < from + n && i < end)
 				h[i - from] = rtm_init_value(s->o.seed, i, q->kind);
 	}
-	s->be->copy(dst, h, n * sizeof *h, COPY_H2D);
+	s->be->copy(s->be, dst, h, n * sizeof *h, COPY_H2D);
 	free(h);
 }
 
@@ -419,44 +424,59 @@ static int make_buckets(struct strat *s, struct err *e)
 	return 0;
 }
 
+/* The working parameters' initial values (fp32), copied into the fp32
+ * master (mixed precision; nm elements from canonical offset lo of the flat
+ * buffer) and then rounded to the working type. */
+static void init_params(struct strat *s, size_t np, size_t lo, size_t nm)
+{
+	int u;
+
+	if (s->mech == MECH_UNITS)
+		for (u = 0; u < s->nu; u++)
+			init_range(s, s->params + s->u[u].soff, s->u[u].cstart + (size_t)(s->N > 1 ? s->shard.rank : 0) * s->u[u].sh,
+				   s->u[u].sh, s->u[u].cstart + s->u[u].n);
+	else
+		init_range(s, s->params, 0, s->P, s->P);
+	if (s->master && lo < np)
+		s->be->copy(s->be, s->master, s->params + lo, (np - lo < nm ? np - lo : nm) * sizeof(float), COPY_D2D);
+	rnd(s, s->params, np);
+}
+
 static int setup_flat(struct strat *s, struct err *e)
 {
-	size_t P = s->P, np = P, no = P, ng = P;
+	size_t P = s->P, np = P, no = P, ng = P, lo = 0;
 	int rc;
 
-	if (s->mech == M_ZERO12) {
+	if (s->mech == MECH_ZERO12) {
 		s->sh = (P + (size_t)s->N - 1) / (size_t)s->N;
 		no = s->sh;
+		lo = (size_t)s->world.rank * s->sh;
 		if (s->zstage == 2)
 			ng = s->sh;
-	} else if (s->mech == M_UNITS) {
+	} else if (s->mech == MECH_UNITS) {
 		np = no = ng = s->S;
 	}
-	/* memory.h S3 order: params, master (none in fp32), optimizer states, grads */
-	rc = arena_alloc(A(s), (void **)&s->params, np * sizeof(float), "params", e);
-	if (!rc) {
-		if (s->mech == M_UNITS)
-			for (int u = 0; u < s->nu; u++)
-				init_range(s, s->params + s->u[u].soff, s->u[u].cstart + (size_t)(s->N > 1 ? s->shard.rank : 0) * s->u[u].sh,
-					   s->u[u].sh, s->u[u].cstart + s->u[u].n);
-		else
-			init_range(s, s->params, 0, P, P);
-	}
+	/* memory.h S3 order: params, master (mixed precision), optimizer states, grads */
+	rc = arena_alloc_as(A(s), (void **)&s->params, np * s->wp, np * sizeof(float), "params", e);
+	if (!rc && s->dt != RT_F32)
+		rc = alloc_zero(s, &s->master, no, "master", e);
+	if (!rc)
+		init_params(s, np, lo, no);
 	if (!rc)
 		rc = alloc_zero(s, &s->opt, no * (size_t)opt_copies(s), "optimizer states", e);
 	if (!rc)
-		rc = alloc_zero(s, &s->grads, ng, s->zstage == 2 ? "grad shard" : "grads", e);
+		rc = alloc_w(s, &s->grads, ng, s->wg, s->zstage == 2 ? "grad shard" : "grads", e);
 	if (!rc && s->zstage == 2) {
 		if (s->o.zero_bucket < (double)P)
 			return err_set(e, ERR_INPUT, NULL, 0,
 				       "zero2: the runtime needs zero_reduce_bucket_size >= the %zu parameters "
 				       "(smaller buckets are not implemented)", P);
-		rc = alloc_zero(s, &s->bucket, P, "zero bucket", e);
+		rc = alloc_w(s, &s->bucket, P, s->wg, "zero bucket", e);
 	}
-	if (!rc && s->mech == M_REPL && s->o.strategy == STRAT_DDP) {
+	if (!rc && s->mech == MECH_REPL && s->o.plan.reduce == REDUCE_DDP) {
 		rc = make_buckets(s, e);
-		if (!rc && !s->o.bucket_view)
-			rc = alloc_zero(s, &s->bucket, P, "ddp buckets", e);
+		if (!rc && !s->o.plan.ddp_bucket_view)
+			rc = alloc_w(s, &s->bucket, P, s->wg, "ddp buckets", e);
 	}
 	return rc;
 }
@@ -474,14 +494,22 @@ static int setup_dp(struct strat *s, struct err *e)
 	s->dpm = calloc((size_t)s->m.np, sizeof *s->dpm);
 	s->dpv = calloc((size_t)s->m.np, sizeof *s->dpv);
 	s->dmg = calloc((size_t)s->m.np, sizeof *s->dmg);
-	if (!s->dpm || !s->dpv || !s->dmg)
+	s->dpw = calloc((size_t)s->m.np, sizeof *s->dpw);
+	if (!s->dpm || !s->dpv || !s->dmg || !s->dpw)
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
 	s->cur = 0;
 	/* per tensor, as the module's parameters and torch.optim's states */
 	for (p = 0; p < s->m.np && !rc; p++) {
-		rc = arena_alloc(A(s), (void **)&s->dpp[0][p], s->m.p[p].n * sizeof(float), "params", e);
+		rc = alloc_w(s, &s->dpp[0][p], s->m.p[p].n, s->wp, "params", e);
 		if (!rc)
 			init_range(s, s->dpp[0][p], s->m.p[p].goff, s->m.p[p].n, s->P);
+	}
+	for (p = 0; p < s->m.np && !rc && s->dt != RT_F32; p++) {  /* fp32 masters, per tensor */
+		rc = alloc_zero(s, &s->dpw[p], s->m.p[p].n, "master", e);
+		if (!rc) {
+			s->be->copy(s->be, s->dpw[p], s->dpp[0][p], s->m.p[p].n * sizeof(float), COPY_D2D);
+			rnd(s, s->dpp[0][p], s->m.p[p].n);
+		}
 	}
 	for (p = 0; p < s->m.np && !rc; p++) {
 		if (c >= 1)
@@ -495,34 +523,42 @@ static int setup_dp(struct strat *s, struct err *e)
 int strat_init(struct strat *s, const struct strat_opts *o, const struct model *m, int T,
 	       double dropout, struct backend *be, struct rt_comm *world, struct err *e)
 {
-	int rc, d, st = o->strategy;
+	const struct plan *p = &o->plan;
+	int rc, d;
 
 	memset(s, 0, sizeof *s);
 	s->o = *o;
 	s->be = be;
 	s->world = *world;
 	s->tmp_p = -1;
-	s->mech = st == STRAT_DP ? M_DP : st == STRAT_SINGLE || st == STRAT_DDP ? M_REPL :
-		st == STRAT_ZERO1 || st == STRAT_ZERO2 ? M_ZERO12 : M_UNITS;
-	s->zstage = st == STRAT_ZERO1 ? 1 : st == STRAT_ZERO2 ? 2 : 0;
-	s->sharding = st == STRAT_FSDP ? o->sharding : SHARD_FULL;
+	if (p->engine != FW_SHARDCAST || p->mech == MECH_ZERO3)
+		return err_set(e, ERR_INPUT, NULL, 0, "%s: the runtime runs framework = shardcast's plan", p->name);
+	s->mech = p->mech;
+	s->zstage = p->zero_stage <= 2 ? p->zero_stage : 0;
+	s->sharding = p->sharding;
 	if (s->o.zero_bucket <= 0)
 		s->o.zero_bucket = 5e8;  /* DeepSpeed's reduce_bucket_size default */
-	if (st != STRAT_FSDP)
-		s->o.bwd_prefetch = PREFETCH_NONE, s->o.fwd_prefetch = 0, s->o.wrap = WRAP_TRANSFORMER;
-	s->gathers = s->mech == M_UNITS && s->sharding != SHARD_NONE;
-	s->reshard_fwd = s->sharding == SHARD_FULL || s->sharding == SHARD_HYBRID;
-	s->ndev = s->mech == M_DP ? o->devices : 1;
-	if ((st == STRAT_SINGLE || st == STRAT_DP) && world->size != 1)
+	s->gathers = p->gathers;
+	s->reshard_fwd = p->reshard_fwd;
+	/* mixed precision: 16-bit params, grads and activations, fp32 masters (plan.h widths) */
+	s->dt = !p->mixed ? RT_F32 : p->precision == PREC_FP16 ? RT_F16 : RT_BF16;
+	s->wp = (size_t)p->w.params;
+	s->wg = (size_t)p->w.grads;
+	s->lscale = s->dt == RT_F16 ? 65536.0 : 1.0;
+	if (s->dt != RT_F32 && (!be->round || !be->nonfinite))
+		return err_set(e, ERR_INPUT, NULL, 0, "precision %s: the %s backend runs fp32 only",
+			       scenario_precision_name(p->precision), be->name);
+	s->ndev = s->mech == MECH_DP ? o->devices : 1;
+	if (p->one_process && world->size != 1)
 		return err_set(e, ERR_INPUT, NULL, 0, "strategy %s runs in one process; started with %d ranks",
-			       st == STRAT_DP ? "dp" : "single", world->size);
+			       p->name, world->size);
 	if (s->ndev < 1 || s->ndev > STRAT_MAX_DEV)
 		return err_set(e, ERR_INPUT, NULL, 0, "dp: %d devices; expected 1..%d", s->ndev, STRAT_MAX_DEV);
-	s->dp_rank = s->mech == M_DP ? 0 : world->rank;
-	s->dp_size = s->mech == M_DP ? s->ndev : world->size;
+	s->dp_rank = s->mech == MECH_DP ? 0 : world->rank;
+	s->dp_size = s->mech == MECH_DP ? s->ndev : world->size;
 	for (d = 0; d < s->ndev; d++)
 		arena_init(&s->ar[d], &be->dev, (size_t)o->capacity, d);
-	rc = rtm_init(&s->m, m, T, dropout, o->recompute, be, e);
+	rc = rtm_init(&s->m, m, T, dropout, o->recompute, s->dt, be, e);
 	if (rc)
 		goto fail;
 	s->P = s->m.nparams;
@@ -530,8 +566,7 @@ int strat_init(struct strat *s, const struct strat_opts *o, const struct model *
 				    h_pgrad_begin, h_pgrad_end, h_bwd_post};
 	s->m.seed = o->seed;
 	s->shard = *world;
-	if (s->mech == M_UNITS && (s->sharding == SHARD_HYBRID || s->sharding == SHARD_HYBRID_ZERO2) &&
-	    o->group >= 1 && o->group < world->size) {
+	if (s->mech == MECH_UNITS && p->hybrid && o->group >= 1 && o->group < world->size) {
 		if (world->size % o->group) {
 			rc = err_set(e, ERR_INPUT, NULL, 0, "hybrid sharding: %d ranks do not split into groups of %d",
 				     world->size, o->group);
@@ -541,18 +576,20 @@ int strat_init(struct strat *s, const struct strat_opts *o, const struct model *
 			backend_emulated_world(&s->shard, o->group);
 			backend_emulated_world(&s->repl, world->size / o->group);
 		} else {
-			rc = be->comm_split(world, world->rank / o->group, world->rank, &s->shard, e);
+			rc = be->comm_split(be, world, world->rank / o->group, world->rank, &s->shard, e);
 			if (!rc)
-				rc = be->comm_split(world, world->rank % o->group, world->rank, &s->repl, e);
+				rc = be->comm_split(be, world, world->rank % o->group, world->rank, &s->repl, e);
 			if (rc)
 				goto fail;
 			s->have_groups = 1;
 		}
 	}
-	s->N = s->mech == M_ZERO12 ? world->size : s->mech == M_UNITS && s->gathers ? s->shard.size : 1;
-	if (s->mech == M_UNITS && (rc = make_units(s, e)))
+	s->N = s->mech == MECH_ZERO12 ? world->size : s->mech == MECH_UNITS && s->gathers ? s->shard.size : 1;
+	if (s->mech == MECH_UNITS && (rc = make_units(s, e)))
 		goto fail;
-	rc = s->mech == M_DP ? setup_dp(s, e) : setup_flat(s, e);
+	rc = s->mech == MECH_DP ? setup_dp(s, e) : setup_flat(s, e);
+	if (!rc && s->dt == RT_F16)  /* memory.h S2: the loss scale's state */
+		rc = arena_alloc(A(s), (void **)&s->lsstate, 8, "loss scale", e);
 	if (rc)
 		goto fail;
 	return 0;
@@ -568,11 +605,11 @@ void strat_free(struct strat *s)
 	for (d = 0; d < s->nbk; d++)
 		if (s->bk[d].req.active) {
 			struct err e = {0};
-			s->be->wait(&s->bk[d].req, &e);
+			s->be->wait(s->be, &s->bk[d].req, &e);
 		}
 	if (s->have_groups) {
-		s->be->comm_free(&s->shard);
-		s->be->comm_free(&s->repl);
+		s->be->comm_free(s->be, &s->shard);
+		s->be->comm_free(s->be, &s->repl);
 	}
 	for (d = 0; d < s->ndev; d++) {
 		arena_destroy(&s->ar[d]);
@@ -582,6 +619,7 @@ void strat_free(struct strat *s)
 	free(s->dpm);
 	free(s->dpv);
 	free(s->dmg);
+	free(s->dpw);
 	free(s->u);
 	free(s->punit);
 	free(s->bk);
@@ -597,13 +635,14 @@ static int ddp_finish(struct strat *s, struct err *e)
 	int rc = 0, i;
 
 	for (b = s->bk; b < s->bk + s->nbk; b++) {
-		int r2 = s->be->wait(&b->req, e);
+		int r2 = s->be->wait(s->be, &b->req, e);
 		size_t off = b->off;
 		rc = rc ? rc : r2;
-		if (!rc && b->pending == 0 && !s->o.bucket_view)
+		if (!rc && b->pending == 0 && !s->o.plan.ddp_bucket_view)
 			for (i = b->p_hi; i >= b->p_lo; i--) {
-				s->be->copy(s->grads + s->m.p[i].goff, s->bucket + off, s->m.p[i].n * sizeof(float),
+				s->be->copy(s->be, s->grads + s->m.p[i].goff, s->bucket + off, s->m.p[i].n * sizeof(float),
 					    COPY_D2D);
+				rnd(s, s->grads + s->m.p[i].goff, s->m.p[i].n);
 				off += s->m.p[i].n;
 			}
 		b->pending = b->p_hi - b->p_lo + 1;
@@ -619,10 +658,12 @@ static int zero2_reduce(struct strat *s, struct err *e)
 	int rc = agree(s, e);
 
 	if (!rc)
-		rc = s->be->reduce_scatter_flat(&s->world, s->bucket, s->P, s->sh, e);
-	if (!rc)
-		s->be->axpy(s->grads, s->bucket + (s->world.size == 1 ? lo : 0), 1.0f, cnt);
-	s->be->zero(s->bucket, s->P * sizeof(float));
+		rc = s->be->reduce_scatter_flat(s->be, &s->world, s->bucket, s->P, s->sh, e);
+	if (!rc) {
+		s->be->axpy(s->be, s->grads, s->bucket + (s->world.size == 1 ? lo : 0), 1.0f, cnt);
+		rnd(s, s->grads, cnt);
+	}
+	s->be->zero(s->be, s->bucket, s->P * sizeof(float));
 	return rc;
 }
 
@@ -632,9 +673,9 @@ static int replica_up(struct strat *s, int d, struct err *e)
 
 	s->cur = d;
 	for (p = 0; p < s->m.np && !rc; p++) {  /* replicate(): a broadcast of every tensor */
-		rc = arena_alloc(A(s), (void **)&s->dpp[d][p], s->m.p[p].n * sizeof(float), "replica params", e);
+		rc = alloc_w(s, &s->dpp[d][p], s->m.p[p].n, s->wp, "replica params", e);
 		if (!rc)
-			s->be->copy(s->dpp[d][p], s->dpp[0][p], s->m.p[p].n * sizeof(float), COPY_D2D);
+			s->be->copy(s->be, s->dpp[d][p], s->dpp[0][p], s->m.p[p].n * sizeof(float), COPY_D2D);
 	}
 	return rc;
 }
@@ -650,17 +691,19 @@ static int dp_bwd_end(struct strat *s, int a, struct err *e)
 	for (p = 0; p < s->m.np && !rc; p++) {
 		float *dst;
 		if (a == 0)
-			rc = alloc_zero(s, &s->dmg[p], s->m.p[p].n, "grads", e);
+			rc = alloc_w(s, &s->dmg[p], s->m.p[p].n, s->wg, "grads", e);
 		else
-			rc = alloc_zero(s, &s->tmp, s->m.p[p].n, "grad temp", e);
+			rc = alloc_w(s, &s->tmp, s->m.p[p].n, s->wg, "grad temp", e);
 		if (rc)
 			break;
 		dst = a == 0 ? s->dmg[p] : s->tmp;
 		for (d = 0; d < s->ndev; d++)
 			if (s->dpg[d][p])
-				s->be->axpy(dst, s->dpg[d][p], 1.0f, s->m.p[p].n);
+				s->be->axpy(s->be, dst, s->dpg[d][p], 1.0f, s->m.p[p].n);
+		rnd(s, dst, s->m.p[p].n);
 		if (a > 0) {
-			s->be->axpy(s->dmg[p], s->tmp, 1.0f, s->m.p[p].n);
+			s->be->axpy(s->be, s->dmg[p], s->tmp, 1.0f, s->m.p[p].n);
+			rnd(s, s->dmg[p], s->m.p[p].n);
 			release(s, &s->tmp);
 		}
 	}
@@ -687,7 +730,7 @@ static void dp_drop(struct strat *s)
 static int micro(struct strat *s, int a, int d, int32_t *ids, struct err *e)
 {
 	int B = s->o.micro_batch, j, rc;
-	int rank = s->mech == M_DP ? d : s->dp_rank;
+	int rank = s->mech == MECH_DP ? d : s->dp_rank;
 
 	for (j = 0; j < B; j++) {
 		uint64_t sample = (((uint64_t)s->step * s->o.grad_accum + a) * s->dp_size + rank) * B + j;
@@ -705,7 +748,7 @@ static int micro(struct strat *s, int a, int d, int32_t *ids, struct err *e)
 	return rc;
 }
 
-static int dp_micro(struct strat *s, int a, int32_t *ids, double *loss, struct err *e)
+static int dp_micro(struct strat *s, int a, int32_t *ids, double *loss, float per_token, struct err *e)
 {
 	float *batch = NULL;
 	int d, rc;
@@ -716,7 +759,7 @@ static int dp_micro(struct strat *s, int a, int32_t *ids, double *loss, struct e
 			 rtm_tensor_bytes(&s->m, s->m.g.input, s->o.micro_batch) * (size_t)s->ndev, "dp batch", e);
 	for (d = 0; d < s->ndev && !rc; d++) {
 		rc = micro(s, a, d, ids, e);
-		*loss += s->m.loss_sum * s->m.loss_scale;
+		*loss += s->m.loss_sum * per_token;
 	}
 	if (!rc)
 		rc = dp_bwd_end(s, a, e);
@@ -731,46 +774,110 @@ static void adam_or_sgd(struct strat *s, float *p, const float *g, float *m, flo
 	const struct strat_opts *o = &s->o;
 
 	if (is_adam(s))
-		s->be->adamw(p, g, m, v, n, (float)o->lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
-			     (float)o->weight_decay, s->step + 1);
+		s->be->adamw(s->be, p, g, m, v, n, (float)o->lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
+			     (float)o->weight_decay, s->opt_steps + 1);
 	else
-		s->be->sgd(p, g, o->optimizer == OPT_SGD_MOMENTUM ? m : NULL, n, (float)o->lr, (float)o->momentum);
+		s->be->sgd(s->be, p, g, o->optimizer == OPT_SGD_MOMENTUM ? m : NULL, n, (float)o->lr, (float)o->momentum);
+}
+
+/* The k-th gradient buffer the optimizer reads (n elements); 0 past the last. */
+static size_t grad_buf(struct strat *s, int k, float **g)
+{
+	if (s->mech == MECH_DP) {
+		if (k >= s->m.np)
+			return 0;
+		*g = s->dmg[k];
+		return s->m.p[k].n;
+	}
+	if (k)
+		return 0;
+	*g = s->grads;
+	return s->mech == MECH_UNITS ? s->S : s->mech == MECH_ZERO12 && s->zstage == 2 ? s->sh : s->P;
+}
+
+/* fp16's dynamic loss scaling (torch.amp.GradScaler's defaults: 2^16 at the
+ * start, halved on an overflow that skips the step, doubled after 2000 clean
+ * steps): *skip when any rank's gradients overflowed; else the gradients are
+ * unscaled for the fp32 optimizer. */
+static int loss_scaling(struct strat *s, int *skip, struct err *e)
+{
+	double v[1] = {0};
+	float *g;
+	size_t n;
+	int k, rc;
+
+	*skip = 0;
+	if (s->dt != RT_F16)
+		return 0;
+	for (k = 0; (n = grad_buf(s, k, &g)) > 0; k++)
+		v[0] += (double)s->be->nonfinite(s->be, g, n);
+	rc = s->be->allreduce_host(s->be, &s->world, v, 1, 1, e);
+	if (rc)
+		return rc;
+	*skip = v[0] > 0;
+	for (k = 0; (n = grad_buf(s, k, &g)) > 0; k++)
+		if (*skip)
+			s->be->zero(s->be, g, n * sizeof(float));
+		else
+			s->be->scale(s->be, g, (float)(1.0 / s->lscale), n);
+	s->good = *skip ? 0 : s->good + 1;
+	if (*skip || s->good == 2000)
+		s->lscale *= *skip ? 0.5 : 2.0, s->good = 0;
+	return 0;
+}
+
+static int update_flat(struct strat *s, struct err *e)
+{
+	float *p = s->master ? s->master : s->params;
+	size_t n = s->mech == MECH_UNITS ? s->S : s->P;
+	int rc = 0, skip;
+
+	if (s->mech != MECH_ZERO12) {
+		rc = loss_scaling(s, &skip, e);
+		if (!rc && !skip) {
+			adam_or_sgd(s, p, s->grads, s->opt, s->opt + n, n);
+			write_back(s, s->params, s->master, n);
+			s->opt_steps++;
+		}
+		s->be->zero(s->be, s->grads, n * sizeof(float));
+		return rc;
+	}
+	size_t lo = (size_t)s->world.rank * s->sh;
+	size_t cnt = lo < s->P ? (s->P - lo < s->sh ? s->P - lo : s->sh) : 0;
+	if (s->zstage == 1 && s->world.size > 1) {
+		rc = s->be->allreduce(s->be, &s->world, s->grads, s->P, e);
+		rnd(s, s->grads, s->P);
+	}
+	if (!rc)
+		rc = loss_scaling(s, &skip, e);
+	if (rc)
+		return rc;
+	if (cnt && !skip)
+		adam_or_sgd(s, s->master ? s->master : s->params + lo, s->zstage == 1 ? s->grads + lo : s->grads,
+			    s->opt, s->opt + s->sh, cnt);
+	write_back(s, s->params + lo, skip ? NULL : s->master, cnt);
+	s->opt_steps += !skip;
+	s->be->zero(s->be, s->grads, (s->zstage == 1 ? s->P : s->sh) * sizeof(float));
+	return s->be->allgather_flat(s->be, &s->world, s->params, s->P, s->sh, e);
 }
 
 static int update(struct strat *s, struct err *e)
 {
-	int p, rc = 0;
+	int p, rc, skip;
 
 	s->cur = 0;
-	switch (s->mech) {
-	case M_DP:
-		for (p = 0; p < s->m.np; p++) {
-			adam_or_sgd(s, s->dpp[0][p], s->dmg[p], s->dpm[p], s->dpv[p], s->m.p[p].n);
-			release(s, &s->dmg[p]);   /* zero_grad(set_to_none=True) */
+	if (s->mech != MECH_DP)
+		return update_flat(s, e);
+	rc = loss_scaling(s, &skip, e);
+	for (p = 0; p < s->m.np; p++) {
+		if (!rc && !skip) {
+			adam_or_sgd(s, s->dpw[p] ? s->dpw[p] : s->dpp[0][p], s->dmg[p], s->dpm[p], s->dpv[p], s->m.p[p].n);
+			write_back(s, s->dpp[0][p], s->dpw[p], s->m.p[p].n);
 		}
-		return 0;
-	case M_REPL:
-		adam_or_sgd(s, s->params, s->grads, s->opt, s->opt + s->P, s->P);
-		s->be->zero(s->grads, s->P * sizeof(float));
-		return 0;
-	case M_UNITS:
-		adam_or_sgd(s, s->params, s->grads, s->opt, s->opt + s->S, s->S);
-		s->be->zero(s->grads, s->S * sizeof(float));
-		return 0;
-	default: {
-		size_t lo = (size_t)s->world.rank * s->sh;
-		size_t cnt = lo < s->P ? (s->P - lo < s->sh ? s->P - lo : s->sh) : 0;
-		if (s->zstage == 1 && s->world.size > 1)
-			rc = s->be->allreduce(&s->world, s->grads, s->P, e);
-		if (rc)
-			return rc;
-		if (cnt)
-			adam_or_sgd(s, s->params + lo, s->zstage == 1 ? s->grads + lo : s->grads, s->opt,
-				    s->opt + s->sh, cnt);
-		s->be->zero(s->grads, (s->zstage == 1 ? s->P : s->sh) * sizeof(float));
-		return s->be->allgather_flat(&s->world, s->params, s->P, s->sh, e);
+		release(s, &s->dmg[p]);   /* zero_grad(set_to_none=True) */
 	}
-	}
+	s->opt_steps += !rc && !skip;
+	return rc;
 }
 
 /* After a step nothing transient may remain (a stale gathered unit would be
@@ -788,21 +895,24 @@ static int check_released(struct strat *s, struct err *e)
 int strat_step(struct strat *s, struct err *e)
 {
 	int32_t *ids = malloc((size_t)s->o.micro_batch * 2 * s->m.T * sizeof *ids);
-	double loss = 0, v[2];
+	double loss = 0, v[2], tokens;
+	float per_token;
 	int a, rc = 0, r2;
 
 	if (!ids)
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
 	s->agreed = 0;
-	s->m.loss_scale = 1.0f / (float)((double)s->m.T * s->o.micro_batch * s->dp_size * s->o.grad_accum);
+	tokens = (double)s->m.T * s->o.micro_batch * s->dp_size * s->o.grad_accum;
+	per_token = (float)(1.0 / tokens);
+	s->m.loss_scale = (float)(s->lscale / tokens);  /* d loss / d token loss, times fp16's scale */
 	for (a = 0; a < s->o.grad_accum && !rc; a++) {
 		s->sync = a == s->o.grad_accum - 1;
-		if (s->mech == M_DP) {
-			rc = dp_micro(s, a, ids, &loss, e);
+		if (s->mech == MECH_DP) {
+			rc = dp_micro(s, a, ids, &loss, per_token, e);
 			continue;
 		}
 		rc = micro(s, a, 0, ids, e);
-		loss += s->m.loss_sum * s->m.loss_scale;
+		loss += s->m.loss_sum * per_token;
 		if (!rc && s->zstage == 2)
 			rc = zero2_reduce(s, e);
 	}
@@ -818,7 +928,7 @@ int strat_step(struct strat *s, struct err *e)
 	/* every rank learns whether any failed, and how: OOM (3) or other (1) */
 	v[0] = rc == RT_EOOM;
 	v[1] = rc != 0 && rc != RT_EOOM;
-	r2 = s->be->allreduce_host(&s->world, v, 2, 1, e);
+	r2 = s->be->allreduce_host(s->be, &s->world, v, 2, 1, e);
 	if (r2)
 		return r2;
 	if (v[0] || v[1]) {
@@ -831,7 +941,7 @@ int strat_step(struct strat *s, struct err *e)
 	if (rc)
 		return rc;
 	v[0] = loss;
-	rc = s->be->allreduce_host(&s->world, v, 1, 0, e);
+	rc = s->be->allreduce_host(s->be, &s->world, v, 1, 0, e);
 	s->loss = v[0];
 	s->step++;
 	return rc;
@@ -844,18 +954,18 @@ int strat_gather_params(struct strat *s, float *host, struct err *e)
 	int u, p, rc = 0;
 
 	s->cur = 0;
-	if (s->mech == M_DP) {
+	if (s->mech == MECH_DP) {
 		for (p = 0; p < s->m.np; p++)
-			s->be->copy(host + s->m.p[p].goff, s->dpp[0][p], s->m.p[p].n * sizeof(float), COPY_D2H);
+			s->be->copy(s->be, host + s->m.p[p].goff, s->dpp[0][p], s->m.p[p].n * sizeof(float), COPY_D2H);
 		return 0;
 	}
-	if (s->mech != M_UNITS || !s->gathers) {
-		if (s->mech == M_UNITS)
+	if (s->mech != MECH_UNITS || !s->gathers) {
+		if (s->mech == MECH_UNITS)
 			for (u = 0; u < s->nu; u++)
-				s->be->copy(host + s->u[u].cstart, s->params + s->u[u].soff, s->u[u].n * sizeof(float),
+				s->be->copy(s->be, host + s->u[u].cstart, s->params + s->u[u].soff, s->u[u].n * sizeof(float),
 					    COPY_D2H);
 		else
-			s->be->copy(host, s->params, s->P * sizeof(float), COPY_D2H);
+			s->be->copy(s->be, host, s->params, s->P * sizeof(float), COPY_D2H);
 		return 0;
 	}
 	for (u = 0; u < s->nu && !rc; u++) {
@@ -864,7 +974,7 @@ int strat_gather_params(struct strat *s, float *host, struct err *e)
 		if (!full)
 			return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
 		/* host memory is device memory on cpu; tests only */
-		rc = s->be->allgather(&s->shard, s->params + un->soff, full, un->sh, e);
+		rc = s->be->allgather(s->be, &s->shard, s->params + un->soff, full, un->sh, e);
 		if (!rc)
 			memcpy(host + un->cstart, full, un->n * sizeof *full);
 		free(full);
@@ -875,10 +985,13 @@ int strat_gather_params(struct strat *s, float *host, struct err *e)
 int strat_state(struct strat *s, float **buf, size_t *n, int max)
 {
 	int k = 0, p, c = opt_copies(s);
+	size_t no = s->mech == MECH_UNITS ? s->S : s->mech == MECH_ZERO12 ? s->sh : s->P;
 
-	if (s->mech == M_DP) {
-		for (p = 0; p < s->m.np && k + 3 <= max; p++) {
+	if (s->mech == MECH_DP) {
+		for (p = 0; p < s->m.np && k + 4 <= max; p++) {
 			buf[k] = s->dpp[0][p], n[k++] = s->m.p[p].n;
+			if (s->dpw[p])
+				buf[k] = s->dpw[p], n[k++] = s->m.p[p].n;
 			if (c >= 1)
 				buf[k] = s->dpm[p], n[k++] = s->m.p[p].n;
 			if (c >= 2)
@@ -887,10 +1000,12 @@ int strat_state(struct strat *s, float **buf, size_t *n, int max)
 		return k;
 	}
 	buf[k] = s->params;
-	n[k++] = s->mech == M_UNITS ? s->S : s->P;
+	n[k++] = s->mech == MECH_UNITS ? s->S : s->P;
+	if (s->master && k < max)
+		buf[k] = s->master, n[k++] = no;
 	if (c && k < max) {
 		buf[k] = s->opt;
-		n[k++] = (size_t)c * (s->mech == M_UNITS ? s->S : s->mech == M_ZERO12 ? s->sh : s->P);
+		n[k++] = (size_t)c * no;
 	}
 	return k;
 }

@@ -35,6 +35,12 @@
  *                 parameters to the other devices; every device makes its
  *                 gradients per tensor as backward reaches them; at the end
  *                 device 0 sums them into its own gradients, allocated then.
+ *
+ * Mixed precision (plan.h widths, memory.h S2): parameters, gradients, buckets
+ * and gathered copies in the 16-bit type (rounded after every write and every
+ * reduction), an fp32 master beside this rank's parameters (allocated right
+ * after them, per tensor for dp) that the fp32 optimizer updates and writes
+ * back; fp16 adds the loss scale (torch.amp.GradScaler's rules) and its 8 bytes.
  */
 #ifndef SHARDCAST_STRATEGY_H
 #define SHARDCAST_STRATEGY_H
@@ -48,12 +54,10 @@
 
 enum { STRAT_MAX_DEV = 16 };
 
-/* What the strategy runs: the scenario's training settings, resolved. */
+/* What the strategy runs: the scenario's plan (plan.h, the shardcast engine)
+ * and the runtime's own settings. */
 struct strat_opts {
-	int strategy;              /* enum strategy */
-	int sharding;              /* enum fsdp_sharding (fsdp) */
-	int bwd_prefetch;          /* enum fsdp_prefetch (fsdp) */
-	int fwd_prefetch;
+	struct plan plan;          /* mechanism, sharding, prefetch, wrap (plan_from_spec for tests) */
 	int recompute;             /* enum recompute */
 	int optimizer;             /* enum optimizer */
 	int micro_batch;           /* samples per device per micro-step */
@@ -61,9 +65,7 @@ struct strat_opts {
 	int group;                 /* hybrid: ranks per shard group */
 	int devices;               /* dp: devices in this process */
 	double bucket_mb;          /* ddp bucket cap, MiB */
-	int bucket_view;           /* ddp_gradient_as_bucket_view */
 	double zero_bucket;        /* zero_reduce_bucket_size, elements (0: 5e8) */
-	int wrap;                  /* enum fsdp_wrap (fsdp) */
 	double capacity;           /* bytes per device, 0 = unlimited */
 	double lr, beta1, beta2, eps, weight_decay, momentum;
 	uint64_t seed;             /* weights, data and dropout */
@@ -95,7 +97,7 @@ struct strat {
 	struct rt_comm world;      /* a copy of the caller's (not freed here) */
 	struct rt_comm shard, repl;  /* shard group, replicate group (hybrid) */
 	int have_groups;
-	int mech;                  /* internal enum mech */
+	int mech;                  /* enum plan_mech (of the shardcast engine: no MECH_ZERO3) */
 	int sharding;              /* enum fsdp_sharding of the unit mechanism */
 	int gathers;               /* units are gathered (all but no_shard) */
 	int reshard_fwd;           /* units freed after their forward */
@@ -106,8 +108,15 @@ struct strat {
 	struct arena ar[STRAT_MAX_DEV];
 	struct rtm m;
 	size_t P;                  /* parameters (elements) */
+	int dt;                    /* enum rt_dtype of params, grads and activations */
+	size_t wp, wg;             /* bytes per element of working params, gradients (4 or 2) */
 	/* flat states on device 0 */
 	float *params, *opt, *grads, *bucket;
+	float *master;             /* fp32 master of this rank's states (mixed precision), or NULL */
+	void *lsstate;             /* fp16: the loss scale's 8 bytes (memory.h S2) */
+	double lscale;             /* fp16: the loss scale (1 otherwise) */
+	int good;                  /* fp16: clean steps since the scale last changed */
+	int opt_steps;             /* updates applied (Adam's t): fp16 skips overflowed steps */
 	size_t sh;                 /* zero1/zero2: shard of the flat model */
 	size_t S;                  /* units: elements of all shards */
 	struct sunit *u;
@@ -116,6 +125,7 @@ struct strat {
 	/* dp: per tensor, per device */
 	float **dpp[STRAT_MAX_DEV], **dpg[STRAT_MAX_DEV];
 	float **dpm, **dpv;        /* device 0's optimizer states */
+	float **dpw;               /* device 0's fp32 masters (mixed precision), per tensor */
 	float **dmg;               /* device 0's gradients (during the step's end) */
 	float *tmp;                /* a second contribution to a tensor's gradient */
 	int tmp_p;
@@ -153,8 +163,9 @@ void strat_free(struct strat *s);
  * device 0, as this rank keeps them): up to max buffers. Returns the count. */
 int strat_state(struct strat *s, float **buf, size_t *n, int max);
 
-/* Parses a strategy spec for tests and tools: "single", "ddp", "zero1",
- * "fsdp:shard_grad_op", "dp:4", ... into o. Returns 0 or -1. */
+/* Parses a strategy spec for tests and tools: a name of plan.h's strategy
+ * table ("single", "ddp", "zero1", "fsdp:shard_grad_op", ...) or "dp:N" (N
+ * devices) into o->plan (and o->devices). Returns 0 or -1. */
 int strat_parse(const char *spec, struct strat_opts *o);
 
 #endif

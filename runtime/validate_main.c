@@ -49,7 +49,10 @@ static void usage(FILE *f)
 		"                         result is not in the cache (build/pyref/cache) and print its line\n"
 		"                         for runtime/pytorch/pyref.py --batch (STACK SPEC JSON CSV A,B)\n"
 		"  --json                 print the validate JSON object of docs/CONTRACT.md\n"
-		"  --db FILE              record the run (predicted and measured) in this SQLite database\n"
+		"  --db FILE              record the run (predicted and measured) in this SQLite database; the\n"
+		"                         predictions use the device's latest calibration in it (named in the\n"
+		"                         output); without --db no database is read\n"
+		"  --no-calibration       predict with the catalog's efficiencies even with --db\n"
 		"  --memory-limit SIZE    capacity per rank, e.g. 8MiB (default: the scenario's gpu_memory)\n"
 		"  --set SECTION.KEY=VAL  override a scenario key (repeatable)\n"
 		"  --emulate-world N      run rank 0 of an N-rank job alone (collectives become local\n"
@@ -57,7 +60,9 @@ static void usage(FILE *f)
 		"  --steps N              timed steps after warm-up (default 5; the median is reported)\n"
 		"  --warmup N             untimed steps first (default 2)\n"
 		"  --max-batch N          stop the search's growth at N (default 4096)\n"
-		"  --calibrate            fit the simulator's parameters of --device to the stored runs\n"
+		"  --calibrate            fit the simulator's parameters of --device to the stored runs of\n"
+		"                         --db (default results/results.db): at most one parameter fewer\n"
+		"                         than the runs, its error measured on runs held out of the fit\n"
 		"  --device NAME          the device to calibrate (default cpu)\n"
 		"  --version              print the version and exit\n"
 		"  -h, --help             this help\n"
@@ -68,7 +73,7 @@ static void usage(FILE *f)
 struct opts {
 	const char *scenario, *db, *backend, *device, *attention;
 	const char *sets[MAX_SETS];
-	int nset, json, calibrate, emulate, steps, warmup;
+	int nset, json, calibrate, emulate, steps, warmup, no_calib;
 	double limit;          /* bytes, 0 = the scenario's */
 	long max_batch;
 	long batches[2];       /* --backend pytorch: micro-batches traced */
@@ -84,8 +89,8 @@ static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
 		{"steps", required_argument, NULL, 'n'}, {"warmup", required_argument, NULL, 'u'},
 		{"max-batch", required_argument, NULL, 'x'}, {"calibrate", no_argument, NULL, 'c'},
 		{"device", required_argument, NULL, 'D'}, {"version", no_argument, NULL, 'V'},
-		{"attention", required_argument, NULL, 'A'}, {"batches", required_argument, NULL, 'B'},
-		{"prepare", no_argument, NULL, 'P'},
+		{"no-calibration", no_argument, NULL, 'N'}, {"attention", required_argument, NULL, 'A'},
+		{"batches", required_argument, NULL, 'B'}, {"prepare", no_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	char *end;
 	int c;
@@ -118,6 +123,7 @@ static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
 					       "A,B with 1 <= A < B, e.g. 1,2", optarg);
 			break;
 		case 'c': o->calibrate = 1; break;
+		case 'N': o->no_calib = 1; break;
 		case 'm':
 			if (units_parse(optarg, UNIT_BYTES, &o->limit, NULL, 0) || o->limit < 1)
 				return err_set(e, ERR_INPUT, NULL, 0, "--memory-limit %s: expected a size such as 64MiB", optarg);
@@ -159,16 +165,17 @@ static int check_runnable(const struct scenario *s, const struct opts *o, const 
 	if (strcmp(be->name, "cpu") == 0 && strcmp(s->gpu.name, "cpu") != 0)
 		return err_set(e, ERR_INPUT, s->file, 0, "[cluster] gpu = %s: the cpu backend runs scenarios with "
 			       "gpu = cpu (set gpu_memory for its capacity)", s->gpu.name);
-	if (t->precision != PREC_FP32)
-		return err_set(e, ERR_INPUT, s->file, 0, "[training] precision = %s: the %s backend runs fp32 only",
-			       scenario_precision_name(t->precision), be->name);
+	if (t->precision == PREC_TF32 || (s->plan.mixed && !be->round))
+		return err_set(e, ERR_INPUT, s->file, 0, "[training] precision = %s: the %s backend runs %s",
+			       scenario_precision_name(t->precision), be->name,
+			       be->round ? "fp32, bf16 and fp16 (tf32 is a matmul mode of NVIDIA GPUs)" : "fp32 only");
 	if (t->tensor_parallel > 1 || t->offload != OFFLOAD_NONE)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] %s: not implemented by the runtime",
 			       t->tensor_parallel > 1 ? "tensor_parallel > 1" : "offload");
-	if (t->strategy == STRAT_DP && world->size != 1)
+	if (s->plan.mech == MECH_DP && world->size != 1)
 		return err_set(e, ERR_INPUT, s->file, 0, "strategy = dp is one process driving %lld devices; "
 			       "run it without mpirun", (long long)s->world);
-	if (t->strategy != STRAT_DP && !o->emulate && world->size != s->world)
+	if (s->plan.mech != MECH_DP && !o->emulate && world->size != s->world)
 		return err_set(e, ERR_INPUT, s->file, 0, "the scenario has %lld ranks (nodes x gpus_per_node) but "
 			       "%d were started: use mpirun -np %lld, or --emulate-world %lld",
 			       (long long)s->world, world->size, (long long)s->world, (long long)s->world);
@@ -223,18 +230,34 @@ static char *output_json(const struct scenario *s, const struct backend *be, int
 	cJSON_AddItemToObject(root, "predicted", pj ? cJSON_Parse(pj) : cJSON_CreateNull());
 	o = cJSON_AddObjectToObject(root, "measured");
 	cJSON_AddNumberToObject(o, "max_micro_batch", (double)m->max_batch);
-	cJSON_AddNumberToObject(o, "peak_bytes", m->peak);
-	cJSON_AddNumberToObject(o, "fixed_overhead_bytes", m->fixed);
-	cJSON_AddNumberToObject(o, "step_time_s", m->step_time);
-	cJSON_AddNumberToObject(o, "tokens_per_s", m->tokens_per_s);
-	cJSON_AddNumberToObject(o, "mfu", m->mfu);
+	if (be->device_used)  /* the cpu backend has no device to ask: not measured */
+		cJSON_AddNumberToObject(o, "fixed_overhead_bytes", m->fixed);
+	else
+		cJSON_AddNullToObject(o, "fixed_overhead_bytes");
+	if (m->max_batch > 0) {
+		cJSON_AddNumberToObject(o, "peak_bytes", m->peak);
+		cJSON_AddNumberToObject(o, "step_time_s", m->step_time);
+		cJSON_AddNumberToObject(o, "tokens_per_s", m->tokens_per_s);
+		cJSON_AddNumberToObject(o, "mfu", m->mfu);
+	} else {  /* not even one sample fits: nothing measured (null, not 0) */
+		cJSON_AddNullToObject(o, "peak_bytes");
+		cJSON_AddNullToObject(o, "step_time_s");
+		cJSON_AddNullToObject(o, "tokens_per_s");
+		cJSON_AddNullToObject(o, "mfu");
+	}
 	cJSON_AddNumberToObject(o, "micro_batch", (double)(m->max_batch > 0 ? m->max_batch : 0));
 	cJSON_AddNumberToObject(o, "emulated_world", emulated);
 	*meas_json = cJSON_PrintUnformatted(o);
 	o = cJSON_AddObjectToObject(root, "error");
 	cJSON_AddNumberToObject(o, "max_micro_batch", (double)(m->max_batch - p->max_micro_batch));
-	cJSON_AddNumberToObject(o, "peak_bytes_rel", rel(m->peak, p->mem.peak));
-	cJSON_AddNumberToObject(o, "step_time_rel", p->step.valid && m->step_time > 0 ? rel(m->step_time, p->step.time) : 0);
+	if (m->max_batch > 0)
+		cJSON_AddNumberToObject(o, "peak_bytes_rel", rel(m->peak, p->mem.peak));
+	else
+		cJSON_AddNullToObject(o, "peak_bytes_rel");
+	if (p->step.valid && m->step_time > 0)
+		cJSON_AddNumberToObject(o, "step_time_rel", rel(m->step_time, p->step.time));
+	else  /* not computed: nothing timed */
+		cJSON_AddNullToObject(o, "step_time_rel");
 	*pred_json = pj;
 	out = cJSON_Print(root);
 	cJSON_Delete(root);
@@ -244,19 +267,19 @@ static char *output_json(const struct scenario *s, const struct backend *be, int
 static void print_text(const struct scenario *s, const struct backend *be, int world, int emulated,
 		       const struct prediction *p, const struct measured *m, double capacity)
 {
-	char a[32], b[32], c[32];
+	char a[32], b[32], c[32], cal[CFG_STR_MAX + 300];
 
 	printf("shardcast validate — %s\n\n", s->file);
 	printf("Runtime   backend %s, %d rank%s%s, %s%s%s, micro-batch search: %d trials\n", be->name,
 	       world, world > 1 ? "s" : "", emulated ? " (rank 0 alone, an emulated world)" : "",
-	       scenario_strategy_name(s->s.training.strategy),
-	       s->s.training.strategy == STRAT_FSDP ? " " : "",
-	       s->s.training.strategy == STRAT_FSDP ?
-	       scenario_enum_name("training", "fsdp_sharding_strategy", s->s.training.fsdp_sharding) : "", m->trials);
+	       scenario_strategy_name(s->plan.strategy), s->plan.strategy == STRAT_FSDP ? " " : "",
+	       s->plan.strategy == STRAT_FSDP ?
+	       scenario_enum_name("training", "fsdp_sharding_strategy", s->plan.sharding) : "", m->trials);
 	printf("Model     %s, seq_len %lld, activation checkpointing %s, grad_accum %lld\n", s->model.name,
 	       (long long)s->seq_len, scenario_enum_name("training", "activation_checkpointing", s->s.training.recompute),
 	       (long long)s->s.training.grad_accum);
-	printf("Capacity  %s per rank\n\n", units_format(a, sizeof a, capacity, UNIT_BYTES));
+	printf("Capacity  %s per rank\n", units_format(a, sizeof a, capacity, UNIT_BYTES));
+	printf("Calibration %s\n\n", calib_describe(&s->calib, cal, sizeof cal));
 	printf("                        %16s %16s %10s\n", "measured", "predicted", "error");
 	printf("  max micro-batch       %16lld %16lld %+10lld\n", (long long)m->max_batch,
 	       (long long)p->max_micro_batch, (long long)(m->max_batch - p->max_micro_batch));
@@ -298,7 +321,7 @@ static int run(const struct opts *o, struct backend *be, struct rt_comm *mpiw, s
 	int rc;
 
 	rc = scenario_load(&s, o->scenario, o->sets, o->nset, e);
-	if (!rc && s.s.training.framework != FW_SHARDCAST)  /* the runtime is shardcast's */
+	if (!rc && s.plan.engine != FW_SHARDCAST)  /* the runtime is shardcast's */
 		rc = scenario_set(&s, "training.framework=shardcast", e);
 	if (!rc)
 		rc = check_runnable(&s, o, be, mpiw, e);
@@ -318,12 +341,13 @@ static int run(const struct opts *o, struct backend *be, struct rt_comm *mpiw, s
 	 * context, cuBLASLt's workspace and NCCL's buffers (lazily made by the
 	 * steps' collectives) */
 	if (!rc && be->device_used)
-		m.fixed = (double)be->device_used();
+		m.fixed = (double)be->device_used(be);
 	/* predictions: the max under the same capacity, then everything at the measured batch */
 	if (!rc)
-		rc = predict_at(&s, 0, capacity, &pmax, o->db, e);
+		rc = predict_at(&s, 0, capacity, &pmax, o->no_calib ? NULL : o->db, e);
 	if (!rc)
-		rc = predict_at(&s, m.max_batch > 0 ? m.max_batch : 1, capacity, &p, o->db, e);
+		/* nothing fits: auto (0), so no micro-batch is invented and timed */
+		rc = predict_at(&s, m.max_batch > 0 ? m.max_batch : 0, capacity, &p, o->no_calib ? NULL : o->db, e);
 	if (rc)
 		goto out;
 	p.max_micro_batch = pmax.max_micro_batch;

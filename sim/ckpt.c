@@ -65,69 +65,32 @@ static double tensors_of(const struct model *m)
 	return layer * layers + 3;
 }
 
-/* Data-parallel shard group and replicas of the strategy. */
-static void groups_of(const struct scenario *s, struct ckpt_in *in)
-{
-	const struct scn_training *t = &s->s.training;
-	int64_t per_node = s->s.cluster.gpus_per_node / t->tensor_parallel;
-
-	in->shard = 1;
-	in->replicas = s->dp;
-	switch (t->strategy) {
-	case STRAT_ZERO1: case STRAT_ZERO2:  /* master weights and optimizer states sharded */
-		in->module_replicated = 1;
-		in->shard = s->dp;
-		in->replicas = 1;
-		break;
-	case STRAT_ZERO3:
-		in->shard = s->dp;
-		in->replicas = 1;
-		break;
-	case STRAT_FSDP:
-		if (t->fsdp_sharding == SHARD_NONE)
-			break;
-		in->shard = s->dp;
-		if ((t->fsdp_sharding == SHARD_HYBRID || t->fsdp_sharding == SHARD_HYBRID_ZERO2) &&
-		    per_node >= 1 && per_node < s->dp)
-			in->shard = per_node;  /* shard inside a node, replicate across nodes */
-		in->replicas = s->dp / in->shard;
-		break;
-	default:
-		break;
-	}
-}
-
+/* What a save holds and who writes it, from the strategy's plan (plan.h:
+ * shard and replicate groups, the saved bytes per parameter, the engine). */
 void ckpt_in_of(const struct scenario *s, double params, struct ckpt_in *in)
 {
-	const struct scn_training *t = &s->s.training;
+	const struct plan *p = &s->plan;
 	const struct scn_checkpoint *k = &s->s.checkpoint;
-	int mixed = t->precision == PREC_FP16 || t->precision == PREC_BF16;
-	/* PyTorch mixed precision (autocast, FSDP MixedPrecision) keeps fp32
-	 * parameters; DeepSpeed and our runtime a 16-bit module and fp32 masters */
-	int split = mixed && t->framework != FW_PYTORCH;
-	int single = t->strategy == STRAT_SINGLE || t->strategy == STRAT_DP;
 
 	memset(in, 0, sizeof *in);
 	in->params = params;
 	in->tensors = tensors_of(&s->model);
 	in->nodes = s->s.cluster.nodes;
 	in->gpus_per_node = s->s.cluster.gpus_per_node;
-	in->mp = t->tensor_parallel;
-	groups_of(s, in);
-	in->weight_bytes = split ? 2 : 4;
-	if (k->include_optimizer) {
-		in->master_bytes = split ? 4 : 0;
-		in->optim_bytes = t->optimizer == OPT_ADAM || t->optimizer == OPT_ADAMW ? 8
-			: t->optimizer == OPT_SGD_MOMENTUM ? 4 : 0;
-		in->optim_tensors = in->optim_bytes == 8 ? 3 : in->optim_bytes > 0 ? 1 : 0;
-	}
-	in->grad_bytes = k->include_grads ? (split ? 2 : 4) : 0;
-	/* one process (nn.DataParallel, one GPU) saves it all with torch.save */
-	in->state_dict = single ? CKPT_FULL : k->state_dict;
+	in->mp = s->s.training.tensor_parallel;
+	in->shard = p->shard_n;
+	in->replicas = p->replicate_n;
+	in->module_replicated = p->module_replicated;
+	in->weight_bytes = p->ckpt_weight_bytes;
+	in->master_bytes = p->ckpt_master_bytes;
+	in->optim_bytes = p->ckpt_optim_bytes;
+	in->optim_tensors = p->ckpt_optim_tensors;
+	in->grad_bytes = p->ckpt_grad_bytes;
+	in->state_dict = p->ckpt_state_dict;
 	in->writer = k->writer != CKPT_WRITER_AUTO ? k->writer
 		: in->state_dict == CKPT_FULL ? CKPT_WRITER_TORCH_SAVE
-		: t->framework == FW_DEEPSPEED ? CKPT_WRITER_DEEPSPEED
-		: t->framework == FW_SHARDCAST ? CKPT_WRITER_PER_RANK : CKPT_WRITER_DCP;
+		: p->engine == FW_DEEPSPEED ? CKPT_WRITER_DEEPSPEED
+		: p->engine == FW_SHARDCAST ? CKPT_WRITER_PER_RANK : CKPT_WRITER_DCP;
 	/* HSDP: replica 0 writes (IBM's fms-fsdp; DCP 2.3 deduplicates to the
 	 * lowest rank); other DCP replicas are spread by dedup_save_plans;
 	 * DeepSpeed's data-parallel rank 0 writes the module */

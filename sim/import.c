@@ -101,6 +101,40 @@ int imp_check_names(struct imp_result *r, const char *file, const char *prefix,
 	return 0;
 }
 
+/* The fields of one mapping or object, sorted by name (then line) so that a
+ * duplicate is found in n log n (a 16 MiB file may hold a million keys). */
+struct field {
+	const char *name;
+	int line;
+	size_t at;               /* position in the mapping */
+};
+
+static int by_name(const void *a, const void *b)
+{
+	const struct field *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+/* The first field (in f's order after sorting) whose name repeats, or NULL. */
+static const struct field *repeated(struct field *f, size_t n)
+{
+	size_t i;
+
+	qsort(f, n, sizeof *f, by_name);
+	for (i = 1; i < n; i++)
+		if (strcmp(f[i - 1].name, f[i].name) == 0)
+			return &f[i];
+	return NULL;
+}
+
+static int too_many_fields(const char *file, int line, const char *prefix, size_t n, struct err *e)
+{
+	return err_set(e, ERR_INPUT, file, line, "%s has %zu fields; a config read here may have at most %d "
+		       "per mapping", *prefix ? prefix : "the top level", n, IMP_MAX_FIELDS);
+}
+
 int imp_read(const char *path, char **text, size_t *len, struct err *e)
 {
 	struct stat st;
@@ -167,24 +201,66 @@ int imp_json_line(const struct imp_json *j, const char *path)
 	return at < 0 ? 0 : line_at(j->text, (size_t)at);
 }
 
+/* Duplicate keys in object o (one level: only the objects the importers read
+ * are checked, unknown keys' values are never walked). */
 static int json_dups(const struct imp_json *j, const cJSON *o, const char *prefix, struct err *e)
 {
-	const cJSON *a, *b;
+	struct field *f;
+	const struct field *d;
+	const cJSON *a;
 	char path[256];
+	size_t n = 0;
+	int rc = 0;
 
-	cJSON_ArrayForEach(a, o) {
-		if (a->string)
-			for (b = a->next; b; b = b->next)
-				if (b->string && strcmp(a->string, b->string) == 0) {
-					snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", a->string);
-					return err_set(e, ERR_INPUT, j->file, imp_json_line(j, path),
-						       "duplicate field '%s'", path);
-				}
-		if (cJSON_IsObject(a) || cJSON_IsArray(a)) {
-			snprintf(path, sizeof path, "%s%s%s", prefix, *prefix && a->string ? "." : "",
-				 a->string ? a->string : "");
-			if (json_dups(j, a, path, e))
-				return e->code;
+	cJSON_ArrayForEach(a, o)
+		n++;
+	if (n > IMP_MAX_FIELDS)
+		return too_many_fields(j->file, imp_json_line(j, prefix), prefix, n, e);
+	f = malloc((n ? n : 1) * sizeof *f);
+	if (!f)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	n = 0;
+	cJSON_ArrayForEach(a, o)
+		if (a->string) {
+			f[n].name = a->string;
+			f[n].line = 0;
+			f[n].at = n;
+			n++;
+		}
+	d = repeated(f, n);
+	if (d) {
+		snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", d->name);
+		rc = err_set(e, ERR_INPUT, j->file, imp_json_line(j, path), "duplicate field '%s'", path);
+	}
+	free(f);
+	return rc;
+}
+
+/* The deepest nesting of objects and lists in text, and the line where it
+ * passes IMP_MAX_DEPTH (strings skipped); cJSON's own limit is 1000. */
+static int json_depth(const char *text, size_t len, int *line)
+{
+	size_t i;
+	int depth = 0, in_str = 0, l = 1;
+
+	for (i = 0; i < len; i++) {
+		char c = text[i];
+		if (c == '\n')
+			l++;
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = 0;
+		} else if (c == '"') {
+			in_str = 1;
+		} else if (c == '{' || c == '[') {
+			if (++depth > IMP_MAX_DEPTH) {
+				*line = l;
+				return depth;
+			}
+		} else if (c == '}' || c == ']') {
+			depth--;
 		}
 	}
 	return 0;
@@ -194,10 +270,15 @@ int imp_json_load(struct imp_json *j, const char *path, struct err *e)
 {
 	const char *end = NULL;
 
+	int line = 0;
+
 	memset(j, 0, sizeof *j);
 	j->file = path;
 	if (imp_read(path, &j->text, &j->len, e))
 		return e->code;
+	if (json_depth(j->text, j->len, &line))
+		return err_set(e, ERR_INPUT, path, line, "objects and lists nested more than %d levels deep; "
+			       "a config read here has a few", IMP_MAX_DEPTH);
 	j->root = cJSON_ParseWithLengthOpts(j->text, j->len, &end, 0);
 	if (j->root && end) {
 		/* cJSON stops after the first value: anything but space after it is junk */
@@ -355,6 +436,8 @@ int imp_json_obj(const struct imp_json *j, const cJSON *o, const char *path,
 	if (!cJSON_IsObject(c))
 		return err_set(e, ERR_INPUT, j->file, imp_json_line(j, path),
 			       "%s is %s; expected an object {...}", path, json_type(c));
+	if (json_dups(j, c, path, e))
+		return e->code;
 	*out = c;
 	return 0;
 }
@@ -429,36 +512,144 @@ static const char *yname(int t)
 	return names[t];
 }
 
-static int yaml_dups(const struct imp_yaml *y, const yaml_node_t *map, struct err *e)
+/* Keys of mapping map: plain names, no duplicate (one level: only the mappings
+ * the importer reads are checked, unknown keys' values are never walked). */
+static int yaml_dups(const struct imp_yaml *y, const yaml_node_t *map, const char *prefix, struct err *e)
 {
 	yaml_document_t *d = (yaml_document_t *)&y->doc;
-	yaml_node_pair_t *a, *b;
+	size_t n = (size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start), i;
+	struct field *f;
+	const struct field *r;
+	int rc = 0;
 
-	if (map->type == YAML_SEQUENCE_NODE) {
-		yaml_node_item_t *it;
-		for (it = map->data.sequence.items.start; it < map->data.sequence.items.top; it++)
-			if (yaml_dups(y, yaml_document_get_node(d, *it), e))
-				return e->code;
+	if (n > IMP_MAX_FIELDS)
+		return too_many_fields(y->file, (int)map->start_mark.line + 1, prefix, n, e);
+	f = malloc((n ? n : 1) * sizeof *f);
+	if (!f)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	for (i = 0; i < n && !rc; i++) {
+		yaml_node_t *k = yaml_document_get_node(d, map->data.mapping.pairs.start[i].key);
+		if (!k || k->type != YAML_SCALAR_NODE)
+			rc = err_set(e, ERR_INPUT, y->file, k ? (int)k->start_mark.line + 1 : 0,
+				     "a mapping key must be a plain name");
+		else
+			f[i] = (struct field){(const char *)k->data.scalar.value, (int)k->start_mark.line + 1, i};
 	}
-	if (map->type != YAML_MAPPING_NODE)
-		return 0;
-	for (a = map->data.mapping.pairs.start; a < map->data.mapping.pairs.top; a++) {
-		yaml_node_t *ka = yaml_document_get_node(d, a->key);
-		if (!ka || ka->type != YAML_SCALAR_NODE)
-			return err_set(e, ERR_INPUT, y->file, ka ? (int)ka->start_mark.line + 1 : 0,
-				       "a mapping key must be a plain name");
-		for (b = a + 1; b < map->data.mapping.pairs.top; b++) {
-			yaml_node_t *kb = yaml_document_get_node(d, b->key);
-			if (kb && kb->type == YAML_SCALAR_NODE &&
-			    strcmp((char *)ka->data.scalar.value, (char *)kb->data.scalar.value) == 0)
-				return err_set(e, ERR_INPUT, y->file, (int)kb->start_mark.line + 1,
-					       "duplicate key '%s' (first at line %d)",
-					       (char *)ka->data.scalar.value, (int)ka->start_mark.line + 1);
+	if (!rc && (r = repeated(f, n)) != NULL)
+		rc = err_set(e, ERR_INPUT, y->file, r->line, "duplicate key '%s%s%s' (first at line %d)", prefix,
+			     *prefix ? "." : "", r->name, r[-1].line);
+	free(f);
+	return rc;
+}
+
+/* Before the document is built: at most IMP_MAX_ALIASES aliases (libyaml finds
+ * each alias's anchor by a linear search, and a "billion laughs" needs only a
+ * few dozen) and IMP_MAX_DEPTH levels of nesting, from the parser's events. */
+static int yaml_prescan(const struct imp_yaml *y, struct err *e)
+{
+	yaml_parser_t p;
+	yaml_event_t ev;
+	int depth = 0, aliases = 0, done = 0, rc = 0;
+
+	if (!yaml_parser_initialize(&p))
+		return err_set(e, ERR_SYSTEM, y->file, 0, "out of memory starting the YAML parser");
+	yaml_parser_set_input_string(&p, (const unsigned char *)y->text, y->len);
+	while (!done && !rc) {
+		if (!yaml_parser_parse(&p, &ev))
+			break;  /* yaml_parser_load reports it, with its place */
+		if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT) {
+			if (++depth > IMP_MAX_DEPTH)
+				rc = err_set(e, ERR_INPUT, y->file, (int)ev.start_mark.line + 1,
+					     "mappings and lists nested more than %d levels deep; a config read "
+					     "here has a few", IMP_MAX_DEPTH);
+		} else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT) {
+			depth--;
+		} else if (ev.type == YAML_ALIAS_EVENT && ++aliases > IMP_MAX_ALIASES) {
+			rc = err_set(e, ERR_INPUT, y->file, (int)ev.start_mark.line + 1,
+				     "more than %d aliases (*name); a config read here needs none (a file of "
+				     "nested aliases can expand to billions of values)", IMP_MAX_ALIASES);
 		}
-		if (yaml_dups(y, yaml_document_get_node(d, a->value), e))
-			return e->code;
+		done = ev.type == YAML_STREAM_END_EVENT;
+		yaml_event_delete(&ev);
 	}
+	yaml_parser_delete(&p);
+	return rc;
+}
+
+/* The tree below node id with its aliases expanded: its nodes (into *size,
+ * saturating above IMP_MAX_NODES) and levels, memoised per node so a shared
+ * node is counted once per use without being walked again; an alias to a node
+ * that contains it is a cycle. st: 0 unvisited, 1 on the path, 2 done. */
+struct expand {
+	const struct imp_yaml *y;
+	unsigned char *st;
+	double *size;
+	int *depth;
+	struct err *e;
+};
+
+static int expand(struct expand *x, int id, int level)
+{
+	yaml_document_t *d = (yaml_document_t *)&x->y->doc;
+	yaml_node_t *n = yaml_document_get_node(d, id);
+	int i = id - 1, c, *kids, nk, k;
+	yaml_node_pair_t *pr;
+
+	if (!n || x->st[i] == 2)
+		return 0;
+	if (x->st[i] == 1)
+		return err_set(x->e, ERR_INPUT, x->y->file, (int)n->start_mark.line + 1,
+			       "an alias refers to a mapping or list that contains it (an endless document)");
+	if (level > IMP_MAX_DEPTH)
+		return err_set(x->e, ERR_INPUT, x->y->file, (int)n->start_mark.line + 1, "with its aliases "
+			       "expanded, the document nests more than %d levels deep", IMP_MAX_DEPTH);
+	x->st[i] = 1;
+	x->size[i] = 1;
+	x->depth[i] = 1;
+	nk = n->type == YAML_SEQUENCE_NODE ? (int)(n->data.sequence.items.top - n->data.sequence.items.start)
+		: n->type == YAML_MAPPING_NODE ? 2 * (int)(n->data.mapping.pairs.top - n->data.mapping.pairs.start) : 0;
+	for (k = 0; k < nk; k++) {
+		if (n->type == YAML_SEQUENCE_NODE) {
+			kids = n->data.sequence.items.start;
+			c = kids[k];
+		} else {
+			pr = n->data.mapping.pairs.start + k / 2;
+			c = k % 2 ? pr->value : pr->key;
+		}
+		if (expand(x, c, level + 1))
+			return x->e->code;
+		x->size[i] += x->size[c - 1];
+		if (x->size[i] > IMP_MAX_NODES)
+			x->size[i] = IMP_MAX_NODES + 1.0;
+		if (x->depth[c - 1] + 1 > x->depth[i])
+			x->depth[i] = x->depth[c - 1] + 1;
+	}
+	x->st[i] = 2;
 	return 0;
+}
+
+/* At most IMP_MAX_NODES nodes with aliases expanded, no cycle. */
+static int yaml_expansion(const struct imp_yaml *y, struct err *e)
+{
+	yaml_document_t *d = (yaml_document_t *)&y->doc;
+	size_t n = (size_t)(d->nodes.top - d->nodes.start);
+	struct expand x = {y, calloc(n + 1, 1), calloc(n + 1, sizeof(double)), calloc(n + 1, sizeof(int)), e};
+	int rc;
+
+	if (!x.st || !x.size || !x.depth)
+		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	else
+		rc = expand(&x, 1, 1);
+	if (!rc && x.depth[0] > IMP_MAX_DEPTH)  /* through a node shared at several depths */
+		rc = err_set(e, ERR_INPUT, y->file, 1, "with its aliases expanded, the document nests more "
+			     "than %d levels deep", IMP_MAX_DEPTH);
+	if (!rc && x.size[0] > IMP_MAX_NODES)
+		rc = err_set(e, ERR_INPUT, y->file, 1, "with its aliases expanded the document holds more than "
+			     "%d values (a \"billion laughs\"); a config read here has a few dozen", IMP_MAX_NODES);
+	free(x.st);
+	free(x.size);
+	free(x.depth);
+	return rc;
 }
 
 int imp_yaml_load(struct imp_yaml *y, const char *path, struct err *e)
@@ -472,6 +663,10 @@ int imp_yaml_load(struct imp_yaml *y, const char *path, struct err *e)
 		return e->code;
 	if (!yaml_parser_initialize(&p))
 		return err_set(e, ERR_SYSTEM, path, 0, "out of memory starting the YAML parser");
+	if (yaml_prescan(y, e)) {
+		yaml_parser_delete(&p);
+		return e->code;
+	}
 	yaml_parser_set_input_string(&p, (const unsigned char *)y->text, y->len);
 	ok = yaml_parser_load(&p, &y->doc);
 	if (!ok) {
@@ -490,7 +685,9 @@ int imp_yaml_load(struct imp_yaml *y, const char *path, struct err *e)
 	if (y->root->type != YAML_MAPPING_NODE)
 		return err_set(e, ERR_INPUT, path, (int)y->root->start_mark.line + 1,
 			       "expected a mapping (key: value lines) at the top level");
-	return yaml_dups(y, y->root, e);
+	if (yaml_expansion(y, e))
+		return e->code;
+	return yaml_dups(y, y->root, "", e);
 }
 
 void imp_yaml_free(struct imp_yaml *y)
@@ -625,6 +822,8 @@ int imp_yaml_map(const struct imp_yaml *y, const yaml_node_t *map, const char *p
 	if (type != Y_MAP)
 		return err_set(e, ERR_INPUT, y->file, line, "%s is %s; expected a mapping", path,
 			       yname(type));
+	if (yaml_dups(y, n, path, e))
+		return e->code;
 	*out = n;
 	return 0;
 }

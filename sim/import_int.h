@@ -14,6 +14,19 @@
 
 #include "import.h"
 
+/* Bounds on what an imported file may hold, so that no file within
+ * CFG_MAX_FILE keeps the importers busy (the configs read here are a few dozen
+ * fields, no alias and a few levels deep): fields in one mapping or object
+ * that is read, YAML aliases (*name) per document, levels of nesting (YAML with
+ * aliases expanded; JSON, where cJSON's own limit is 1000), and YAML nodes
+ * with aliases expanded (a "billion laughs" of 670 bytes expands to 10^9).
+ * Only the mappings the importers read are checked for duplicate keys; the
+ * values of keys they do not read are never walked. */
+#define IMP_MAX_FIELDS 1024
+#define IMP_MAX_ALIASES 64
+#define IMP_MAX_DEPTH 32
+#define IMP_MAX_NODES 100000
+
 /* How a field was found. */
 enum { IMP_ABSENT, IMP_VALUE, IMP_AUTO };
 

@@ -24,8 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "units.h"
+
 #define EPS 1e-6              /* s: times closer than this are equal */
-#define MAX_STRETCH 1000.0    /* a run longer than this x its work never finishes */
 #define REPAIR_SLACK 4096     /* nodes in repair beyond the spares */
 
 enum { EV_JOB, EV_WRITE, EV_END, EV_EXP, EV_REPAIR, EV_WEIBULL, EV_MAX = EV_WEIBULL + FAIL_MAX };
@@ -519,17 +520,22 @@ static int run_trial(struct job_sim *w, int64_t trial, struct err *e)
 {
 	const struct job_params *p = w->p;
 	struct trial *r = &w->r;
-	double limit = p->work > 0 ? MAX_STRETCH * p->work : INFINITY;
+	double limit = p->work > 0 ? JOB_MAX_STRETCH * p->work : INFINITY;
+	char b[4][32];
 	int ev;
 
 	start(w, trial);
 	while (r->st != ST_DONE && (ev = evq_next(&w->q)) >= 0) {
 		r->t = w->q.t[ev];
-		if (r->t > limit)
-			return err_set(e, ERR_INPUT, NULL, 0, "the job does not finish: after %.0f times its "
-				       "failure-free time it has kept %.1f%% of its training (failures or repairs "
-				       "outpace it: add spare nodes, checkpoint more often, or shorten restarts)",
-				       MAX_STRETCH, 100 * r->p_saved / p->work);
+		if (r->t > limit)  /* it would finish, but at an ETTR below 1 / JOB_MAX_STRETCH */
+			return err_set(e, ERR_INPUT, NULL, 0, "the job makes almost no progress: a run had kept "
+				       "only %.1f%% of its %s of training after %s, %.0f times as long (ETTR below "
+				       "%.1f%%); failures (one every %s) outpace restarts (%s) and waits for "
+				       "repairs: add spare nodes, shorten restarts, or use fewer nodes",
+				       100 * r->p_saved / p->work, units_format(b[0], 32, p->work, UNIT_TIME),
+				       units_format(b[1], 32, r->t, UNIT_TIME), JOB_MAX_STRETCH,
+				       100 / JOB_MAX_STRETCH, units_format(b[2], 32, job_mtbf(p), UNIT_TIME),
+				       units_format(b[3], 32, p->restart, UNIT_TIME));
 		switch (ev) {
 		case EV_JOB: job_event(w, r); break;
 		case EV_WRITE: evq_clear(&w->q, EV_WRITE); write_end(w, r); break;
@@ -599,6 +605,8 @@ int job_sim_run(struct job_sim *w, const struct job_params *p, int quantiles, st
 		return err_set(e, ERR_SYSTEM, NULL, 0, "internal: job workspace or interval does not fit the parameters");
 	setup(w, p);
 	for (k = 0; k < p->trials; k++) {
+		if (p->tick)
+			p->tick(p->tick_ctx, k);
 		rc = run_trial(w, k, e);
 		if (rc)
 			return rc;

@@ -72,6 +72,8 @@ struct job_params {
 	int64_t trials;
 	uint64_t seed;
 	int no_skip;          /* 1: simulate every checkpoint as events (tests) */
+	void (*tick)(void *ctx, int64_t trial); /* called before each trial (progress); NULL: none */
+	void *tick_ctx;
 	int n;
 	struct job_component c[FAIL_MAX];
 };
@@ -94,6 +96,10 @@ struct job_stats {
 	double by_comp[FAIL_MAX]; /* interruptions per run by component */
 };
 
+/* A run that lasts more than JOB_MAX_STRETCH times its failure-free work is
+ * given up (ETTR below 0.1%): failures outpace restarts and checkpoints. */
+#define JOB_MAX_STRETCH 1000.0
+
 struct job_sim;
 
 /* A workspace for p's trials (generators, repair queue, per-trial results):
@@ -102,7 +108,8 @@ int job_sim_new(struct job_sim **w, const struct job_params *p, struct err *e);
 void job_sim_free(struct job_sim *w);
 
 /* Runs p->trials trials of p into st (quantiles: also the 2.5/97.5% ones).
- * Errors: a job that never finishes, more nodes in repair than the queue holds. */
+ * Errors: a run past JOB_MAX_STRETCH times its work, more nodes in repair than
+ * the queue holds. */
 int job_sim_run(struct job_sim *w, const struct job_params *p, int quantiles, struct job_stats *st,
 		struct err *e);
 

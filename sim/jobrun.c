@@ -10,10 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "progress.h"
 #include "units.h"
 
 #define PLOT_POINTS 25
 #define PLOT_TRIALS 200       /* per point at most: the plot shows the shape */
+#define PLOT_WORK 2e5         /* per point at most, as JOBRUN_SEARCH_WORK */
 
 static int line_of(const struct scenario *s, const char *section, const char *key)
 {
@@ -122,6 +124,151 @@ int jobrun_params(const struct scenario *s, const struct prediction *pr, int mod
 	return 0;
 }
 
+/* ---- bounding the work (jobrun.h) ---------------------------------------- */
+
+struct bound {
+	double wall;          /* s, expected wall time of a run */
+	double rate;          /* interruptions per s of busy time, planned ones too */
+	double per_run;       /* expected interruptions of a run */
+	double interval;      /* s, the interval estimated at */
+};
+
+/* The interval a run is estimated at: the scenario's, else Daly's for the
+ * blocking cost (not below an async write) in whole steps, as the search ends. */
+static double estimate_interval(const struct job_params *p, double step)
+{
+	double m = job_mtbf(p), tau;
+
+	if (p->interval > 0)
+		return p->interval;
+	tau = m < INFINITY ? job_daly(p->block, m) : p->work > 0 ? p->work : p->window;
+	if (tau < p->background)
+		tau = p->background;
+	return in_steps(tau, step, 0);
+}
+
+static void estimate(const struct job_params *p, double step, struct bound *x)
+{
+	double m = job_mtbf(p);
+	int i;
+
+	x->interval = estimate_interval(p, step);
+	x->rate = 0;
+	for (i = 0; i < p->n; i++)
+		x->rate += p->c[i].rate;
+	if (p->work <= 0)
+		x->wall = p->window;
+	else if (m < INFINITY)
+		x->wall = job_daly_wall(p->work, x->interval, p->block, p->restart, m);
+	else
+		x->wall = p->work;
+	x->per_run = x->rate * x->wall;
+}
+
+static const char *length_key(const struct scenario *s)
+{
+	return s->s.job.train_tokens > 0 ? "train_tokens" : s->s.job.steps > 0 ? "steps" : "wall_days";
+}
+
+static int hopeless(const struct scenario *s, const struct job_params *p, double step,
+		    const struct bound *x, struct err *e)
+{
+	char b[5][32];
+	/* a step longer than the MTBF is the cause when it is: name it */
+	int line = s->s.job.step_time > 0 && step > job_mtbf(p) ? line_of(s, "job", "step_time")
+		: line_of(s, "failures", "catalog");
+
+	return err_set(e, ERR_INPUT, s->file, line,
+		       "the job cannot keep up with its failures: one every %s (the job's MTBF), restarts of %s "
+		       "and checkpoints every %s of training (steps of %s) give an expected wall time (Daly "
+		       "2006) more than %.0f times its %s of training, an ETTR below %.1f%%: add spare nodes, "
+		       "shorten restarts or steps, or use fewer nodes",
+		       units_format(b[0], 32, job_mtbf(p), UNIT_TIME), units_format(b[1], 32, p->restart, UNIT_TIME),
+		       units_format(b[2], 32, x->interval, UNIT_TIME), units_format(b[3], 32, step, UNIT_TIME),
+		       JOB_MAX_STRETCH, units_format(b[4], 32, p->work, UNIT_TIME), 100 / JOB_MAX_STRETCH);
+}
+
+/* Rejects a job whose simulation would not end in useful time (jobrun.h). */
+static int bound(const struct scenario *s, const struct job_params *p, double step, struct bound *x,
+		 struct err *e)
+{
+	char b[2][32];
+	double most;
+
+	estimate(p, step, x);
+	if (p->work > 0 && !(x->wall <= JOB_MAX_STRETCH * p->work))
+		return hopeless(s, p, step, x, e);
+	if (x->per_run > JOBRUN_MAX_PER_RUN)
+		return err_set(e, ERR_INPUT, s->file, line_of(s, "job", length_key(s)),
+			       "[job] %s: one run of this job meets about %.3g interruptions (%s at one every %s); "
+			       "the job model simulates at most %.0e per run: shorten the job",
+			       length_key(s), x->per_run, units_format(b[0], 32, x->wall, UNIT_TIME),
+			       units_format(b[1], 32, 1 / x->rate, UNIT_TIME), JOBRUN_MAX_PER_RUN);
+	if ((double)p->trials * (x->per_run + JOBRUN_TRIAL_COST) > JOBRUN_MAX_WORK) {
+		most = floor(JOBRUN_MAX_WORK / (x->per_run + JOBRUN_TRIAL_COST));
+		return err_set(e, ERR_INPUT, s->file, line_of(s, "failures", "trials"),
+			       "[failures] trials = %lld: %lld runs of about %.3g interruptions each are more than the "
+			       "job model simulates in one go (%.0e trial-interruptions, about a minute): use at "
+			       "most %.0f trials", (long long)p->trials, (long long)p->trials, x->per_run,
+			       JOBRUN_MAX_WORK, most);
+	}
+	return 0;
+}
+
+/* Trials per interval of the auto search (jobrun.h). */
+static int64_t search_trials(const struct job_params *p, const struct bound *x)
+{
+	double n = floor(JOBRUN_SEARCH_WORK / (x->per_run + JOBRUN_TRIAL_COST));
+
+	if (n > JOBRUN_SEARCH_TRIALS)
+		n = JOBRUN_SEARCH_TRIALS;
+	if (n > (double)p->trials)
+		n = (double)p->trials;
+	return n < 1 ? 1 : (int64_t)n;
+}
+
+/* Progress over every trial of a prediction: the search's and the final run's. */
+struct ticker {
+	struct progress pr;
+	double base, done, total;
+};
+
+static void tick(void *ctx, int64_t k)
+{
+	struct ticker *t = ctx;
+
+	if (k == 0)
+		t->base = t->done;
+	t->done = t->base + (double)k;
+	if (t->done > t->total)
+		t->total = t->done;
+	if ((k & 63) == 0)
+		progress_show(&t->pr, t->done, t->total, "trials", "(job model)");
+}
+
+/* Progress of about total trials, shown after a second (progress.h). */
+static void ticker_start(struct ticker *t, double total)
+{
+	memset(t, 0, sizeof *t);
+	progress_start(&t->pr, 1, 1.0);
+	t->total = total;
+}
+
+/* An error of the simulation itself (job.c knows no file) placed in the
+ * scenario's [failures]. */
+static int located(const struct scenario *s, int rc, struct err *e)
+{
+	struct err l = {0};
+
+	if (rc != ERR_INPUT || strncmp(e->msg, s->file, strlen(s->file)) == 0)
+		return rc;
+	err_set(&l, rc, s->file, line_of(s, "failures", "catalog"), "%s", e->msg);
+	*e = l;
+	return rc;
+}
+
+/* ---- the prediction -------------------------------------------------------- */
+
 __attribute__((format(printf, 2, 3)))
 static void warn(struct job_result *j, const char *fmt, ...)
 {
@@ -205,31 +352,48 @@ static void fill(const struct scenario *s, const struct job_params *p, const str
 
 int jobrun_predict(const struct scenario *s, struct prediction *pr, struct err *e)
 {
-	struct job_params p;
+	struct job_params p, q;
 	struct ckpt_cost c;
 	struct job_stats st;
 	struct job_sim *w = NULL;
 	struct job_result *j = &pr->job;
+	struct bound x;
+	struct ticker t;
 	double step, best;
 	char b[2][32];
 	int rc, is_auto;
 
 	memset(j, 0, sizeof *j);
+	if (s->s.job.step_time <= 0 && pr->step.valid && !pr->step.timed) {
+		j->not_run = 1;  /* no step time: the configuration does not fit in memory */
+		return 0;
+	}
 	rc = jobrun_params(s, pr, s->s.checkpoint.mode, &p, &c, &step, e);
 	if (!rc)
-		rc = job_sim_new(&w, &p, e);
+		rc = bound(s, &p, step, &x, e);
+	if (rc)
+		return rc;
 	is_auto = p.interval <= 0;
+	q = p;
+	q.trials = search_trials(&p, &x);
+	ticker_start(&t, (double)p.trials + (is_auto ? 13.0 * (double)q.trials : 0));
+	p.tick = q.tick = tick;
+	p.tick_ctx = q.tick_ctx = &t;
+	rc = job_sim_new(&w, &p, e);
 	if (!rc && is_auto) {
-		rc = job_optimize(w, &p, &best, e);
+		rc = job_optimize(w, &q, &best, e);
 		p.interval = in_steps(best, step, 0);
 	}
 	if (!rc)
 		rc = job_sim_run(w, &p, 1, &st, e);
+	progress_end(&t.pr);
 	job_sim_free(w);
 	if (rc)
-		return rc;
+		return located(s, rc, e);
 	fill(s, &p, &c, &st, step, j);
 	j->interval_auto = is_auto;
+	j->search_trials = is_auto ? q.trials : 0;
+	j->expected_interruptions = x.per_run;
 	if (!is_auto && p.background > p.interval)
 		warn(j, "checkpoints every %s of training are closer than the background write (%s): "
 		     "training waits for each write", units_format(b[0], 32, p.interval, UNIT_TIME),
@@ -242,9 +406,30 @@ int jobrun_predict(const struct scenario *s, struct prediction *pr, struct err *
 
 /* ---- the plot ---------------------------------------------------------- */
 
-/* ETTR at n intervals taus for mode; into ettr. */
+/* Trials per point of the plot: PLOT_TRIALS at most, and PLOT_WORK. */
+static int plot_trials(const struct scenario *s, const struct prediction *pr, int64_t *n, struct err *e)
+{
+	struct job_params p;
+	struct ckpt_cost c;
+	struct bound x;
+	double step, k;
+	int rc = jobrun_params(s, pr, s->s.checkpoint.mode, &p, &c, &step, e);
+
+	if (rc)
+		return rc;
+	estimate(&p, step, &x);
+	k = floor(PLOT_WORK / (x.per_run + JOBRUN_TRIAL_COST));
+	if (k > PLOT_TRIALS)
+		k = PLOT_TRIALS;
+	if (k > (double)p.trials)
+		k = (double)p.trials;
+	*n = k < 1 ? 1 : (int64_t)k;
+	return 0;
+}
+
+/* ETTR at n intervals taus for mode with trials trials each; into ettr. */
 static int sweep(const struct scenario *s, const struct prediction *pr, int mode, const double *taus,
-		 int n, double *ettr, struct err *e)
+		 int n, int64_t trials, double *ettr, struct ticker *t, struct err *e)
 {
 	struct job_params p;
 	struct ckpt_cost c;
@@ -254,8 +439,9 @@ static int sweep(const struct scenario *s, const struct prediction *pr, int mode
 	int rc, i;
 
 	rc = jobrun_params(s, pr, mode, &p, &c, &step, e);
-	if (p.trials > PLOT_TRIALS)
-		p.trials = PLOT_TRIALS;
+	p.trials = trials;
+	p.tick = tick;
+	p.tick_ctx = t;
 	if (!rc)
 		rc = job_sim_new(&w, &p, e);
 	for (i = 0; i < n && !rc; i++) {
@@ -300,14 +486,14 @@ static int grid(const struct scenario *s, const struct prediction *pr, double *t
 }
 
 static void script(FILE *g, const struct scenario *s, const struct prediction *pr, const char *out,
-		   const double *taus, const double *es, const double *ea, int trials)
+		   const double *taus, const double *es, const double *ea, int64_t trials)
 {
 	int i;
 
 	fprintf(g, "set terminal pngcairo size 960,600 font 'sans,10'\n");
 	fprintf(g, "set output '%s'\n", out);
-	fprintf(g, "set title \"%s on %lld x %s: ETTR against checkpoint interval (%d trials per point)\" noenhanced\n",
-		s->model.name, (long long)s->world, s->gpu.name, trials);
+	fprintf(g, "set title \"%s on %lld x %s: ETTR against checkpoint interval (%lld trials per point)\" noenhanced\n",
+		s->model.name, (long long)s->world, s->gpu.name, (long long)trials);
 	fprintf(g, "set logscale x\nset grid\nset key bottom center\n");
 	fprintf(g, "set xlabel 'checkpoint interval (minutes of training)'\nset ylabel 'ETTR (%%)'\n");
 	fprintf(g, "set arrow from %g, graph 0 to %g, graph 1 nohead dt 2 lc rgb 'gray40'\n",
@@ -330,18 +516,27 @@ int jobrun_plot(const struct scenario *s, const struct prediction *pr, const cha
 {
 	double taus[PLOT_POINTS], es[PLOT_POINTS], ea[PLOT_POINTS];
 	char tmp[4096];
+	struct ticker t;
+	int64_t trials = 0;
 	FILE *g;
-	int rc, status, trials = (int)(s->s.failures.trials < PLOT_TRIALS ? s->s.failures.trials : PLOT_TRIALS);
+	int rc, status;
 
+	if (pr->job.not_run)
+		return err_set(e, ERR_INPUT, s->file, 0, "--plot: the job was not simulated (the configuration does "
+			       "not fit in memory, so it has no step time; set [job] step_time)");
 	if (!pr->job.valid)
 		return err_set(e, ERR_INPUT, s->file, 0, "--plot needs a [failures] section (the job simulation)");
 	if (strpbrk(png, "'\"\n\\") || strlen(png) + 8 > sizeof tmp)
 		return err_set(e, ERR_INPUT, "--plot", 0, "'%s': the path may not contain quotes, backslashes or newlines", png);
 	rc = grid(s, pr, taus, e);
 	if (!rc)
-		rc = sweep(s, pr, CKPT_SYNC, taus, PLOT_POINTS, es, e);
+		rc = plot_trials(s, pr, &trials, e);
+	ticker_start(&t, 2.0 * PLOT_POINTS * (double)trials);
 	if (!rc)
-		rc = sweep(s, pr, CKPT_ASYNC, taus, PLOT_POINTS, ea, e);
+		rc = sweep(s, pr, CKPT_SYNC, taus, PLOT_POINTS, trials, es, &t, e);
+	if (!rc)
+		rc = sweep(s, pr, CKPT_ASYNC, taus, PLOT_POINTS, trials, ea, &t, e);
+	progress_end(&t.pr);
 	if (rc)
 		return rc;
 	snprintf(tmp, sizeof tmp, "%s.tmp", png);

@@ -639,7 +639,7 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 		p->emu->max[0] = p->emu->max[1] = -1;
 	}
 	p->batch_mult = s->dp * t->grad_accum;
-	if (t->strategy == STRAT_DP && s->world > 1) {
+	if (s->plan.mech == MECH_DP && s->world > 1) {
 		p->ntapes = 2;
 		rc = memwalk_build(&p->tape[0], ROLE_DP_MASTER, s, g, pf, &host, p->scripts, e);
 		if (!rc)
@@ -708,14 +708,6 @@ const char *mem_phase_name(int phase)
 
 /* ---- predict.c's entry --------------------------------------------------------------- */
 
-static int load_profile(const struct scenario *s, struct fw_profile *pf, struct err *e)
-{
-	const char *name = scenario_enum_name("training", "framework", s->s.training.framework);
-	int k = cfg_index(scenario_keys(), "training", "framework");
-
-	return profile_load(name, pf, s->file, k >= 0 ? s->line[k] : 0, e);
-}
-
 static void fill_result(const struct mem_plan *p, const struct graph *g, const struct mem_detail *d,
 			int t, struct mem_result *r)
 {
@@ -755,7 +747,7 @@ int mem_predict(const struct scenario *s, const struct graph *g, struct predicti
 	int rc, bind = 0, t = 0;
 	int64_t b;
 
-	rc = load_profile(s, &pf, e);
+	rc = plan_profile_load(s, &pf, e);
 	if (rc)
 		return rc;
 	rc = mem_plan_build(&p, s, g, &pf, e);
@@ -828,7 +820,7 @@ int mem_timeline_csv(const struct scenario *s, const struct graph *g, int64_t b,
 	FILE *f;
 	int rc, t = 0;
 
-	rc = load_profile(s, &pf, e);
+	rc = plan_profile_load(s, &pf, e);
 	if (rc)
 		return rc;
 	rc = mem_plan_build(&p, s, g, &pf, e);

@@ -48,6 +48,8 @@
  *     allocated. A shard of U elements over N ranks is ceil(U / N) elements; a
  *     gathered unit is N x ceil(U / N) elements. Offloaded states are not
  *     allocated on the device (their bytes are reported as host memory).
+ *  (S4-S5's lifetimes are computed once, by sim/life.c, for the walk and the
+ *  runtime alike.)
  *  S4 Activations: the GRAPH_SHARDCAST graph, tensor bytes = elems x dsize x
  *     micro_batch (token ids: int64). At the start of each micro-step the ids
  *     tensors are allocated (encoder ids first).
@@ -86,7 +88,8 @@
  *              params, master, optimizer states and grads, summed into the
  *              flat buffers of S3. N is the data-parallel degree, or for
  *              hybrid_shard(_zero2) the ranks of a node (gpus_per_node /
- *              tensor_parallel) when that is smaller. A unit is gathered (one
+ *              tensor_parallel, at least 1) when that is smaller (plan.h
+ *              shard_n, the one rule of every model). A unit is gathered (one
  *              buffer of the gathered size) before its first op in forward and
  *              freed after its last op (full_shard, hybrid_shard, zero3) or kept
  *              to the end of its backward (shard_grad_op, hybrid_shard_zero2).

@@ -99,14 +99,11 @@ static void per_tensor_free(struct wk *w, int cat, int what, int bpe, int copies
 	}
 }
 
-/* Optimizer state bytes per parameter and how many tensors they are. */
+/* Optimizer state bytes per parameter of each state tensor, and how many there are. */
 static void opt_layout(const struct wk *w, int *bytes, int *copies)
 {
-	switch (w->s->s.training.optimizer) {
-	case OPT_SGD: *bytes = 0; *copies = 0; return;
-	case OPT_SGD_MOMENTUM: *bytes = 4; *copies = 1; return;
-	default: *bytes = 4; *copies = 2; return;  /* exp_avg, exp_avg_sq */
-	}
+	*copies = w->pl->opt_tensors;
+	*bytes = *copies ? w->pl->opt_state_bytes / *copies : 0;
 }
 
 /* Which temporaries torch.optim's Adam/AdamW step allocates (torch/optim/adam.py,
@@ -123,25 +120,11 @@ static int opt_temp_kind(const struct wk *w)
 	int bytes, copies;
 
 	opt_layout(w, &bytes, &copies);
-	if (copies != 2 || w->s->opt_impl == OPTI_FUSED)
+	if (copies != 2 || w->pl->opt_impl == OPTI_FUSED)
 		return OPTI_DEFAULT;
-	if (w->s->opt_impl == OPTI_FOREACH && w->pf->adam_step_temp <= 0)
+	if (w->pl->opt_impl == OPTI_FOREACH && w->pf->adam_step_temp <= 0)
 		return OPTI_DEFAULT;
-	return w->s->opt_impl;
-}
-
-static int comms(const struct wk *w)
-{
-	const struct scenario *s = w->s;
-	const struct scn_training *t = &s->s.training;
-	int n = 0;
-
-	if (w->strat == STRAT_DP)
-		n = s->world > 1;
-	else if (w->strat != STRAT_SINGLE && s->dp > 1)
-		n = 1 + (w->strat == STRAT_FSDP && s->s.cluster.nodes > 1 &&
-			 (t->fsdp_sharding == SHARD_HYBRID || t->fsdp_sharding == SHARD_HYBRID_ZERO2));
-	return n + (t->tensor_parallel > 1);
+	return w->pl->opt_impl;
 }
 
 static void overhead(struct wk *w)
@@ -156,7 +139,7 @@ static void overhead(struct wk *w)
 	for (k = 0; k < pf->cublas_handles; k++)
 		alloc(w, MEM_OVERHEAD, W_CUBLAS, -1, ws);
 	memwalk_event(w, +1, MEM_OVERHEAD, W_NCCL, -1,
-	   (int64_t)(comms(w) * pf->nccl_channels * pf->nccl_connections * pf->nccl_buffer), 0, 0);
+	   (int64_t)(w->pl->nccl_comms * pf->nccl_channels * pf->nccl_connections * pf->nccl_buffer), 0, 0);
 }
 
 /* ---- wrap units (FSDP, shardcast zero3) -------------------------------------- */
@@ -248,7 +231,7 @@ static void size_wrap_stacks(struct wk *w, int64_t min)
 			if (g->ops[g->block_first[b]].stack == st) {
 				if (first < 0)
 					first = g->block_first[b];
-				last = block_last(g, b);
+				last = life_block_last(g, b);
 			}
 		if (first < 0)
 			continue;
@@ -271,12 +254,12 @@ static int unit_index(struct wk *w)
 		return -1;
 	for (u = 0; u < w->nu; u++)
 		key[u] = w->u[u].first;
-	w->ufirst = memwalk_csr(key, w->nu, w->g->nops, &w->ufoff);
+	w->ufirst = life_csr(key, w->nu, w->g->nops, &w->ufoff);
 	for (u = 0; u < w->nu; u++)
 		key[u] = w->u[u].last;
-	w->ulast = memwalk_csr(key, w->nu, w->g->nops, &w->uloff);
+	w->ulast = life_csr(key, w->nu, w->g->nops, &w->uloff);
 	free(key);
-	w->uops = memwalk_csr(w->uown, w->g->nops, w->nu, &w->uooff);
+	w->uops = life_csr(w->uown, w->g->nops, w->nu, &w->uooff);
 	return w->ufirst && w->ulast && w->uops ? 0 : -1;
 }
 
@@ -292,15 +275,15 @@ static int build_units(struct wk *w, int policy)
 		w->uown[i] = -1;
 	root = add_unit(w, 0, g->nops - 1, 1);
 	for (b = 0; b < g->nblocks && policy != WRAP_NONE; b++) {
-		int first = g->block_first[b], last = block_last(g, b), u;
+		int first = g->block_first[b], last = life_block_last(g, b), u;
 		if (policy == WRAP_SIZE) {
-			size_wrap_block(w, first, last, (int64_t)w->s->s.training.fsdp_min_num_params);
+			size_wrap_block(w, first, last, (int64_t)w->pl->wrap_min_params);
 		} else if ((u = add_unit(w, first, last, 0)) >= 0) {
 			w->u[u].elems = claim(w, u, first, last);
 		}
 	}
 	if (policy == WRAP_SIZE)
-		size_wrap_stacks(w, (int64_t)w->s->s.training.fsdp_min_num_params);
+		size_wrap_stacks(w, (int64_t)w->pl->wrap_min_params);
 	if (root >= 0)
 		w->u[root].elems = claim(w, root, 0, g->nops - 1);
 	w->ul = calloc((size_t)w->nu + 1, 1);
@@ -710,13 +693,11 @@ static void zero3_replay_fetch(struct wk *w, int i, int last)
 static void zero3_setup(struct wk *w)
 {
 	int i, bytes, copies;
-	int64_t own = 0, pers = 0, sh;
+	int64_t own = 0, sh;
 
 	opt_layout(w, &bytes, &copies);
-	for (i = 0; i < w->g->nops; i++) {
+	for (i = 0; i < w->g->nops; i++)
 		own += w->G[i] - (w->g->ops[i].tied && w->G[i] > 0 ? w->table : 0);
-		pers += w->pers[i];
-	}
 	sh = shard(w, own);
 	if (w->offload == OFFLOAD_OPTIMIZER_AND_PARAMS)
 		w->host += (double)sh * w->wp;
@@ -859,7 +840,7 @@ static void ddp_buckets(struct wk *w, int sign, int cat)
 
 static int bucket_view(const struct wk *w)
 {
-	return w->strat == STRAT_DDP && w->s->s.training.ddp_gradient_as_bucket_view;
+	return w->pl->ddp_bucket_view;
 }
 
 static void repl_setup(struct wk *w)
@@ -872,7 +853,7 @@ static void repl_setup(struct wk *w)
 		per_tensor_states(w, MEM_OPTIM, W_OPT_STATES, bytes, copies);
 		if (w->keep_grads && !bucket_view(w))
 			per_tensor_states(w, MEM_GRADS, W_GRADS, w->wg, 1);
-		if (w->strat == STRAT_DDP)
+		if (w->pl->reduce == REDUCE_DDP)
 			ddp_buckets(w, +1, bucket_view(w) ? MEM_GRADS : MEM_BUFFERS);
 		return;
 	}
@@ -880,7 +861,7 @@ static void repl_setup(struct wk *w)
 	alloc(w, MEM_OPTIM, W_MASTER, -1, w->P * w->wm);
 	alloc(w, MEM_OPTIM, W_OPT_STATES, -1, w->P * bytes * copies);
 	alloc(w, MEM_GRADS, W_GRADS, -1, w->P * w->wg);
-	if (w->strat == STRAT_DDP && !bucket_view(w))
+	if (w->pl->reduce == REDUCE_DDP && !bucket_view(w))
 		alloc(w, MEM_BUFFERS, W_BUCKET, -1, w->P * w->wg);
 }
 
@@ -903,6 +884,7 @@ static void dp_setup(struct wk *w)
 		return;
 	opt_layout(w, &bytes, &copies);
 	per_tensor_states(w, MEM_PARAMS, W_PARAMS, w->wp, 1);
+	per_tensor_states(w, MEM_OPTIM, W_MASTER, w->wm, 1);  /* 16-bit params' fp32 masters (S2) */
 	per_tensor_states(w, MEM_OPTIM, W_OPT_STATES, bytes, copies);
 	if (w->keep_grads)
 		per_tensor_states(w, MEM_GRADS, W_GRADS, w->wg, 1);
@@ -1139,7 +1121,7 @@ void memstrat_setup(struct wk *w)
 	case MECH_UNITS: units_setup(w); break;
 	case MECH_ZERO3: zero3_setup(w); break;
 	}
-	if (w->s->s.training.precision == PREC_FP16 && w->role != ROLE_DP_REPLICA)
+	if (w->pl->loss_scale && w->role != ROLE_DP_REPLICA)
 		alloc(w, MEM_OPTIM, W_LOSS_SCALE, -1, (int64_t)w->pf->loss_scale_state);
 	if (pt(w) && w->role != ROLE_DP_REPLICA)  /* the module's non-parameter buffers */
 		alloc(w, MEM_PARAMS, W_PARAMS, -1, (int64_t)w->g->buffer_bytes);
@@ -1159,91 +1141,49 @@ void memstrat_step(struct wk *w)
 
 /* ---- configuration ----------------------------------------------------------- */
 
-static int choose_mech(const struct wk *w)
-{
-	switch (w->strat) {
-	case STRAT_DP: return MECH_DP;
-	case STRAT_SINGLE:
-	case STRAT_DDP: return w->fw == FW_DEEPSPEED ? MECH_ZERO12 : MECH_REPL;
-	case STRAT_ZERO1:
-	case STRAT_ZERO2: return MECH_ZERO12;
-	case STRAT_ZERO3: return w->fw == FW_SHARDCAST ? MECH_UNITS : MECH_ZERO3;
-	default: return MECH_UNITS;
-	}
-}
-
-/* Shard group, resharding and prefetch of the units (FSDP or shardcast zero3). */
+/* Resharding, prefetch and the dtypes of the units (FSDP or shardcast zero3). */
 static int configure_units(struct wk *w)
 {
-	const struct scenario *s = w->s;
-	const struct scn_training *t = &s->s.training;
-	int sh = w->strat == STRAT_FSDP ? t->fsdp_sharding : SHARD_FULL;
-	int64_t per_node = s->s.cluster.gpus_per_node / t->tensor_parallel;
+	const struct plan *p = w->pl;
 
-	w->N = s->dp;
-	if (sh == SHARD_NONE)
-		w->N = 1;
-	else if ((sh == SHARD_HYBRID || sh == SHARD_HYBRID_ZERO2) && per_node >= 1 && per_node < s->dp)
-		w->N = per_node;  /* shard inside a node, replicate across nodes */
-	w->reshard_fwd = sh == SHARD_FULL || sh == SHARD_HYBRID;
-	if (w->strat == STRAT_FSDP) {
-		w->fwd_prefetch = t->fsdp_forward_prefetch;
-		w->bwd_prefetch = t->fsdp_backward_prefetch;
-	} else {
-		w->bwd_prefetch = PREFETCH_NONE;
-	}
-	if (pt(w)) {
-		w->wgat = sh == SHARD_NONE && !w->mixed ? 0 : (w->mixed ? 2 : 4);
-		w->wug = w->mixed ? 2 : 4;
-		w->wsg = w->offload ? 0 : 4;
-		w->wrs = w->wug;
-		w->wstage = w->offload ? 4 : 0;
-		w->wmp = w->mixed && sh != SHARD_NONE ? 2 : 0;
-	} else {
-		w->wgat = sh == SHARD_NONE ? 0 : w->wp;
-		w->wug = sh == SHARD_NONE ? 0 : w->wg;
-		w->wstage = w->offload == OFFLOAD_OPTIMIZER_AND_PARAMS ? w->wp : 0;
-	}
-	return build_units(w, w->strat == STRAT_FSDP ? t->fsdp_wrap : WRAP_TRANSFORMER);
+	w->reshard_fwd = p->reshard_fwd;
+	w->fwd_prefetch = p->fwd_prefetch;
+	w->bwd_prefetch = p->bwd_prefetch;
+	w->wgat = p->w.gathered;
+	w->wug = p->w.unsharded_grad;
+	w->wsg = p->w.grad_shard;
+	w->wrs = p->w.reduced;
+	w->wstage = p->w.staging;
+	w->wmp = p->w.gather_src;
+	return build_units(w, p->wrap);
 }
 
 int memstrat_configure(struct wk *w)
 {
 	const struct scenario *s = w->s;
-	const struct scn_training *t = &s->s.training;
+	const struct plan *p = &s->plan;
 	const struct graph *g = w->g;
 	int i;
 
-	w->fw = t->framework;
-	w->strat = t->strategy;
+	w->pl = p;
+	w->mech = p->mech;
 	w->eager = g->o.flavor == GRAPH_EAGER;
-	w->mixed = t->precision == PREC_FP16 || t->precision == PREC_BF16;
-	w->offload = t->offload;
-	w->mech = choose_mech(w);
-	/* optimizer.zero_grad(set_to_none=True) is the default from PyTorch 2.0
-	 * (torch/optim/optimizer.py); 1.13 zeroed the gradients in place */
-	w->keep_grads = w->fw == FW_PYTORCH && t->framework_version == FWV_1_13 &&
-		(w->mech == MECH_REPL || w->mech == MECH_DP);
-	w->zstage = w->strat == STRAT_ZERO2 ? 2 : 1;
-	w->N = w->strat == STRAT_ZERO1 || w->strat == STRAT_ZERO2 || w->strat == STRAT_ZERO3 ? s->dp : 1;
+	w->mixed = p->mixed;
+	w->offload = p->offload;
+	w->zstage = p->zero_stage == 2 ? 2 : 1;
+	w->N = p->shard_n;
+	w->keep_grads = p->zero_grad_keeps;
 	w->ndp = s->world;
 	w->P = (int64_t)g->params_rank;
 	w->owner = -1;
 	for (i = 0; i < g->nops && w->owner < 0; i++)
 		if (g->ops[i].kind == OP_EMBED && g->ops[i].nin == 1 && !g->ops[i].tied)
 			w->owner = i;
-	w->table = s->model.vocab * s->model.hidden / t->tensor_parallel;
-	/* dtypes: PyTorch autocast keeps fp32 weights and grads; DeepSpeed and the
-	 * shardcast runtime hold 16-bit weights and grads with an fp32 master */
-	if (w->fw == FW_PYTORCH && (w->mech == MECH_REPL || w->mech == MECH_DP)) {
-		w->wp = w->wg = 4;
-		w->wcast = w->mixed ? 2 : 0;
-	} else {
-		w->wp = w->wg = w->mixed ? 2 : 4;
-		w->wm = w->fw == FW_SHARDCAST ? (w->mixed ? 4 : 0) : 4;
-	}
-	if (w->mech == MECH_UNITS && pt(w))
-		w->wp = 4;  /* FSDP: the fp32 flat shard is the master */
+	w->table = s->model.vocab * s->model.hidden / s->s.training.tensor_parallel;
+	w->wp = p->w.params;
+	w->wg = p->w.grads;
+	w->wm = p->w.master;
+	w->wcast = p->w.cast;
 	if (w->mech == MECH_UNITS)
 		return configure_units(w);
 	if (w->mech == MECH_ZERO3)

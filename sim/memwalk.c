@@ -161,117 +161,6 @@ static void unref_grad(struct wk *w, int tsr, int op)
 		act(w, -1, W_ACT_GRAD, op, w->bsz[b], MEM_ACT_GRAD);
 }
 
-/* ---- lifetimes: recompute regions and when each tensor is freed -------------- */
-
-int *memwalk_csr(const int *key, int nitems, int nkeys, int **off_out)
-{
-	int *off = calloc((size_t)nkeys + 2, sizeof *off), *items, i, k;
-
-	if (!off)
-		return NULL;
-	for (i = 0; i < nitems; i++)
-		if (key[i] >= 0)
-			off[key[i] + 2]++;
-	for (k = 0; k < nkeys; k++)
-		off[k + 2] += off[k + 1];
-	items = malloc(((size_t)off[nkeys + 1] + 1) * sizeof *items);
-	if (!items) {
-		free(off);
-		return NULL;
-	}
-	for (i = 0; i < nitems; i++)
-		if (key[i] >= 0)
-			items[off[key[i] + 1]++] = i;
-	*off_out = off;  /* items of key k: off[k] .. off[k+1]-1 */
-	return items;
-}
-
-static int regions(struct wk *w)
-{
-	const struct graph *g = w->g;
-	int rc = w->s->s.training.recompute, i, b;
-
-	for (i = 0; i < g->nops; i++)
-		w->reg[i] = -1;
-	w->nreg = 0;
-	if (rc == RECOMPUTE_NONE)
-		return 0;
-	w->rfirst = malloc(((size_t)g->nops + 1) * sizeof *w->rfirst);
-	w->rlast = malloc(((size_t)g->nops + 1) * sizeof *w->rlast);
-	if (!w->rfirst || !w->rlast)
-		return -1;
-	if (rc == RECOMPUTE_FULL) {
-		for (b = 0; b < g->nblocks; b++) {
-			w->rfirst[b] = g->block_first[b];
-			w->rlast[b] = block_last(g, b);
-			for (i = w->rfirst[b]; i <= w->rlast[b]; i++)
-				w->reg[i] = b;
-		}
-		w->nreg = g->nblocks;
-		return 0;
-	}
-	for (i = 0; i < g->nops; i++) {
-		if (!g->ops[i].attn_core)
-			continue;
-		if (i == 0 || !g->ops[i - 1].attn_core)
-			w->rfirst[w->nreg++] = i;
-		w->reg[i] = w->nreg - 1;
-		w->rlast[w->nreg - 1] = i;
-	}
-	return 0;
-}
-
-static void set_min(int *v, int x)
-{
-	if (*v < 0 || x < *v)
-		*v = x;
-}
-
-/* fb (forward copies), rs and lastr (replays), per memory.h S4-S5. */
-static void lifetimes(struct wk *w)
-{
-	const struct graph *g = w->g;
-	int i, k, t, R, pr;
-
-	for (t = 0; t < g->nt; t++) {
-		w->fb[t] = w->rs[t] = -1;
-		w->lastr[t] = g->t[t].producer;
-	}
-	for (i = 0; i < g->nops; i++) {
-		const struct gop *o = &g->ops[i];
-		R = w->reg[i];
-		for (k = 0; k < o->nsaved; k++) {
-			t = o->saved[k];
-			pr = g->t[t].producer;
-			if (R < 0)
-				set_min(&w->fb[t], i);
-			else if (pr < 0 || w->reg[pr] != R)
-				set_min(&w->fb[t], w->rfirst[R]);
-			else
-				set_min(&w->rs[t], i);
-		}
-		for (k = 0; k < o->nin; k++) {
-			t = o->in[k];
-			pr = g->t[t].producer;
-			if (R >= 0 && (pr < 0 || w->reg[pr] != R))
-				set_min(&w->fb[t], w->rfirst[R]);
-			if (R >= 0 && pr >= 0 && w->reg[pr] == R && i > w->lastr[t])
-				w->lastr[t] = i;
-		}
-	}
-}
-
-/* Input k of op o unless it repeats an earlier input. */
-static int distinct_in(const struct gop *o, int k)
-{
-	int j;
-
-	for (j = 0; j < k; j++)
-		if (o->in[j] == o->in[k])
-			return -1;
-	return o->in[k];
-}
-
 /* ---- the walk ---------------------------------------------------------------- */
 
 /* Weight elements an autocast matmul casts (its own, or the tied table). */
@@ -305,7 +194,7 @@ static void cast_free(struct wk *w, int i)
 /* Frees t after op i in forward when this was its last use and nothing keeps it. */
 static void fwd_maybe_free(struct wk *w, int i, int t)
 {
-	if (t >= 0 && w->fl[t] && w->g->t[t].last_fwd_use == i && !kept(w, t) && !w->g->t[t].fwd_held) {
+	if (t >= 0 && w->fl[t] && life_fwd_frees(&w->lf, w->g, i, t)) {
 		act(w, -1, act_what(w, t), i, t, MEM_ACT);
 		w->fl[t] = 0;
 	}
@@ -318,22 +207,20 @@ static void fwd_op(struct wk *w, int i)
 
 	hook(w, H_FWD_PRE, i, 0);
 	cast_alloc(w, i);
-	for (p = w->poff[i]; p < w->poff[i + 1]; p++) {
-		act(w, +1, act_what(w, w->prod[p]), i, w->prod[p], MEM_ACT);
-		w->fl[w->prod[p]] = 1;
+	for (p = w->lf.poff[i]; p < w->lf.poff[i + 1]; p++) {
+		act(w, +1, act_what(w, w->lf.prod[p]), i, w->lf.prod[p], MEM_ACT);
+		w->fl[w->lf.prod[p]] = 1;
 	}
 	for (k = 0; k < o->nin; k++)
-		fwd_maybe_free(w, i, distinct_in(o, k));
-	for (p = w->poff[i]; p < w->poff[i + 1]; p++)
-		fwd_maybe_free(w, i, w->prod[p]);
+		fwd_maybe_free(w, i, life_distinct_in(o, k));
+	for (p = w->lf.poff[i]; p < w->lf.poff[i + 1]; p++)
+		fwd_maybe_free(w, i, w->lf.prod[p]);
 	hook(w, H_FWD_POST, i, 0);
 }
 
-static void replay_free(struct wk *w, int i, int t, int f, int l)
+static void replay_free(struct wk *w, int i, int t)
 {
-	int pr = t >= 0 ? w->g->t[t].producer : -1;
-
-	if (t < 0 || !w->rl[t] || w->rs[t] >= 0 || w->lastr[t] != i || pr < f || pr > l)
+	if (t < 0 || !w->rl[t] || !life_replay_frees(&w->lf, w->g, i, t))
 		return;
 	act(w, -1, W_RECOMPUTE, i, t, MEM_ACT);
 	w->rl[t] = 0;
@@ -342,20 +229,20 @@ static void replay_free(struct wk *w, int i, int t, int f, int l)
 /* Replays region R's forward before its backward (memory.h S5). */
 static void replay(struct wk *w, int R)
 {
-	int f = w->rfirst[R], l = w->rlast[R], i, k, p;
+	int f = w->lf.rfirst[R], l = w->lf.rlast[R], i, k, p;
 
 	for (i = f; i <= l; i++) {
 		const struct gop *o = &w->g->ops[i];
 		hook(w, H_REPLAY_FETCH, i, l);
 		cast_alloc(w, i);
-		for (p = w->poff[i]; p < w->poff[i + 1]; p++) {
-			act(w, +1, W_RECOMPUTE, i, w->prod[p], MEM_ACT);
-			w->rl[w->prod[p]] = 1;
+		for (p = w->lf.poff[i]; p < w->lf.poff[i + 1]; p++) {
+			act(w, +1, W_RECOMPUTE, i, w->lf.prod[p], MEM_ACT);
+			w->rl[w->lf.prod[p]] = 1;
 		}
 		for (k = 0; k < o->nin; k++)
-			replay_free(w, i, distinct_in(o, k), f, l);
-		for (p = w->poff[i]; p < w->poff[i + 1]; p++)
-			replay_free(w, i, w->prod[p], f, l);
+			replay_free(w, i, life_distinct_in(o, k));
+		for (p = w->lf.poff[i]; p < w->lf.poff[i + 1]; p++)
+			replay_free(w, i, w->lf.prod[p]);
 	}
 }
 
@@ -365,7 +252,7 @@ static void input_grads(struct wk *w, int i, int gout)
 	int k, t;
 
 	for (k = 0; k < o->nin; k++) {
-		t = distinct_in(o, k);
+		t = life_distinct_in(o, k);
 		if (t < 0 || w->g->t[t].producer < 0 || w->g->t[t].nograd)
 			continue;
 		if (o->kind == OP_ADD && gout >= 0) {
@@ -389,11 +276,11 @@ static void input_grads(struct wk *w, int i, int gout)
 static void bwd_op(struct wk *w, int i)
 {
 	const struct gop *o = &w->g->ops[i];
-	int R = w->reg[i], gout = o->out >= 0 ? w->gblk[o->out] : -1, p, t;
+	int R = w->lf.reg[i], gout = o->out >= 0 ? w->gblk[o->out] : -1, p, t;
 	int runs = o->kind == OP_LOSS || gout >= 0 || has_param_grads(w, i);
 
 	hook(w, H_BWD_PRE, i, 0);  /* FSDP's pre-backward unshard precedes the recompute */
-	if (R >= 0 && i == w->rlast[R])
+	if (R >= 0 && i == w->lf.rlast[R])
 		replay(w, R);
 	if (runs) {
 		/* a fused kernel's backward workspace, freed when it returns */
@@ -406,15 +293,15 @@ static void bwd_op(struct wk *w, int i)
 	}
 	if (o->out >= 0)
 		unref_grad(w, o->out, i);
-	for (p = w->foff[i]; p < w->foff[i + 1]; p++) {
-		t = w->ffree[p];
+	for (p = w->lf.foff[i]; p < w->lf.foff[i + 1]; p++) {
+		t = w->lf.ffree[p];
 		if (w->fl[t] && !w->g->t[t].held) {
 			act(w, -1, act_what(w, t), i, t, MEM_ACT);
 			w->fl[t] = 0;
 		}
 	}
-	for (p = w->roff[i]; p < w->roff[i + 1]; p++) {
-		t = w->rfree[p];
+	for (p = w->lf.roff[i]; p < w->lf.roff[i + 1]; p++) {
+		t = w->lf.rfree[p];
 		if (w->rl[t]) {
 			act(w, -1, W_RECOMPUTE, i, t, MEM_ACT);
 			w->rl[t] = 0;
@@ -463,10 +350,10 @@ static void micro_step(struct wk *w, int last)
 	 * cache: the copies a recompute region's forward did not save go (the
 	 * recompute casts again, autocast_mode.cpp clear_cache) */
 	for (i = 0; i < g->nops; i++)
-		if (w->reg[i] >= 0)
+		if (w->lf.reg[i] >= 0)
 			cast_free(w, i);
 	for (t = 0; t < g->nt; t++)  /* the forward returns: its output objects go */
-		if (g->t[t].fwd_held && w->fl[t] && !kept(w, t)) {
+		if (g->t[t].fwd_held && w->fl[t] && !life_kept(&w->lf, g, t)) {
 			act(w, -1, act_what(w, t), g->nops - 1, t, MEM_ACT);
 			w->fl[t] = 0;
 		}
@@ -484,41 +371,24 @@ static void micro_step(struct wk *w, int last)
 static int prepare(struct wk *w)
 {
 	const struct graph *g = w->g;
-	int nt = g->nt, no = g->nops, i, *key;
+	int nt = g->nt, i;
 
-	w->fb = malloc((size_t)nt * sizeof *w->fb);
-	w->rs = malloc((size_t)nt * sizeof *w->rs);
-	w->lastr = malloc((size_t)nt * sizeof *w->lastr);
 	w->gblk = malloc((size_t)nt * sizeof *w->gblk);
 	w->fl = calloc((size_t)nt, 1);
 	w->rl = calloc((size_t)nt, 1);
-	w->reg = malloc((size_t)no * sizeof *w->reg);
-	w->castl = calloc((size_t)no, 1);
-	key = calloc((size_t)nt + 1, sizeof *key);
-	if (!w->fb || !w->rs || !w->lastr || !w->gblk || !w->fl || !w->rl || !w->reg ||
-	    !w->castl || !key || regions(w)) {
-		free(key);
+	w->castl = calloc((size_t)g->nops, 1);
+	if (!w->gblk || !w->fl || !w->rl || !w->castl ||
+	    life_build(&w->lf, g, w->s->s.training.recompute))
 		return -1;
-	}
 	for (i = 0; i < nt; i++)
 		w->gblk[i] = -1;
-	lifetimes(w);
-	for (i = 0; i < nt; i++)
-		key[i] = g->t[i].producer;
-	w->prod = memwalk_csr(key, nt, no, &w->poff);
-	for (i = 0; i < nt; i++)
-		key[i] = g->t[i].held ? -1 : w->fb[i];
-	w->ffree = memwalk_csr(key, nt, no, &w->foff);
-	w->rfree = memwalk_csr(w->rs, nt, no, &w->roff);
-	free(key);
-	return !w->prod || !w->ffree || !w->rfree ? -1 : 0;
+	return 0;
 }
 
 static void wk_free(struct wk *w)
 {
-	free(w->fb); free(w->rs); free(w->lastr); free(w->fl); free(w->rl); free(w->gblk);
-	free(w->bsz); free(w->bref); free(w->reg); free(w->rfirst); free(w->rlast);
-	free(w->poff); free(w->prod); free(w->foff); free(w->ffree); free(w->roff); free(w->rfree);
+	life_free(&w->lf);
+	free(w->fl); free(w->rl); free(w->gblk); free(w->bsz); free(w->bref);
 	free(w->pg); free(w->castl); free(w->u); free(w->uown); free(w->ul); free(w->ugl);
 	free(w->usg); free(w->G); free(w->pers); free(w->zl); free(w->after);
 	free(w->ufoff); free(w->ufirst); free(w->uloff); free(w->ulast); free(w->uooff); free(w->uops);

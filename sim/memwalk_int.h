@@ -5,9 +5,8 @@
 #ifndef SHARDCAST_MEMWALK_INT_H
 #define SHARDCAST_MEMWALK_INT_H
 
+#include "life.h"
 #include "memwalk.h"
-
-enum mech { MECH_REPL, MECH_DP, MECH_ZERO12, MECH_UNITS, MECH_ZERO3 };
 
 struct wunit {
 	int first, last;     /* op range */
@@ -19,9 +18,10 @@ struct wk {
 	const struct scenario *s;
 	const struct graph *g;
 	const struct fw_profile *pf;
+	const struct plan *pl;  /* the strategy's plan (s->plan) */
 	struct mem_tape *t;
-	int role, mech, fw, strat, eager, mixed, offload, zstage;
-	int keep_grads;       /* zero_grad keeps .grad allocated (set_to_none=False, PyTorch < 2.0) */
+	int role, mech, eager, mixed, offload, zstage; /* copies of the plan's */
+	int keep_grads;       /* zero_grad keeps .grad allocated (the plan's) */
 	int phase, micro;
 	int nmicro;           /* micro-steps walked (1, or 2 with accumulation) */
 	struct mem_script *rec; /* the script being recorded, NULL none */
@@ -33,10 +33,8 @@ struct wk {
 	int64_t table;        /* elements of the token table (per TP rank) */
 	int owner;            /* op owning the token table, -1 none */
 	int oom;
+	struct life lf;       /* the graph's lifetimes (life.h): regions, keepers, frees */
 	/* per tensor */
-	int *fb;              /* op whose backward frees the forward copy, -1 not kept */
-	int *rs;              /* replay: first saver inside the region, -1 none */
-	int *lastr;           /* replay: last use inside the region */
 	char *fl, *rl;        /* forward copy live, replay copy live */
 	int *gblk;            /* gradient block, -1 none */
 	/* gradient blocks */
@@ -44,11 +42,6 @@ struct wk {
 	int *bref;
 	int nblk, capblk;
 	/* per op */
-	int *reg;             /* recompute region, -1 none */
-	int nreg, *rfirst, *rlast;
-	int *poff, *prod;     /* produced tensors (CSR) */
-	int *foff, *ffree;    /* forward copies freed at the op's backward (CSR) */
-	int *roff, *rfree;    /* replay copies freed at the op's backward (CSR) */
 	char *pg;             /* (nops x 3) per-tensor gradient allocated */
 	char *castl;          /* autocast weight copy live */
 	/* units (MECH_UNITS) and per-op fetch (MECH_ZERO3) */
@@ -98,11 +91,6 @@ static inline void memwalk_event(struct wk *w, int sign, int cat, int what, int 
 		memwalk_record(w, &t->ev[t->n - 1]);
 }
 
-/* Items 0..nitems-1 grouped by key (keys < 0 left out), ascending within a
- * key: those of key k are items[off[k] .. off[k+1]-1]. Returns the malloc'd
- * items and sets *off_out (malloc'd), or NULL when out of memory. */
-int *memwalk_csr(const int *key, int nitems, int nkeys, int **off_out);
-
 static inline int64_t cdiv(int64_t a, int64_t b)
 {
 	return b > 0 ? (a + b - 1) / b : a;
@@ -132,18 +120,9 @@ static inline void act(struct wk *w, int sign, int what, int op, int tsr, int ca
 		memwalk_event(w, sign, cat, what, op, 0, tbytes(w, tsr), 1);
 }
 
-static inline int block_last(const struct graph *g, int b)
-{
-	int i = g->block_first[b];
-
-	while (i + 1 < g->nops && g->ops[i + 1].unit == b + 1)
-		i++;
-	return i;
-}
-
 static inline int kept(const struct wk *w, int t)
 {
-	return w->fb[t] >= 0 || w->g->t[t].held;
+	return life_kept(&w->lf, w->g, t);
 }
 
 static inline int act_what(const struct wk *w, int t)
@@ -158,9 +137,11 @@ static inline int64_t shard(const struct wk *w, int64_t n)
 	return cdiv(n, w->N);
 }
 
+/* PyTorch's or DeepSpeed's engine (per-tensor autograd gradients, their
+ * buffers), not the shardcast runtime's flat buffers. */
 static inline int pt(const struct wk *w)
 {
-	return w->fw != FW_SHARDCAST;
+	return w->pl->engine != FW_SHARDCAST;
 }
 
 static inline int has_param_grads(const struct wk *w, int i)

@@ -19,18 +19,14 @@ int predict_graph_opts(const struct scenario *s, struct graph_opts *o)
 	o->target_len = s->target_len;
 	o->dropout = s->dropout;
 	o->tp = (int)t->tensor_parallel;
-	o->flavor = t->framework == FW_SHARDCAST ? GRAPH_SHARDCAST : GRAPH_EAGER;
+	o->flavor = s->plan.engine == FW_SHARDCAST ? GRAPH_SHARDCAST : GRAPH_EAGER;
 	o->act_bytes = scenario_act_bytes(s);
 	o->attn = s->attn;
-	/* PyTorch mixed precision is autocast over fp32 weights; DeepSpeed casts
-	 * the module to bf16/fp16 and keeps fp32 masters in the optimizer (the
-	 * zero stages run DeepSpeed's engine whatever the framework), and FSDP's
-	 * MixedPrecision casts the gathered parameters */
-	o->fwv = t->framework == FW_PYTORCH ? t->framework_version : FWV_CURRENT;
+	/* PyTorch mixed precision is autocast over fp32 weights (plan.h) */
+	o->autocast = s->plan.autocast;
+	o->fwv = s->plan.engine == FW_PYTORCH ? s->s.training.framework_version : FWV_CURRENT;
 	/* transformers turns use_cache off in checkpointed layers */
-	o->kv_cache = t->recompute != RECOMPUTE_FULL;
-	o->autocast = t->framework == FW_PYTORCH && o->act_bytes == 2 &&
-		(t->strategy == STRAT_SINGLE || t->strategy == STRAT_DP || t->strategy == STRAT_DDP);
+	o->kv_cache = s->s.training.recompute != RECOMPUTE_FULL;
 	return 0;
 }
 
@@ -56,6 +52,12 @@ int predict_run(const struct scenario *s, struct prediction *p, struct err *e)
 	rc = mem_predict(s, &g, p, e);
 	if (!rc)
 		rc = step_run(s, &g, p, e);
+	/* when not even one sample fits and the scenario names no micro-batch,
+	 * the configuration cannot run: reports give no step time or throughput.
+	 * A micro-batch the scenario names is timed, and said not to fit when it
+	 * does not (a memory model that overestimates must not hide the
+	 * throughput of a configuration that ran for real) */
+	p->step.timed = !p->mem.valid || p->max_micro_batch != 0 || s->s.training.micro_batch > 0;
 	graph_free(&g);
 	/* the job model needs the step time: [job] step_time or the step model's */
 	if (!rc && s->has_failures)

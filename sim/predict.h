@@ -1,6 +1,6 @@
 /*
  * predict.h — what the simulator predicts for a scenario: the objects of
- * DESIGN.md's JSON contract (memory, step, job) and the run that fills them.
+ * docs/CONTRACT.md's JSON (memory, step, job) and the run that fills them.
  *
  * A section whose model is not run (no [failures]: no job) has valid = 0 and is
  * left out of reports and JSON rather than filled with invented numbers.
@@ -56,12 +56,19 @@ struct step_result {
 	int64_t global_batch; /* samples per optimizer step */
 	int batch_assumed;    /* 1: no micro-batch from the memory model or the scenario; 1 was used */
 	uint64_t events;      /* events the simulation processed */
+	int64_t simulated_accum; /* micro-steps simulated: grad_accum, or fewer when the
+				    step was extended by its period (step.h) */
+	int period_settled;   /* 0: extended by a period that had not settled (approximate) */
+	int timed;            /* 0: not timed: not even one sample fits and the scenario
+				    names no micro-batch (1 would be an invention): no configuration
+				    of it can run, and reports give no step time */
 };
 
 #define JOB_MAX_WARN 6
 
 struct job_result {
 	int valid;
+	int not_run;          /* 1: not simulated: no step time (the configuration does not fit) */
 	double ettr;          /* effective training time ratio: training kept / wall time */
 	double ettr_lo, ettr_hi; /* 95% interval of the mean */
 	double wall_days;     /* mean */
@@ -101,6 +108,8 @@ struct job_result {
 	double restart;       /* s: restart_minutes + reading the checkpoint */
 	double ckpt_load;     /* s to read the checkpoint */
 	int64_t trials, seed, spares;
+	int64_t search_trials; /* trials per interval of the auto search (at most trials; jobrun.h) */
+	double expected_interruptions; /* per run, the estimate the work was bounded by */
 	int ncomp;
 	char comp[FAIL_MAX][FAIL_NAME_MAX];
 	int comp_planned[FAIL_MAX];

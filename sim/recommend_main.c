@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "calib.h"
+#include "progress.h"
 #include "store.h"
 #include "sweep.h"
 
@@ -62,7 +63,9 @@ static void usage(FILE *f)
 		"  --json FILE    every candidate of every cell as JSON\n"
 		"  --plot F.png   a heatmap of the winner per cell: F.png and F.svg (gnuplot)\n"
 		"  --db FILE      record the run and its candidates in this SQLite database, and use the\n"
-		"                 device's latest calibration in it (default: results/results.db if present)\n"
+		"                 device's latest calibration in it (the header names it); without --db no\n"
+		"                 database is read\n"
+		"  --no-calibration  with --db, keep the catalog's efficiencies\n"
 		"  --quiet        do not print the table on stdout\n"
 		"  --stats        print cells, candidates, step simulations and the rate on stderr\n"
 		"  --no-progress  no progress bar (shown on stderr when it is a terminal)\n"
@@ -74,7 +77,7 @@ static void usage(FILE *f)
 
 struct opts {
 	const char *sweep, *md, *csv, *json, *plot, *db;
-	int quiet, stats, progress;
+	int quiet, stats, progress, no_calib;
 };
 
 /* Whether an output path's folder exists and can be written to: checked before
@@ -102,6 +105,7 @@ static int parse_args(int argc, char **argv, struct opts *o, int verbose)
 		{"json", required_argument, NULL, 'j'}, {"plot", required_argument, NULL, 'p'},
 		{"db", required_argument, NULL, 'd'}, {"quiet", no_argument, NULL, 'q'},
 		{"stats", no_argument, NULL, 's'}, {"no-progress", no_argument, NULL, 'n'},
+		{"no-calibration", no_argument, NULL, 'N'},
 		{"version", no_argument, NULL, 'V'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	int c;
 
@@ -117,6 +121,7 @@ static int parse_args(int argc, char **argv, struct opts *o, int verbose)
 		case 'q': o->quiet = 1; break;
 		case 's': o->stats = 1; break;
 		case 'n': o->progress = 0; break;
+		case 'N': o->no_calib = 1; break;
 		case 'V': if (verbose) printf("shardcast recommend %s\n", store_version()); return -1;
 		case 'h': if (verbose) usage(stdout); return -1;
 		default: if (verbose) usage(stderr); return 2;
@@ -142,40 +147,6 @@ static int parse_args(int argc, char **argv, struct opts *o, int verbose)
 		}
 	}
 	return 0;
-}
-
-/* ---- progress --------------------------------------------------------------------------- */
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-struct progress {
-	int on, total, nranks;
-	double t0, last;
-};
-
-static void progress_show(struct progress *p, int done, int final)
-{
-	double t = now(), el = t - p->t0, r = el > 0 ? done / el : 0;
-	int w = 30, fill = p->total ? done * w / p->total : w, i;
-	char bar[64];
-
-	if (!p->on || (!final && t - p->last < 0.1))
-		return;
-	p->last = t;
-	for (i = 0; i < w; i++)
-		bar[i] = i < fill ? '#' : '.';
-	bar[w] = 0;
-	fprintf(stderr, "\r[%s] %d/%d cells%s, %.1f cells/s, %.0f s left   ", bar, done, p->total,
-		p->nranks > 1 ? " (rank 0's share)" : "", r, r > 0 ? (p->total - done) / r : 0.0);
-	if (final)
-		fprintf(stderr, "\r%*s\r", 100, "");
-	fflush(stderr);
 }
 
 /* ---- outputs ---------------------------------------------------------------------------- */
@@ -438,7 +409,7 @@ static int calibrate(struct sweep *sw, const char *db, struct err *e)
 
 /* Evaluates cells [lo, hi) into out; counts into k. */
 static int evaluate(const struct sweep *sw, int lo, int hi, struct sweep_result *out, struct progress *p,
-		    struct sweep_counts *k, struct err *e)
+		    const char *note, struct sweep_counts *k, struct err *e)
 {
 	struct sweep_ctx *c = sweep_ctx_create(sw);
 	int cell, rc = 0;
@@ -448,9 +419,9 @@ static int evaluate(const struct sweep *sw, int lo, int hi, struct sweep_result 
 	sweep_ctx_cells(c, lo, hi);
 	for (cell = lo; !rc && cell < hi; cell++) {
 		rc = sweep_eval_cell(c, cell, out + (size_t)(cell - lo) * sw->ncand, e);
-		progress_show(p, cell - lo + 1, 0);
+		progress_show(p, cell - lo + 1, hi - lo, "cells", note);
 	}
-	progress_show(p, hi - lo, 1);
+	progress_end(p);
 	sweep_ctx_counts(c, k);
 	sweep_ctx_delete(c);
 	return rc;
@@ -464,11 +435,11 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 	struct progress p = {0};
 	int rc, worst, lo, hi, i, *counts = NULL, *displs = NULL;
 	size_t rec = sizeof(struct sweep_result);
-	double t0 = now();
+	double t0 = progress_now();
 
 	rc = sweep_load(&sw, o->sweep, e);
 	if (!rc)  /* the device's latest calibration (validate --calibrate), as simulate */
-		rc = calibrate(&sw, o->db, e);
+		rc = calibrate(&sw, o->no_calib ? NULL : o->db, e);
 	if (rc)
 		goto out;  /* every rank reads the same files and fails alike */
 	lo = (int)((long long)sw.ncell * me / nranks);
@@ -483,11 +454,8 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
 		goto out;
 	}
-	p.on = me == 0 && o->progress && isatty(STDERR_FILENO);
-	p.total = hi - lo;
-	p.nranks = nranks;
-	p.t0 = now();
-	rc = evaluate(&sw, lo, hi, mine, &p, &k, e);
+	progress_start(&p, me == 0 && o->progress, 0);
+	rc = evaluate(&sw, lo, hi, mine, &p, nranks > 1 ? "(rank 0's share)" : NULL, &k, e);
 	if (rc)
 		fprintf(stderr, "recommend: %s%d: error: %s\n", nranks > 1 ? "rank " : "", me, e->msg);
 	MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -519,7 +487,7 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 			fprintf(stderr, "recommend: %d cells x %d candidates on %d rank%s: %ld evaluated against memory, "
 				"%ld step simulations, %ld tapes, %ld graphs in %.2f s (%.0f candidates/s)\n", sw.ncell,
 				sw.ncand, nranks, nranks > 1 ? "s" : "", sum.candidates, sum.steps, sum.tapes, sum.graphs,
-				now() - t0, sum.candidates / (now() - t0));
+				progress_now() - t0, sum.candidates / (progress_now() - t0));
 	}
 	MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
 out:

@@ -1,11 +1,12 @@
 /*
- * report.c — readable report and JSON output of simulate (DESIGN.md contract).
+ * report.c — readable report and JSON output of simulate (docs/CONTRACT.md).
  */
 #include "report.h"
 
 #include <cjson/cJSON.h>
 #include <string.h>
 
+#include "calib.h"
 #include "import.h"
 #include "units.h"
 
@@ -42,6 +43,16 @@ static void text_memory(FILE *f, const struct prediction *p)
 		fprintf(f, "  host memory       %14s per node (offloaded states)\n", fmt(b[0], 32, m->host, UNIT_BYTES));
 }
 
+/* Why a step is not reported as a run: not even one sample fits. */
+static void text_step_not_run(FILE *f, const struct prediction *p)
+{
+	char b[2][32];
+
+	fprintf(f, "\nStep      not simulated as a run: not even one sample fits (micro-batch %lld needs %s per "
+		"GPU\n          of %s), so the configuration cannot run: no step time, throughput or MFU\n",
+		(long long)p->micro_batch, fmt(b[0], 32, p->mem.peak, UNIT_BYTES), fmt(b[1], 32, p->mem.capacity, UNIT_BYTES));
+}
+
 static void text_step(FILE *f, const struct scenario *s, const struct prediction *p)
 {
 	const struct step_result *t = &p->step;
@@ -49,13 +60,26 @@ static void text_step(FILE *f, const struct scenario *s, const struct prediction
 
 	if (!t->valid)
 		return;
+	if (!t->timed) {
+		text_step_not_run(f, p);
+		return;
+	}
 	fprintf(f, "\nStep (one optimizer step: %lld micro-step%s of %lld sample%s per GPU, global batch %lld)\n",
 		(long long)t->grad_accum, t->grad_accum > 1 ? "s" : "", (long long)t->micro_batch,
 		t->micro_batch > 1 ? "s" : "", (long long)t->global_batch);
-	if (t->batch_assumed && p->max_micro_batch == 0)
-		fprintf(f, "  (not even one sample fits in memory: simulated at micro-batch 1 for reference)\n");
-	else if (t->batch_assumed)
+	if (t->batch_assumed)
 		fprintf(f, "  (micro-batch 1 assumed: neither the scenario nor the memory model gave one)\n");
+	if (p->mem.valid && !p->mem.fits && p->max_micro_batch > 0)
+		fprintf(f, "  (micro-batch %lld does not fit by the memory model, whose largest is %lld: timed as if "
+			"it did)\n", (long long)t->micro_batch, (long long)p->max_micro_batch);
+	else if (p->mem.valid && !p->mem.fits)
+		fprintf(f, "  (not even one sample fits by the memory model: micro-batch %lld timed as if it did)\n",
+			(long long)t->micro_batch);
+	if (t->simulated_accum < t->grad_accum)
+		fprintf(f, "  (%lld micro-steps simulated, the other %lld added at their period%s)\n",
+			(long long)t->simulated_accum, (long long)(t->grad_accum - t->simulated_accum),
+			t->period_settled ? ": every micro-step but the last repeats" :
+			"; WARNING: the period had not settled, the step time is approximate");
 	fprintf(f, "  time              %14s\n", fmt(b[0], 32, t->time, UNIT_TIME));
 	fprintf(f, "  compute           %14s (optimizer %s)\n", fmt(b[1], 32, t->compute, UNIT_TIME),
 		fmt(b[2], 32, t->optimizer, UNIT_TIME));
@@ -69,8 +93,8 @@ static void text_step(FILE *f, const struct scenario *s, const struct prediction
 		fprintf(f, "  offload           %14s of host<->GPU copies, optimizer on the host %s\n",
 			fmt(b[0], 32, t->copy, UNIT_TIME), fmt(b[1], 32, t->host_optimizer, UNIT_TIME));
 	fprintf(f, "  throughput        %14.0f tokens/s, %.2f samples/s\n", t->tokens_per_s, t->samples_per_s);
-	fprintf(f, "  MFU               %13.1f %% (HFU %.1f %%), %.1f TFLOP/s per GPU\n", 100 * t->mfu,
-		100 * t->hfu, t->flops_per_gpu / 1e12);
+	fprintf(f, "  MFU               %13.1f %% (HFU %.1f %%), %s per GPU\n", 100 * t->mfu,
+		100 * t->hfu, fmt(b[0], 32, t->flops_per_gpu, UNIT_FLOPS));
 	fprintf(f, "                    MFU = (6N + 6·L·s·d_attn) FLOPs per token x tokens/s / (%s peak x GPUs)\n",
 		scenario_precision_name(s->s.training.precision));
 }
@@ -154,7 +178,11 @@ static void text_job_setup(FILE *f, const struct scenario *s, const struct job_r
 	fprintf(f, "  interval          %s of training, %.0f steps (%s; Young %s, Daly %s)\n",
 		dur(b[0], 32, j->ckpt_interval), j->ckpt_interval / j->step_time,
 		j->interval_auto ? "auto: least expected wall time" : "set",
-		dur(b[1], 32, j->young), dur(b[2], 32, j->daly));
+		j->mtbf > 0 ? dur(b[1], 32, j->young) : "-", j->mtbf > 0 ? dur(b[2], 32, j->daly) : "-");
+	if (j->interval_auto && j->search_trials < j->trials)
+		fprintf(f, "                    (the search evaluated each interval on %lld of the %lld trials: "
+			"about %.3g interruptions a run)\n", (long long)j->search_trials, (long long)j->trials,
+			j->expected_interruptions);
 }
 
 static void text_job(FILE *f, const struct scenario *s, const struct prediction *p)
@@ -163,6 +191,11 @@ static void text_job(FILE *f, const struct scenario *s, const struct prediction 
 	char b[3][32];
 	int i;
 
+	if (j->not_run) {
+		fprintf(f, "\nJob with failures: not simulated: the configuration does not fit in memory, so the step "
+			"model gives\n          no step time (set [job] step_time to simulate the job anyway)\n");
+		return;
+	}
 	if (!j->valid)
 		return;
 	text_job_setup(f, s, j);
@@ -227,11 +260,11 @@ static void text_imports(FILE *f, const struct scenario *s)
 void report_text(FILE *f, const struct scenario *s, const struct prediction *p)
 {
 	const struct scn_training *t = &s->s.training;
-	char b[4][32];
+	char b[4][32], cal[CFG_STR_MAX + 300];
 
 	fprintf(f, "shardcast simulate — %s\n\n", s->file);
-	fprintf(f, "Model     %s: %.0f parameters (%.3f B), seq_len %lld", s->model.name, p->params,
-		p->params / 1e9, (long long)s->seq_len);
+	fprintf(f, "Model     %s: %.0f parameters (%s), seq_len %lld", s->model.name, p->params,
+		units_format_count(b[0], 32, p->params), (long long)s->seq_len);
 	if (s->model.family == FAM_ENCODER_DECODER)
 		fprintf(f, ", target_len %lld", (long long)s->target_len);
 	fprintf(f, ", dropout %g\n", s->dropout);
@@ -244,12 +277,12 @@ void report_text(FILE *f, const struct scenario *s, const struct prediction *p)
 	fprintf(f, "          intra-node %s (%s per GPU), inter-node %s (%s per NIC, %lld per node)\n",
 		s->intra.name, fmt(b[1], 32, s->intra.bandwidth, UNIT_BW), s->inter.name,
 		fmt(b[2], 32, s->inter.bandwidth, UNIT_BW), (long long)s->s.cluster.nics_per_node);
-	fprintf(f, "Training  %s", scenario_strategy_name(t->strategy));
-	if (t->strategy == STRAT_FSDP)
-		fprintf(f, " (%s)", scenario_enum_name("training", "fsdp_sharding_strategy", t->fsdp_sharding));
+	fprintf(f, "Training  %s", scenario_strategy_name(s->plan.strategy));
+	if (s->plan.strategy == STRAT_FSDP)
+		fprintf(f, " (%s)", scenario_enum_name("training", "fsdp_sharding_strategy", s->plan.sharding));
 	fprintf(f, ", %s, %s, framework %s", scenario_precision_name(t->precision),
 		scenario_enum_name("training", "optimizer", t->optimizer),
-		scenario_enum_name("training", "framework", t->framework));
+		scenario_enum_name("training", "framework", s->plan.framework));
 	fprintf(f, ", attention %s", graph_attn_name(s->attn));
 	if (t->attention == ATTN_DEFAULT || t->attention == ATTN_SDPA)
 		fprintf(f, " (%s)", scenario_enum_name("training", "attention", t->attention));
@@ -262,6 +295,7 @@ void report_text(FILE *f, const struct scenario *s, const struct prediction *p)
 	fprintf(f, "\n          micro-batch %s, grad_accum %lld\n",
 		t->micro_batch < 0 ? "auto" : (snprintf(b[3], 32, "%lld", (long long)t->micro_batch), b[3]),
 		(long long)t->grad_accum);
+	fprintf(f, "Calibration %s\n", calib_describe(&s->calib, cal, sizeof cal));
 	text_imports(f, s);
 	if (p->max_micro_batch >= 0)
 		fprintf(f, "\nLargest micro-batch that fits: %lld per GPU, global batch %lld samples\n",
@@ -274,6 +308,62 @@ void report_text(FILE *f, const struct scenario *s, const struct prediction *p)
 static cJSON *num(cJSON *o, const char *k, double v)
 {
 	return cJSON_AddNumberToObject(o, k, v);
+}
+
+/* v when it was computed, else null ("not computed" is never a 0). */
+static cJSON *num_if(cJSON *o, const char *k, double v, int computed)
+{
+	return computed ? cJSON_AddNumberToObject(o, k, v) : cJSON_AddNullToObject(o, k);
+}
+
+static void json_calibration(cJSON *root, const struct scn_calibration *c)
+{
+	cJSON *o;
+
+	if (!c->applied) {
+		cJSON_AddNullToObject(root, "calibration");
+		return;
+	}
+	o = cJSON_AddObjectToObject(root, "calibration");
+	cJSON_AddStringToObject(o, "device", c->device);
+	cJSON_AddStringToObject(o, "created_at", c->created_at);
+	num(o, "runs", c->runs);
+	num_if(o, "parameters_fitted", c->fitted, c->fitted >= 0);
+	num_if(o, "heldout_error", c->heldout_error, c->heldout_error >= 0);
+	if (c->method[0])
+		cJSON_AddStringToObject(o, "heldout_method", c->method);
+	else
+		cJSON_AddNullToObject(o, "heldout_method");
+	cJSON_AddStringToObject(o, "database", c->db);
+	num(o, "id", (double)c->id);
+}
+
+/* The step object; its times and rates are null when the configuration cannot
+ * run (not even one sample fits and the scenario names no micro-batch). */
+static void json_step(cJSON *root, const struct step_result *t)
+{
+	cJSON *o = cJSON_AddObjectToObject(root, "step");
+	int r = t->timed;
+
+	num_if(o, "time_s", t->time, r);
+	num_if(o, "compute_s", t->compute, r);
+	num_if(o, "comm_s", t->comm, r);
+	num_if(o, "exposed_comm_s", t->exposed_comm, r);
+	num_if(o, "tokens_per_s", t->tokens_per_s, r);
+	num_if(o, "samples_per_s", t->samples_per_s, r);
+	num_if(o, "mfu", t->mfu, r);
+	num_if(o, "hfu", t->hfu, r);
+	num_if(o, "comm_tp_s", t->comm_tp, r);
+	num_if(o, "optimizer_s", t->optimizer, r);
+	num_if(o, "copy_s", t->copy, r);
+	num_if(o, "host_optimizer_s", t->host_optimizer, r);
+	num_if(o, "flops_per_gpu", t->flops_per_gpu, r);
+	num(o, "micro_batch", (double)t->micro_batch);
+	num(o, "grad_accum", (double)t->grad_accum);
+	num(o, "global_batch", (double)t->global_batch);
+	cJSON_AddBoolToObject(o, "micro_batch_assumed", t->batch_assumed);
+	num_if(o, "micro_steps_simulated", (double)t->simulated_accum, r);
+	cJSON_AddBoolToObject(o, "period_settled", t->period_settled);
 }
 
 static void json_job(cJSON *root, const struct job_result *j)
@@ -294,16 +384,16 @@ static void json_job(cJSON *root, const struct job_result *j)
 	num(o, "planned_interruptions", j->planned);
 	num(o, "checkpoint_interval_s", j->ckpt_interval);
 	cJSON_AddBoolToObject(o, "checkpoint_interval_auto", j->interval_auto);
-	num(o, "young_interval_s", j->young);
-	num(o, "daly_interval_s", j->daly);
-	num(o, "mtbf_s", j->mtbf);
+	num_if(o, "young_interval_s", j->young, j->mtbf > 0);  /* null: nothing fails */
+	num_if(o, "daly_interval_s", j->daly, j->mtbf > 0);
+	num_if(o, "mtbf_s", j->mtbf, j->mtbf > 0);
 	num(o, "lost_training_s", j->lost);
 	num(o, "checkpoint_overhead_s", j->ckpt_overhead);
 	num(o, "downtime_s", j->downtime);
 	num(o, "checkpoints", j->checkpoints);
 	num(o, "waits_for_nodes", j->waits);
-	num(o, "work_s", j->work);
-	num(o, "window_s", j->window);
+	num_if(o, "work_s", j->work, j->work > 0);        /* null in a fixed window */
+	num_if(o, "window_s", j->window, j->work <= 0);   /* null for a job of given work */
 	num(o, "training_kept_s", j->useful);
 	num(o, "step_time_s", j->step_time);
 	num(o, "checkpoint_bytes", j->ckpt_bytes);
@@ -326,6 +416,8 @@ static void json_job(cJSON *root, const struct job_result *j)
 	num(o, "checkpoint_host_bytes", j->ckpt_host);
 	num(o, "restart_s", j->restart);
 	num(o, "trials", (double)j->trials);
+	num_if(o, "search_trials", (double)j->search_trials, j->interval_auto);
+	num(o, "expected_interruptions", j->expected_interruptions);
 	num(o, "seed", (double)j->seed);
 	num(o, "spare_nodes", (double)j->spares);
 	c = cJSON_AddObjectToObject(o, "interruptions_by_component");
@@ -354,11 +446,13 @@ char *report_json(const struct scenario *s, const struct prediction *p)
 	num(o, "gpus", (double)s->world);
 	num(o, "gpu_memory_bytes", s->capacity);
 	o = cJSON_AddObjectToObject(root, "training");
-	cJSON_AddStringToObject(o, "strategy", scenario_strategy_name(s->s.training.strategy));
+	cJSON_AddStringToObject(o, "strategy", scenario_strategy_name(s->plan.strategy));
 	cJSON_AddStringToObject(o, "precision", scenario_precision_name(s->s.training.precision));
 	cJSON_AddStringToObject(o, "attention", graph_attn_name(s->attn));
 	num(o, "micro_batch", (double)p->micro_batch);
-	if (p->mem.valid) {
+	if (!p->mem.valid) {
+		cJSON_AddNullToObject(root, "memory");
+	} else {
 		const struct mem_result *m = &p->mem;
 		o = cJSON_AddObjectToObject(root, "memory");
 		num(o, "params_bytes", m->params);
@@ -373,36 +467,19 @@ char *report_json(const struct scenario *s, const struct prediction *p)
 		num(o, "binding_gpu", m->binding_gpu);
 		cJSON_AddStringToObject(o, "binding", m->binding);
 		num(o, "host_bytes", m->host);
-		if (m->other_peak > 0)
-			num(o, "other_gpus_peak_bytes", m->other_peak);
+		num_if(o, "other_gpus_peak_bytes", m->other_peak, m->other_peak > 0);  /* dp's replicas */
 	}
-	if (p->max_micro_batch >= 0) {
-		num(root, "max_micro_batch", (double)p->max_micro_batch);
-		num(root, "max_global_batch", (double)p->max_global_batch);
-	}
-	if (p->step.valid) {
-		const struct step_result *t = &p->step;
-		o = cJSON_AddObjectToObject(root, "step");
-		num(o, "time_s", t->time);
-		num(o, "compute_s", t->compute);
-		num(o, "comm_s", t->comm);
-		num(o, "exposed_comm_s", t->exposed_comm);
-		num(o, "tokens_per_s", t->tokens_per_s);
-		num(o, "samples_per_s", t->samples_per_s);
-		num(o, "mfu", t->mfu);
-		num(o, "hfu", t->hfu);
-		num(o, "comm_tp_s", t->comm_tp);
-		num(o, "optimizer_s", t->optimizer);
-		num(o, "copy_s", t->copy);
-		num(o, "host_optimizer_s", t->host_optimizer);
-		num(o, "flops_per_gpu", t->flops_per_gpu);
-		num(o, "micro_batch", (double)t->micro_batch);
-		num(o, "grad_accum", (double)t->grad_accum);
-		num(o, "global_batch", (double)t->global_batch);
-		cJSON_AddBoolToObject(o, "micro_batch_assumed", t->batch_assumed);
-	}
+	num_if(root, "max_micro_batch", (double)p->max_micro_batch, p->max_micro_batch >= 0);
+	num_if(root, "max_global_batch", (double)p->max_global_batch, p->max_micro_batch >= 0);
+	json_calibration(root, &s->calib);
+	if (p->step.valid)
+		json_step(root, &p->step);
+	else
+		cJSON_AddNullToObject(root, "step");
 	if (p->job.valid)
 		json_job(root, &p->job);
+	else if (s->has_failures)  /* asked for, not computed */
+		cJSON_AddNullToObject(root, "job");
 	out = cJSON_Print(root);
 	cJSON_Delete(root);
 	return out;

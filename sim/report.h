@@ -12,7 +12,7 @@
 /* Prints the readable report of s and p to f. */
 void report_text(FILE *f, const struct scenario *s, const struct prediction *p);
 
-/* The JSON object of DESIGN.md's contract as a malloc'd string (caller frees),
+/* The JSON object of docs/CONTRACT.md as a malloc'd string (caller frees),
  * NULL when out of memory. */
 char *report_json(const struct scenario *s, const struct prediction *p);
 

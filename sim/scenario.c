@@ -213,11 +213,8 @@ static const struct imp_setting *imported(const struct scenario *s, const char *
 	return NULL;
 }
 
-/* An error about key (section, key), located where it was set: the scenario's
- * line, --set, or the imported file's line and field. */
-__attribute__((format(printf, 5, 6)))
-static int bad(const struct scenario *s, struct err *e, const char *section, const char *key,
-	       const char *fmt, ...)
+int scenario_error(const struct scenario *s, struct err *e, const char *section, const char *key,
+		   const char *fmt, ...)
 {
 	int line = line_of(s, section, key);
 	const struct imp_setting *t = line == SCN_IMPORTED ? imported(s, section, key) : NULL;
@@ -260,8 +257,8 @@ static int resolve_attention(struct scenario *s, struct err *e)
 
 	/* PyTorch 1.13 has no scaled_dot_product_attention (added in 2.0) */
 	if (a == ATTN_DEFAULT)
-		a = s->s.training.framework == FW_SHARDCAST || bias ||
-			(s->s.training.framework == FW_PYTORCH && s->s.training.framework_version == FWV_1_13)
+		a = s->plan.framework == FW_SHARDCAST || bias ||
+			(s->plan.framework == FW_PYTORCH && s->s.training.framework_version == FWV_1_13)
 			? ATTN_EAGER : ATTN_SDPA;
 	if (a == ATTN_SDPA)
 		a = cc <= 0 ? ATTN_SDPA_MATH : flash_ok ? ATTN_SDPA_FLASH
@@ -291,60 +288,21 @@ static int resolve_attention(struct scenario *s, struct err *e)
 		s->attn = AK_EAGER;
 	}
 	if (why)
-		return bad(s, e, "training", "attention", "%s: %s", attentions[s->s.training.attention], why);
+		return scenario_error(s, e, "training", "attention", "%s: %s", attentions[s->s.training.attention], why);
 	return 0;
 }
 
-static int check_training(struct scenario *s, struct err *e)
+int scenario_check_training(struct scenario *s, struct err *e)
 {
-	const struct scn_training *t = &s->s.training;
-	const struct model *m = &s->model;
-	char d[CFG_STR_MAX + 128];
+	int rc = plan_build(&s->plan, s, e);
 
-	if (t->strategy == STRAT_SINGLE && s->world != 1) {
-		snprintf(d, sizeof d, "%lld", (long long)s->world);
-		return bad(s, e, "training", "strategy", "single needs exactly one GPU (nodes x gpus_per_node = %s)", d);
-	}
-	if (t->strategy == STRAT_DP && s->s.cluster.nodes != 1)
-		return bad(s, e, "training", "strategy", "%s", "dp (nn.DataParallel) is one process on one node; use ddp across nodes");
-	if (s->world % t->tensor_parallel) {
-		snprintf(d, sizeof d, "%lld GPUs", (long long)s->world);
-		return bad(s, e, "training", "tensor_parallel", "must divide the %s of the cluster", d);
-	}
-	if (m->heads % t->tensor_parallel || m->kv_heads % t->tensor_parallel || m->ffn % t->tensor_parallel) {
-		snprintf(d, sizeof d, "heads %lld, kv_heads %lld and ffn %lld", (long long)m->heads,
-			 (long long)m->kv_heads, (long long)m->ffn);
-		return bad(s, e, "training", "tensor_parallel", "must divide the model's %s", d);
-	}
-	if (t->tensor_parallel > 1 && (t->strategy == STRAT_DP || t->strategy == STRAT_SINGLE))
-		return bad(s, e, "training", "tensor_parallel", "%s", "needs a distributed strategy (ddp, zero*, fsdp)");
-	if (t->offload != OFFLOAD_NONE && t->strategy < STRAT_ZERO1)
-		return bad(s, e, "training", "offload", "%s", "CPU offload needs strategy zero1, zero2, zero3 or fsdp");
-	if (t->offload == OFFLOAD_OPTIMIZER_AND_PARAMS && (t->strategy == STRAT_ZERO1 || t->strategy == STRAT_ZERO2))
-		return bad(s, e, "training", "offload", "%s", "parameter offload needs zero3 or fsdp (ZeRO-Offload of stages 1-2 moves only the optimizer)");
-	if (t->offload == OFFLOAD_OPTIMIZER && t->strategy == STRAT_FSDP)
-		return bad(s, e, "training", "offload", "%s", "FSDP's CPUOffload moves parameters, gradients and optimizer together; use optimizer_and_params");
-	if (t->framework == FW_DEEPSPEED && (t->strategy == STRAT_DP || t->strategy == STRAT_FSDP))
-		return bad(s, e, "training", "framework", "%s", "deepspeed runs single, ddp (stage 0) and zero1-3; dp and fsdp are PyTorch's (framework = pytorch or shardcast)");
-	/* c10/cuda/CUDAAllocatorConfig.cpp: max_split_size_mb above kLargeBuffer
-	 * (20 MiB); a collection threshold strictly between 0 and 1 */
-	if (t->max_split_size_mb > 0 && t->max_split_size_mb <= 20)
-		return bad(s, e, "training", "max_split_size_mb", "%s", "must be above 20 (MiB), or 0 for unlimited");
-	if (s->gpu.peak[t->precision] <= 0) {
-		snprintf(d, sizeof d, "%s has no %s support (peak_%s = 0 in its catalog entry)", s->gpu.name,
-			 precisions[t->precision], precisions[t->precision]);
-		return bad(s, e, "training", "precision", "%s", d);
-	}
-	/* torch/optim/optimizer.py _default_to_fused_or_foreach: foreach when every
-	 * parameter is a CUDA tensor (PyTorch 2.0+), fused only when asked;
-	 * DeepSpeed's engine builds FusedAdam (multi_tensor_apply), the shardcast
-	 * runtime updates in one fused pass */
-	s->opt_impl = t->optimizer_impl;
-	if (s->opt_impl == OPTI_DEFAULT)  /* 1.13's default was the for-loop */
-		s->opt_impl = t->framework != FW_PYTORCH || (t->strategy >= STRAT_ZERO1 && t->strategy <= STRAT_ZERO3)
-			? OPTI_FUSED : s->gpu.compute_capability > 0 && t->framework_version != FWV_1_13
-			? OPTI_FOREACH : OPTI_FOR_LOOP;
-	return resolve_attention(s, e);
+	double ms = s->s.training.max_split_size_mb;
+
+	/* c10/cuda/CUDAAllocatorConfig.cpp: max_split_size_mb above kLargeBuffer (20 MiB) */
+	if (!rc && ms > 0 && ms <= 20)
+		return scenario_error(s, e, "training", "max_split_size_mb", "%s",
+				      "must be above 20 (MiB), or 0 for unlimited");
+	return rc ? rc : resolve_attention(s, e);
 }
 
 static int check_job(struct scenario *s, struct err *e)
@@ -383,7 +341,7 @@ static int import_path(const struct scenario *s, const char *section, const char
 
 	ref_path(s, section, key, value, 1, out, n);
 	if (stat(out, &st) != 0)
-		return bad(s, e, section, key, "%s: no such file", out);
+		return scenario_error(s, e, section, key, "%s: no such file", out);
 	return 0;
 }
 
@@ -396,7 +354,7 @@ static int load_model(struct scenario *s, struct err *e)
 	int rc;
 
 	if (sm->hf_config[0] && sm->name[0])
-		return bad(s, e, "model", "hf_config", "%s", "both name and hf_config name a model; give one");
+		return scenario_error(s, e, "model", "hf_config", "%s", "both name and hf_config name a model; give one");
 	if (!sm->name[0] && !sm->hf_config[0])
 		return err_set(e, ERR_INPUT, s->file, 0, "missing required key 'name' in [model] "
 			       "(or hf_config = a Hugging Face config.json)");
@@ -488,7 +446,7 @@ static int load_imports(struct scenario *s, struct err *e)
 		for (i = 0; i < s->imp->nset; i++)
 			if (!strcmp(s->imp->set[i].key, "framework") &&
 			    strcmp(s->imp->set[i].value, "deepspeed") != 0)
-				return bad(s, e, "training", "deepspeed_config", "%s",
+				return scenario_error(s, e, "training", "deepspeed_config", "%s",
 					   "the accelerate_config's distributed_type is not DEEPSPEED; "
 					   "a DeepSpeed config goes with distributed_type: DEEPSPEED");
 		rc = import_path(s, "training", "deepspeed_config", t->deepspeed_config, path,
@@ -586,6 +544,7 @@ static int resolve(struct scenario *s, struct err *e)
 	int rc;
 	char d[256];
 
+	memset(&s->calib, 0, sizeof s->calib);  /* the catalog's values are loaded again */
 	rc = load_model(s, e);
 	if (!rc)
 		rc = load_imports(s, e);
@@ -604,28 +563,28 @@ static int resolve(struct scenario *s, struct err *e)
 	if (rc)
 		return rc;
 	if (s->intra.kind != LINK_INTRA)
-		return bad(s, e, "cluster", "intra_node", "%s is a link between nodes; expected an intra-node link (pcie*, nvlink*, shm)", s->intra.name);
+		return scenario_error(s, e, "cluster", "intra_node", "%s is a link between nodes; expected an intra-node link (pcie*, nvlink*, shm)", s->intra.name);
 	if (s->inter.kind != LINK_INTER)
-		return bad(s, e, "cluster", "inter_node", "%s is a link inside a node; expected ib-*, roce-* or eth-*", s->inter.name);
+		return scenario_error(s, e, "cluster", "inter_node", "%s is a link inside a node; expected ib-*, roce-* or eth-*", s->inter.name);
 
 	s->seq_len = st->model.seq_len;
 	s->target_len = s->model.family == FAM_ENCODER_DECODER && st->model.target_len > 0
 		? st->model.target_len : s->seq_len;
 	if (st->model.target_len > 0 && s->model.family != FAM_ENCODER_DECODER)
-		return bad(s, e, "model", "target_len", "%s", "applies to encoder-decoder models only");
+		return scenario_error(s, e, "model", "target_len", "%s", "applies to encoder-decoder models only");
 	if (s->model.positions == POS_LEARNED &&
 	    (s->seq_len > s->model.max_positions || s->target_len > s->model.max_positions)) {
 		snprintf(d, sizeof d, "exceeds the model's %lld learned positions", (long long)s->model.max_positions);
-		return bad(s, e, "model", "seq_len", "%s", d);
+		return scenario_error(s, e, "model", "seq_len", "%s", d);
 	}
 	s->dropout = st->model.dropout < 0 ? s->model.dropout : st->model.dropout;
 	s->capacity = st->cluster.gpu_memory > 0 ? st->cluster.gpu_memory : s->gpu.memory;
 	if (s->capacity <= 0)
-		return bad(s, e, "cluster", "gpu_memory", "%s", "the device has no fixed capacity (gpu = cpu): set gpu_memory, e.g. 64MiB");
+		return scenario_error(s, e, "cluster", "gpu_memory", "%s", "the device has no fixed capacity (gpu = cpu): set gpu_memory, e.g. 64MiB");
 	s->world = st->cluster.nodes * st->cluster.gpus_per_node;
-	rc = check_training(s, e);
+	rc = scenario_check_training(s, e);
 	if (!rc)
-		s->dp = s->world / st->training.tensor_parallel;
+		s->dp = s->plan.dp;
 	if (!rc)
 		rc = import_batch(s, e);
 	if (!rc)
@@ -688,11 +647,6 @@ int scenario_load_text(struct scenario *s, const char *path, char *text, size_t 
 		s->has_checkpoint = section_set(s, "checkpoint");  /* e.g. fsdp_state_dict_type */
 	}
 	return rc;
-}
-
-int scenario_check_training(struct scenario *s, struct err *e)
-{
-	return check_training(s, e);
 }
 
 int scenario_set(struct scenario *s, const char *assignment, struct err *e)

@@ -17,6 +17,7 @@
 #include "failures.h"
 #include "hw.h"
 #include "model.h"
+#include "plan.h"
 
 enum strategy { STRAT_SINGLE, STRAT_DP, STRAT_DDP, STRAT_ZERO1, STRAT_ZERO2, STRAT_ZERO3, STRAT_FSDP };
 enum fsdp_sharding { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE, SHARD_HYBRID, SHARD_HYBRID_ZERO2 };
@@ -29,7 +30,7 @@ enum framework { FW_PYTORCH, FW_DEEPSPEED, FW_SHARDCAST };
 /* [training] attention as written: default resolves per framework and model
  * family, sdpa per device, precision and head size (scenario.c) */
 /* [training] optimizer_impl: torch.optim's implementations (default resolves
- * per framework and device: scenario_check_training) */
+ * per engine and device: plan.h opt_impl) */
 enum opt_impl { OPTI_DEFAULT, OPTI_FOR_LOOP, OPTI_FOREACH, OPTI_FUSED };
 enum attn_choice { ATTN_DEFAULT, ATTN_EAGER, ATTN_SDPA, ATTN_SDPA_FLASH, ATTN_SDPA_MEM_EFFICIENT,
 		   ATTN_SDPA_MATH, ATTN_FLASH, ATTN_FLASH3, ATTN_CUDNN };
@@ -153,6 +154,21 @@ struct scn_settings {
 
 struct imp_result;
 
+/* The stored calibration applied to the device's parameters (calib.h), or
+ * none: reports and JSON name it. */
+struct scn_calibration {
+	int applied;              /* 0: none, the catalog's values */
+	long long id;             /* its row in the calibrations table */
+	char db[CFG_STR_MAX];     /* the results database it came from */
+	char device[CFG_STR_MAX];
+	char created_at[32];      /* UTC, ISO 8601 */
+	int runs;                 /* validate runs it was fitted to */
+	int fitted;               /* parameters fitted; -1: not recorded (an older calibration) */
+	double heldout_error;     /* median |relative step-time error| on runs held out of the
+				     fit; < 0: not measured (an older calibration) */
+	char method[32];          /* how runs were held out: "leave-one-out", "5-fold" */
+};
+
 struct scenario {
 	char file[CFG_STR_MAX];   /* the scenario's path as given */
 	char *text;               /* the file's text (owned) */
@@ -175,10 +191,12 @@ struct scenario {
 	int64_t world;            /* nodes * gpus_per_node */
 	int64_t dp;               /* data-parallel degree: world / tensor_parallel */
 	int attn;                 /* the attention kernel that runs: enum attn_kernel (graph.h) */
-	int opt_impl;             /* the optimizer implementation that runs: enum opt_impl, not default */
+	struct plan plan;         /* what the strategy does (plan.h): every model reads this,
+				     not the [training] strategy keys */
 	struct fail_catalog failures; /* [failures] catalog, loaded when has_failures */
 	struct storage storage;   /* [checkpoint] storage, when has_storage */
 	int has_storage;
+	struct scn_calibration calib; /* applied by calib_apply_latest (cleared when resolved) */
 };
 
 /* Loads path, applies the nset overrides ("section.key=value"), validates and
@@ -198,11 +216,19 @@ int scenario_load(struct scenario *s, const char *path, const char *const *sets,
 int scenario_load_text(struct scenario *s, const char *path, char *text, size_t len,
 		       const char *const *sets, int nset, struct err *e);
 
-/* Checks the training settings against the model and cluster (the rules that
- * scenario_load applies: strategy vs GPU count, offload vs strategy, tensor
- * parallel vs heads, precision vs device). A sweep calls it for each candidate
- * it builds in memory. Returns 0 or ERR_INPUT with e saying why. */
+/* Checks the training settings against the model and cluster and resolves
+ * what follows from them: the plan (plan_build: strategy vs GPU count,
+ * offload vs strategy, tensor parallel vs heads, precision vs device, the
+ * optimizer implementation) and the attention kernel (s->attn). scenario_load
+ * applies it; a sweep calls it for each candidate it builds in memory.
+ * Returns 0 or ERR_INPUT with e saying why. */
 int scenario_check_training(struct scenario *s, struct err *e);
+
+/* An ERR_INPUT error about key (section, key) of s, located where it was set:
+ * the scenario's line, --set, or the imported file's line and field. Returns
+ * ERR_INPUT. */
+int scenario_error(const struct scenario *s, struct err *e, const char *section, const char *key,
+		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Applies one more override to an already loaded scenario and re-resolves it. */
 int scenario_set(struct scenario *s, const char *assignment, struct err *e);

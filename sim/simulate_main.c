@@ -36,7 +36,9 @@ static void usage(FILE *f)
 		"  --json                 print the JSON object of the contract (docs/CONTRACT.md) instead of the report\n"
 		"  --set SECTION.KEY=VAL  override a scenario key (repeatable), e.g. --set training.strategy=fsdp\n"
 		"  --db FILE              record the run (scenario, outputs) in this SQLite database, and use\n"
-		"                         the device's latest calibration in it (default: results/results.db if present)\n"
+		"                         the device's latest calibration in it (the report names it); without\n"
+		"                         --db no database is read: the catalog's efficiencies\n"
+		"  --no-calibration       with --db, record the run but keep the catalog's efficiencies\n"
 		"  --trace FILE           write a Chrome/Perfetto trace of the simulated step\n"
 		"  --memory-timeline FILE write the memory timeline of the most loaded GPU as CSV\n"
 		"  --plot FILE.png        plot ETTR against checkpoint interval, sync and async (needs [failures])\n"
@@ -50,7 +52,7 @@ static void usage(FILE *f)
 struct opts {
 	const char *scenario, *db, *trace, *timeline, *plot;
 	const char *sets[MAX_SETS];
-	int nset, json;
+	int nset, json, no_calib;
 };
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -59,7 +61,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"json", no_argument, NULL, 'j'}, {"set", required_argument, NULL, 's'},
 		{"db", required_argument, NULL, 'd'}, {"trace", required_argument, NULL, 't'},
 		{"memory-timeline", required_argument, NULL, 'm'}, {"keys", no_argument, NULL, 'k'},
-		{"plot", required_argument, NULL, 'p'},
+		{"plot", required_argument, NULL, 'p'}, {"no-calibration", no_argument, NULL, 'n'},
 		{"version", no_argument, NULL, 'V'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	int c;
 
@@ -77,6 +79,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 't': o->trace = optarg; break;
 		case 'm': o->timeline = optarg; break;
 		case 'p': o->plot = optarg; break;
+		case 'n': o->no_calib = 1; break;
 		case 'k':
 			printf("### Scenario keys\n\n");
 			cfg_write_reference(scenario_keys(), stdout);
@@ -114,8 +117,8 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc < 0 ? 0 : rc;
 	rc = scenario_load(&s, o.scenario, o.sets, o.nset, &e);
-	if (!rc)  /* the device's latest calibration (validate --calibrate), if any */
-		rc = calib_apply_latest(o.db, &s, &e);
+	if (!rc)  /* the device's latest calibration in --db (validate --calibrate), if any */
+		rc = calib_apply_latest(o.no_calib ? NULL : o.db, &s, &e);
 	if (!rc)
 		rc = predict_run(&s, &p, &e);
 	if (!rc && o.timeline)
@@ -129,6 +132,10 @@ int main(int argc, char **argv)
 		rc = record(&o, &s, json, &e);
 	if (!rc && o.trace)
 		rc = step_trace(&s, p.step.micro_batch, o.trace, &e);
+	if (!rc && o.trace && s.s.training.grad_accum > STEP_ACCUM_FULL)
+		fprintf(stderr, "simulate: the trace shows %d of the step's %lld micro-steps: the first %d "
+			"and the last (the others repeat the period)\n", STEP_ACCUM_FULL,
+			(long long)s.s.training.grad_accum, STEP_ACCUM_FULL - 1);
 	if (!rc && o.plot)
 		rc = jobrun_plot(&s, &p, o.plot, &e);
 	if (!rc) {

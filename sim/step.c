@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eager.h"
 #include "units.h"
 #include "vec.h"
 
@@ -87,9 +88,12 @@ struct bld {
 	const struct scenario *s;
 	const struct graph *g;
 	const struct compute_eff *ce;
-	int strat, shard, tp, dp, gpn, nodes, accum, algo, recompute;
+	const struct plan *p;      /* what the strategy does (s->plan) */
+	int tp, dp, gpn, nodes, accum, algo, recompute;
 	double B;                  /* micro-batch, samples */
+	int prec;                  /* enum precision of the products */
 	double peak, peak_vec;     /* FLOP/s: products at the precision, other ops (CUDA cores) */
+	double straggle;           /* >= 1: the slowest of the job's GPUs against a median one */
 	double mem_bw;             /* bytes/s achievable */
 	double wbytes, gbytes;     /* bytes per weight read / gradient written by kernels */
 	double pcomm, gcomm;       /* bytes per element of gathered parameters / reduced gradients */
@@ -111,7 +115,9 @@ struct bld {
 	int pend[16], npend;
 	/* gather units (fsdp, zero3) */
 	struct step_unit *u;
-	int nu, has_units, is_fsdp, is_zero3, is_zero;
+	int nu, has_units;
+	int wrapped;               /* wrap units (FSDP, shardcast zero3), gathered and reduced per unit */
+	int modules;               /* DeepSpeed ZeRO-3's per-module fetch */
 	int lim[LIMITER_CAP], lhead, ltail;  /* FSDP free-event queue */
 	/* gradient bucket (zero2, zero3) */
 	double bucket;             /* elements accumulated */
@@ -248,6 +254,7 @@ static void op_times(struct bld *b)
 	const struct model *m = &b->s->model;
 	double a = (double)(m->heads / b->tp), hd = (double)m->head_dim, gap = b->ce->kernel_gap;
 	double bw = b->mem_bw * b->ce->memory_efficiency;
+	const struct eager_extra *ex;
 	int i, j;
 
 	for (i = 0; i < g->nops; i++) {
@@ -282,24 +289,27 @@ static void op_times(struct bld *b)
 			w = 0;  /* a lookup reads the rows it returns (counted in act) */
 		} else if (o->kind == OP_ATTN) {
 			/* a fused kernel: compute-bound at its own efficiency (compute.h) */
-			f = compute_attention(b->ce, o->attn, 0, b->peak, o->flops_fwd * b->B, o->n);
-			bk = compute_attention(b->ce, o->attn, 1, b->peak, o->flops_bwd * b->B, o->n);
-			b->ss->tf[i] = f > 0 ? f + gap : 0;
-			b->ss->tb[i] = bk > 0 ? bk + gap : 0;
+			f = compute_attention(b->ce, o->attn, 0, b->peak, o->flops_fwd * b->B, o->n, hd);
+			bk = compute_attention(b->ce, o->attn, 1, b->peak, o->flops_bwd * b->B, o->n, hd);
+			b->ss->tf[i] = f > 0 ? (f + gap) * b->straggle : 0;
+			b->ss->tb[i] = bk > 0 ? (bk + gap) * b->straggle : 0;
 			continue;
 		}
-		f = compute_roofline(b->ce, peak, b->mem_bw, o->flops_fwd * b->B, mm, nn, kk,
+		f = compute_roofline(b->ce, b->prec, peak, b->mem_bw, o->flops_fwd * b->B, mm, nn, kk,
 				     act + w * b->wbytes);
-		bk = compute_roofline(b->ce, peak, b->mem_bw, o->flops_bwd * b->B, mm, nn, kk,
+		bk = compute_roofline(b->ce, b->prec, peak, b->mem_bw, o->flops_bwd * b->B, mm, nn, kk,
 				      2 * act + w * b->wbytes + o->params * b->gbytes);
+		ex = &b->ss->ex[i];  /* formulas written as tensor expressions */
+		f += ex->bytes_fwd * b->B / bw + ex->kernels_fwd * gap;
+		bk += ex->bytes_bwd * b->B / bw + ex->kernels_bwd * gap;
 		if (b->cast_weights && o->kind == OP_MATMUL && o->params > 0) {
 			/* autocast: fp32 weight -> 16-bit copy in forward (4 + 2 bytes), its
 			 * gradient 16-bit -> fp32 in backward (2 + 4 bytes), separate kernels */
 			f += o->params * 6 / bw + gap;
 			bk += o->params * 6 / bw + gap;
 		}
-		b->ss->tf[i] = f > 0 ? f + gap : 0;
-		b->ss->tb[i] = bk > 0 ? bk + gap : 0;
+		b->ss->tf[i] = f > 0 ? (f + gap) * b->straggle : 0;
+		b->ss->tb[i] = bk > 0 ? (bk + gap) * b->straggle : 0;
 	}
 }
 
@@ -380,8 +390,8 @@ static int fsdp_units(struct bld *b)
 {
 	const struct graph *g = b->g;
 	int i, n = 1, *map = b->ss->unit_of;
-	int wrap = b->s->s.training.fsdp_wrap;
-	double minp = b->s->s.training.fsdp_min_num_params;
+	int wrap = b->p->wrap;
+	double minp = b->p->wrap_min_params;
 
 	if (grow_units(b->ss, g->nblocks + 1))
 		return -1;
@@ -443,7 +453,7 @@ static int zero3_units(struct bld *b)
 /* FSDP's rate limiter: with two free events queued, the host waits for the oldest. */
 static void limiter_wait(struct bld *b)
 {
-	if (!b->is_fsdp || !b->s->s.training.fsdp_limit_all_gathers)
+	if (!b->p->limit_all_gathers)
 		return;
 	if (b->ltail - b->lhead >= 2)
 		host_wait(b, b->lim[b->lhead++ % LIMITER_CAP]);
@@ -451,7 +461,7 @@ static void limiter_wait(struct bld *b)
 
 static void limiter_push(struct bld *b, int free_event)
 {
-	if (!b->is_fsdp || !b->s->s.training.fsdp_limit_all_gathers)
+	if (!b->p->limit_all_gathers)
 		return;
 	if (b->ltail - b->lhead == LIMITER_CAP)
 		b->lhead++;  /* older events precede newer ones on the compute stream */
@@ -460,7 +470,7 @@ static void limiter_push(struct bld *b, int free_event)
 
 static const struct coll_group *shard_group(const struct bld *b)
 {
-	return b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2 ? &b->gshard : &b->gdp;
+	return b->p->hybrid ? &b->gshard : &b->gdp;
 }
 
 static void gather(struct bld *b, int u)
@@ -470,7 +480,7 @@ static void gather(struct bld *b, int u)
 
 	if (un->gathered)
 		return;
-	if (b->is_fsdp && b->shard == SHARD_NONE) {
+	if (!b->p->gathers) {
 		un->gathered = 1;  /* nothing is sharded */
 		return;
 	}
@@ -504,7 +514,7 @@ static void prefetch(struct bld *b, int u, int dir)
 	double budget = b->s->s.training.zero_prefetch_bucket_size;
 	int v = next_unit(b, u, dir);
 
-	if (b->is_fsdp) {
+	if (b->wrapped) {
 		if (v >= 0)
 			gather(b, v);
 		return;
@@ -518,24 +528,24 @@ static void prefetch(struct bld *b, int u, int dir)
 
 static int reshard_after_forward(const struct bld *b, int u)
 {
-	if (b->is_zero3)
+	if (b->modules)
 		return 1;
-	return !b->u[u].root && (b->shard == SHARD_FULL || b->shard == SHARD_HYBRID);
+	return !b->u[u].root && b->p->reshard_fwd;
 }
 
 static void pre_forward(struct bld *b, int u)
 {
-	if (b->is_fsdp)
+	if (b->wrapped)
 		host_work(b, b->cpu, b->disp_uf, u, T_HOOKS);
 	gather(b, u);
 	pend(b, b->u[u].ag);
-	if (b->is_zero3 || b->s->s.training.fsdp_forward_prefetch)
+	if (b->modules || b->p->fwd_prefetch)
 		prefetch(b, u, +1);
 }
 
 static void post_forward(struct bld *b, int u, int last_kernel)
 {
-	if (b->shard == SHARD_NONE && b->is_fsdp)
+	if (!b->p->gathers)
 		return;
 	if (!reshard_after_forward(b, u))
 		return;
@@ -547,7 +557,7 @@ static void pre_backward(struct bld *b, int u)
 {
 	gather(b, u);
 	pend(b, b->u[u].ag);
-	if (b->is_zero3 || b->s->s.training.fsdp_backward_prefetch == PREFETCH_BACKWARD_PRE)
+	if (b->modules || b->p->bwd_prefetch == PREFETCH_BACKWARD_PRE)
 		prefetch(b, u, -1);
 }
 
@@ -558,13 +568,13 @@ static void reduce_grads(struct bld *b, double n, int after, int label)
 
 	if (n <= 0)
 		return;
-	if (b->is_fsdp && b->shard == SHARD_NONE) {
+	if (b->wrapped && !b->p->gathers) {
 		t = collective(b, b->pg, COLL_ALLREDUCE, &b->gdp, n * b->gcomm, after, label, T_AR);
 		d2h_after = t;
 	} else {
 		t = collective(b, b->pg, COLL_REDUCE_SCATTER, shard_group(b), n * b->gcomm, after, label, T_RS);
 		d2h_after = t;
-		if (b->is_fsdp && (b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2) && b->grep.n > 1)
+		if (b->p->hybrid && b->grep.n > 1)
 			d2h_after = collective(b, b->rep, COLL_ALLREDUCE, &b->grep, n / b->shard_n * b->gcomm,
 					       t, label, T_AR);
 	}
@@ -574,13 +584,13 @@ static void reduce_grads(struct bld *b, double n, int after, int label)
 
 static void post_backward(struct bld *b, int u, int last_kernel)
 {
-	if (b->is_fsdp) {
+	if (b->wrapped) {
 		host_work(b, b->cpu, b->disp_ub, u, T_HOOKS);
-		if (b->shard != SHARD_NONE) {
+		if (b->p->gathers) {
 			b->u[u].gathered = 0;
 			limiter_push(b, last_kernel);
 		}
-		if (b->s->s.training.fsdp_backward_prefetch == PREFETCH_BACKWARD_POST)
+		if (b->p->bwd_prefetch == PREFETCH_BACKWARD_POST)
 			prefetch(b, u, -1);
 		reduce_grads(b, b->u[u].params, last_kernel, u);
 		return;
@@ -622,9 +632,9 @@ static void grad_ready(struct bld *b, int i, int k, int sync)
 
 	if (p <= 0)
 		return;
-	if (b->strat == STRAT_DDP && sync && b->ss->bkt[i] > 0)
+	if (b->p->reduce == REDUCE_DDP && sync && b->ss->bkt[i] > 0)
 		collective(b, b->pg, COLL_ALLREDUCE, &b->gdp, b->ss->bkt[i], k, i, T_AR);
-	if (b->strat == STRAT_ZERO2 || b->strat == STRAT_ZERO3) {
+	if (b->p->reduce == REDUCE_BUCKETS) {
 		b->bucket += p;
 		if (b->bucket >= b->s->s.training.zero_reduce_bucket_size) {
 			reduce_grads(b, b->bucket, k, i);
@@ -634,6 +644,13 @@ static void grad_ready(struct bld *b, int i, int k, int sync)
 }
 
 /* ---- passes ---------------------------------------------------------------------- */
+
+/* Host time to issue op i's forward: a module's Python call, or one aten op
+ * for a copy made inside another op (eager.h). */
+static double disp_fwd(const struct bld *b, int i)
+{
+	return b->ss->internal[i] ? b->disp_op : b->disp_f;
+}
 
 static void forward(struct bld *b)
 {
@@ -646,7 +663,7 @@ static void forward(struct bld *b)
 		if (u >= 0 && (b->u[u].first == i || (b->u[u].root && i == 0)))
 			pre_forward(b, u);
 		if (b->ss->tf[i] > 0)
-			k = kernel(b, b->ss->tf[i], b->disp_f, i, T_FWD);
+			k = kernel(b, b->ss->tf[i], disp_fwd(b, i), i, T_FWD);
 		if (tp_forward_allreduce(b, o))
 			tp_allreduce(b, o->out >= 0 ? graph_tensor_bytes(g, o->out) : 0, k, i);
 		if (u >= 0 && b->u[u].last == i)
@@ -666,13 +683,13 @@ static void recompute(struct bld *b, int gu)
 		/* ZeRO-3's hooks fetch and release a module in the recomputed forward
 		 * too (FSDP's unit is already gathered by its pre-backward hook and
 		 * FSDP does not reshard in a backward-time forward) */
-		int u = b->is_zero3 ? b->ss->unit_of[i] : -1, k = -1;
+		int u = b->modules ? b->ss->unit_of[i] : -1, k = -1;
 		if (b->recompute == RECOMPUTE_SELECTIVE && !b->g->ops[i].attn_core)
 			continue;
 		if (u >= 0)
 			pre_forward(b, u);
 		if (b->ss->tf[i] > 0)
-			k = kernel(b, b->ss->tf[i], b->disp_f, i, T_RECOMP);
+			k = kernel(b, b->ss->tf[i], disp_fwd(b, i), i, T_RECOMP);
 		if (u >= 0)
 			post_forward(b, u, k);
 		if (b->recompute == RECOMPUTE_FULL && tp_forward_allreduce(b, &b->g->ops[i]))
@@ -693,16 +710,16 @@ static void backward(struct bld *b, int sync)
 		if (o->unit > 0 && b->ss->glast[o->unit] == i)
 			recompute(b, o->unit);
 		if (b->ss->tb[i] > 0)
-			k = kernel(b, b->ss->tb[i], b->disp_b, i, T_BWD);
+			k = kernel(b, b->ss->tb[i], b->ss->internal[i] ? b->disp_op : b->disp_b, i, T_BWD);
 		grad_ready(b, i, k, sync);
 		if (b->ss->tpb[i] > 0)
 			tp_allreduce(b, b->ss->tpx[i], k, i);
 		if (u >= 0 && b->u[u].first == i && !b->u[u].root)
 			post_backward(b, u, k);
 	}
-	if (b->has_units && b->is_fsdp)
+	if (b->wrapped)
 		post_backward(b, 0, k);
-	if ((b->strat == STRAT_ZERO2 || b->strat == STRAT_ZERO3) && b->bucket > 0) {
+	if (b->p->reduce == REDUCE_BUCKETS && b->bucket > 0) {
 		reduce_grads(b, b->bucket, k, -1);
 		b->bucket = 0;
 	}
@@ -713,16 +730,7 @@ static void backward(struct bld *b, int sync)
 /* Parameters (per TP rank) whose optimizer states this rank holds. */
 static double shard_params(const struct bld *b)
 {
-	double p = b->g->params_rank;
-
-	switch (b->strat) {
-	case STRAT_ZERO1: case STRAT_ZERO2: case STRAT_ZERO3:
-		return p / b->dp;
-	case STRAT_FSDP:
-		return b->shard == SHARD_NONE ? p : p / b->shard_n;
-	default:
-		return p;
-	}
+	return b->g->params_rank / (double)b->p->shard_n;
 }
 
 static void zero_allgather(struct bld *b, int after)
@@ -772,7 +780,7 @@ static int opt_pass(struct bld *b, int impl, double p, double bytes, int depth, 
 	double k = impl == OPTI_FOR_LOOP ? T : mta_launches(depth, T, p);
 	double host = impl == OPTI_FOR_LOOP ? T * b->disp_op : b->disp_op + (k - 1) * b->ce->dispatch_native;
 
-	return kernel(b, p * bytes / bw + k * gap, host, label, T_OPT);
+	return kernel(b, (p * bytes / bw + k * gap) * b->straggle, host, label, T_OPT);
 }
 
 /* GradScaler.unscale_ (fp16 under torch.amp): a pass over the gradients, then
@@ -781,7 +789,7 @@ static void grad_scaler(struct bld *b, double p)
 {
 	int t;
 
-	if (b->s->s.training.precision != PREC_FP16 || b->s->s.training.framework != FW_PYTORCH || b->is_zero)
+	if (!b->p->grad_scaler)
 		return;
 	t = opt_pass(b, OPTI_FOREACH, p, 2 * b->gbytes, 1, -1);
 	host_wait(b, t);
@@ -832,7 +840,7 @@ static void optimizer(struct bld *b)
 			t = copy(b, b->h2d, p * b->pcomm, t, -1, T_H2D);
 		host_wait(b, t);
 	}
-	if (b->strat == STRAT_ZERO1 || b->strat == STRAT_ZERO2)
+	if (b->p->allgather_after_step)
 		zero_allgather(b, t);
 }
 
@@ -936,7 +944,13 @@ static int grow_ops(struct step_sim *ss, int nops, int ng)
 		int *uo = realloc(ss->unit_of, (size_t)nops * sizeof *uo);
 		if (uo)
 			ss->unit_of = uo;
-		if (!tf || !tb || !tpb || !tpx || !pos || !bkt || !uo)
+		struct eager_extra *ex = realloc(ss->ex, (size_t)nops * sizeof *ex);
+		if (ex)
+			ss->ex = ex;
+		unsigned char *in = realloc(ss->internal, (size_t)nops);
+		if (in)
+			ss->internal = in;
+		if (!tf || !tb || !tpb || !tpx || !pos || !bkt || !uo || !ex || !in)
 			return -1;
 		ss->capops = nops;
 	}
@@ -986,11 +1000,7 @@ static void groups(struct bld *b)
 	coll_group_make(&b->gtp, tp, tp / tpr, &s->intra, &s->inter, nics, gpn / tpr);
 	coll_group_make(&b->gshard, r < b->dp ? r : b->dp, 1, &s->intra, &s->inter, nics, share);
 	coll_group_make(&b->grep, b->dp / b->gshard.n, b->dp / b->gshard.n, &s->intra, &s->inter, nics, gpn);
-	b->shard_n = 1;
-	if (b->strat == STRAT_FSDP && b->shard != SHARD_NONE)
-		b->shard_n = shard_group(b)->n;
-	else if (b->strat >= STRAT_ZERO1 && b->strat <= STRAT_ZERO3)
-		b->shard_n = b->dp;
+	b->shard_n = (int)b->p->shard_n;
 }
 
 /* Bytes per parameter an optimizer step moves: fp32 words (see the header
@@ -1008,17 +1018,16 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 		 const struct graph *g, int64_t micro_batch)
 {
 	const struct scn_training *t = &s->s.training;
-	int act = scenario_act_bytes(s), native = t->framework == FW_SHARDCAST;
-	int deepspeed = t->framework == FW_DEEPSPEED || (t->strategy >= STRAT_ZERO1 && t->strategy <= STRAT_ZERO3);
+	const struct plan *p = &s->plan;
+	int native = p->engine == FW_SHARDCAST;
 
 	memset(b, 0, sizeof *b);
 	b->ss = ss;
 	b->d = &ss->d;
 	b->s = s;
+	b->p = p;
 	b->g = g;
 	b->ce = &s->eff;
-	b->strat = t->strategy;
-	b->shard = t->strategy == STRAT_FSDP ? t->fsdp_sharding : SHARD_FULL;
 	b->tp = (int)t->tensor_parallel;
 	b->dp = (int)s->dp;
 	b->gpn = (int)s->s.cluster.gpus_per_node;
@@ -1026,22 +1035,26 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 	b->accum = (int)t->grad_accum;
 	b->algo = s->s.cluster.coll_algo;
 	b->recompute = t->recompute;
-	b->offload = t->offload;
+	b->offload = p->offload;
 	b->B = (double)micro_batch;
-	b->peak = s->gpu.peak[t->precision];
+	b->prec = p->precision;
+	b->straggle = compute_straggle(&s->eff, (double)s->world);
+	b->peak = s->gpu.peak[p->precision];
 	b->peak_vec = s->gpu.peak[PREC_FP32];
 	b->mem_bw = s->gpu.memory_bandwidth;
 	/* PyTorch autocast keeps fp32 weights and gradients (and DDP reduces those);
-	 * FSDP's MixedPrecision and DeepSpeed hold 16-bit ones */
-	b->cast_weights = g->o.autocast && (b->strat == STRAT_SINGLE || b->strat == STRAT_DP || b->strat == STRAT_DDP);
-	b->wbytes = act;
-	b->gbytes = b->cast_weights ? 4 : act;
-	b->pcomm = b->strat == STRAT_DP && g->o.autocast ? 4 : act;
-	b->gcomm = b->cast_weights || (b->strat == STRAT_DP && g->o.autocast) ? 4 : act;
-	b->opt_impl = s->opt_impl;
-	b->opt_bytes = gpu_opt_bytes(t->optimizer, s->opt_impl == OPTI_FUSED, (deepspeed || native) && act == 2);
-	/* host: DeepSpeed's CPUAdam is fused; FSDP's CPU offload runs torch.optim on CPU tensors */
-	b->host_opt_bytes = gpu_opt_bytes(t->optimizer, deepspeed || native, (deepspeed || native) && act == 2);
+	 * FSDP's MixedPrecision and DeepSpeed hold 16-bit ones (plan.h) */
+	b->cast_weights = p->autocast;
+	b->wbytes = p->w.kernel_weights;
+	b->gbytes = p->w.kernel_grads;
+	b->pcomm = p->w.comm_params;
+	b->gcomm = p->w.comm_grads;
+	b->opt_impl = p->opt_impl;
+	/* the 16-bit working copy a fused step writes back: DeepSpeed, the runtime */
+	b->opt_bytes = gpu_opt_bytes(p->optimizer, p->opt_impl == OPTI_FUSED, p->fused_optimizer && p->mixed);
+	/* the host optimizer of offload: DeepSpeed's CPUAdam is fused, FSDP's CPU
+	 * offload runs torch.optim on CPU tensors */
+	b->host_opt_bytes = gpu_opt_bytes(p->optimizer, p->fused_optimizer, p->fused_optimizer && p->mixed);
 	b->disp_f = native ? s->eff.dispatch_native : s->eff.dispatch_eager;
 	b->disp_b = native ? s->eff.dispatch_native : s->eff.dispatch_autograd;
 	b->disp_c = s->eff.dispatch_collective;
@@ -1050,13 +1063,12 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 	 * units cost their collectives' issue only) */
 	b->disp_uf = native ? 0 : s->eff.dispatch_unit_fwd;
 	b->disp_ub = native ? 0 : s->eff.dispatch_unit_bwd;
-	b->is_fsdp = b->strat == STRAT_FSDP;
-	b->is_zero3 = b->strat == STRAT_ZERO3;
-	b->is_zero = b->strat >= STRAT_ZERO1 && b->strat <= STRAT_ZERO3;
-	/* what the optimizer steps: FSDP's FlatParameters (one per unit, counted once
-	 * the units exist), DeepSpeed's flat fp32 partition, else every tensor */
-	b->opt_tensors = b->is_zero ? 1 : graph_param_tensors(g);
-	b->has_units = b->is_fsdp || b->is_zero3;
+	b->wrapped = p->units;
+	b->modules = p->mech == MECH_ZERO3;
+	/* what the optimizer steps (plan.h opt_groups): FSDP's FlatParameters (one
+	 * per unit, counted once the units exist), a flat partition, every tensor */
+	b->opt_tensors = p->opt_groups == OPT_FLAT ? 1 : graph_param_tensors(g);
+	b->has_units = b->wrapped || b->modules;
 	b->rep = b->tps = b->h2d = b->d2h = b->host = b->gpu1 = b->cpu1 = -1;
 	if (grow_ops(ss, g->nops, g->nblocks + 1))
 		return -1;
@@ -1070,17 +1082,17 @@ static int streams(struct bld *b)
 
 	b->cpu = des_stream(d, 0, DES_CPU, "host thread");
 	b->gpu = des_stream(d, 0, DES_COMPUTE, "compute stream");
-	b->pg = des_stream(d, 0, DES_COMM, b->strat == STRAT_DP ? "nccl (GPU 0)" : "nccl data-parallel");
+	b->pg = des_stream(d, 0, DES_COMM, b->p->mech == MECH_DP ? "nccl (GPU 0)" : "nccl data-parallel");
 	if (b->tp > 1)
 		b->tps = des_stream(d, 0, DES_COMM, "nccl tensor-parallel");
-	if (b->is_fsdp && (b->shard == SHARD_HYBRID || b->shard == SHARD_HYBRID_ZERO2))
+	if (b->p->hybrid)
 		b->rep = des_stream(d, 0, DES_COMM, "nccl replicate (hybrid)");
 	if (b->offload != OFFLOAD_NONE) {
 		b->h2d = des_stream(d, 0, DES_COPY, "copy host->device");
 		b->d2h = des_stream(d, 0, DES_COPY, "copy device->host");
 		b->host = des_stream(d, 0, DES_HOST, "host CPU optimizer");
 	}
-	if (b->strat == STRAT_DP) {
+	if (b->p->mech == MECH_DP) {
 		b->gpu1 = des_stream(d, 1, DES_COMPUTE, "compute stream (replicas)");
 		b->cpu1 = des_stream(d, 1, DES_CPU, "autograd thread (replicas)");
 		des_stream(d, 1, DES_COMM, "nccl (replicas)");  /* shows dp's collectives */
@@ -1093,31 +1105,36 @@ static int build(struct bld *b)
 	int m, last;
 
 	des_reset(b->d);
+	b->d->slow = 1 + b->ce->overlap_slowdown;
 	b->ss->ndyn = 0;
 	if (streams(b))
 		return -1;
+	for (m = 0; m < b->g->nops; m++) {  /* what eager PyTorch adds to each op (eager.h) */
+		eager_extra(b->g, &b->s->model, m, &b->ss->ex[m]);
+		b->ss->internal[m] = (unsigned char)eager_internal(b->g, m);
+	}
 	op_times(b);
 	tp_marks(b);
 	graph_units(b);
-	if (b->strat == STRAT_DDP)
+	if (b->p->reduce == REDUCE_DDP)
 		ddp_buckets(b);
-	if ((b->is_fsdp && fsdp_units(b)) || (b->is_zero3 && zero3_units(b)))
+	if ((b->wrapped && fsdp_units(b)) || (b->modules && zero3_units(b)))
 		return -1;
-	if (b->is_fsdp)
+	if (b->p->opt_groups == OPT_PER_UNIT)
 		b->opt_tensors = b->nu;
 	if (!b->has_units)
 		for (m = 0; m < b->g->nops; m++)
 			b->ss->unit_of[m] = -1;
 	for (m = 0; m < b->accum; m++) {
 		last = m == b->accum - 1;
-		if (b->strat == STRAT_DP) {
+		if (b->p->mech == MECH_DP) {
 			dp_microstep(b);
 			continue;
 		}
 		forward(b);
 		backward(b, last);
 	}
-	if (b->strat == STRAT_ZERO1)
+	if (b->p->reduce == REDUCE_AFTER_ACCUM)
 		zero1_reduce(b);
 	optimizer(b);
 	return b->oom ? -1 : 0;
@@ -1175,6 +1192,9 @@ static void results(const struct bld *b, struct step_result *r)
 	r->hfu = (per_sample + ss->flops_rc) * r->samples_per_s / peak_all;
 	r->flops_per_gpu = per_sample * r->samples_per_s / (double)s->world;
 	r->events = d->tot.events;
+	r->simulated_accum = b->accum;
+	r->period_settled = 1;
+	r->timed = 1;
 }
 
 /* ---- entry points ------------------------------------------------------------------ */
@@ -1193,6 +1213,8 @@ void step_sim_delete(struct step_sim *ss)
 	free(ss->tpb);
 	free(ss->tpx);
 	free(ss->pos);
+	free(ss->ex);
+	free(ss->internal);
 	free(ss->dyn);
 	free(ss->kern);
 	free(ss->sums);
@@ -1326,6 +1348,80 @@ int step_resimulate(struct step_sim *ss, const struct scenario *s, const struct 
 	return run(&b, r, e);
 }
 
+/* ---- steps of many micro-steps (step.h) ------------------------------------------ */
+
+void step_extend(const struct step_result *a, const struct step_result *b, int64_t ga,
+		 struct step_result *out)
+{
+	double n = (double)(ga - b->grad_accum), sps;
+	int64_t dp = b->global_batch / (b->micro_batch * b->grad_accum);
+	struct step_result r = *b;
+
+	r.time += n * (b->time - a->time);
+	r.compute += n * (b->compute - a->compute);
+	r.comm += n * (b->comm - a->comm);
+	r.exposed_comm += n * (b->exposed_comm - a->exposed_comm);
+	r.comm_tp += n * (b->comm_tp - a->comm_tp);
+	r.optimizer += n * (b->optimizer - a->optimizer);
+	r.copy += n * (b->copy - a->copy);
+	r.host_optimizer += n * (b->host_optimizer - a->host_optimizer);
+	r.grad_accum = ga;
+	r.global_batch = b->micro_batch * ga * dp;
+	sps = r.time > 0 ? (double)r.global_batch / r.time : 0;
+	if (b->samples_per_s > 0) {
+		r.tokens_per_s *= sps / b->samples_per_s;
+		r.mfu *= sps / b->samples_per_s;
+		r.hfu *= sps / b->samples_per_s;
+		r.flops_per_gpu *= sps / b->samples_per_s;
+	}
+	r.samples_per_s = sps;
+	*out = r;
+}
+
+/* Whether the steps of n, n + 1 and n + 2 micro-steps grow by the same period. */
+static int same_period(const struct step_result *r0, const struct step_result *r1,
+		       const struct step_result *r2)
+{
+	double tol = STEP_PERIOD_TOL * fabs(r2->time - r1->time);
+
+	return fabs((r2->time - r1->time) - (r1->time - r0->time)) <= tol &&
+		fabs((r2->compute - r1->compute) - (r1->compute - r0->compute)) <= tol &&
+		fabs((r2->comm - r1->comm) - (r1->comm - r0->comm)) <= tol &&
+		fabs((r2->exposed_comm - r1->exposed_comm) - (r1->exposed_comm - r0->exposed_comm)) <= tol;
+}
+
+/* One step of s's grad_accum micro-steps, from simulations of 1, 2, 3, ...
+ * micro-steps until the period settles (step.h). */
+static int periodic(struct step_sim *ss, const struct scenario *s, const struct graph *g, int64_t mb,
+		    struct step_result *out, struct err *e)
+{
+	struct scenario *w = malloc(sizeof *w);
+	struct step_result r[3];
+	uint64_t events = 0;
+	int64_t k;
+	int rc = 0, settled = 0;
+
+	if (!w)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	memcpy(w, s, sizeof *w);  /* read-only: its pointers stay s's */
+	memset(r, 0, sizeof r);
+	for (k = 1; k <= STEP_PERIOD_PROBE && !settled && !rc; k++) {
+		r[0] = r[1];
+		r[1] = r[2];
+		w->s.training.grad_accum = k;
+		rc = step_simulate(ss, w, g, mb, &r[2], e);
+		events += r[2].events;
+		settled = k >= 3 && same_period(&r[0], &r[1], &r[2]);
+	}
+	free(w);
+	if (rc)
+		return rc;
+	step_extend(&r[1], &r[2], s->s.training.grad_accum, out);
+	out->events = events;
+	out->period_settled = settled;
+	return 0;
+}
+
 int step_run(const struct scenario *s, const struct graph *g, struct prediction *p, struct err *e)
 {
 	struct step_sim ss;
@@ -1334,8 +1430,14 @@ int step_run(const struct scenario *s, const struct graph *g, struct prediction 
 
 	if (step_sim_create(&ss))
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
-	rc = step_simulate(&ss, s, g, mb, &p->step, e);
-	p->step.batch_assumed = p->micro_batch <= 0;
+	if (s->s.training.grad_accum > STEP_ACCUM_FULL)
+		rc = periodic(&ss, s, g, mb, &p->step, e);
+	else
+		rc = step_simulate(&ss, s, g, mb, &p->step, e);
+	/* no micro-batch from the scenario, and none from the memory model (not
+	 * run, or not even one sample fits): 1 stands in */
+	p->step.batch_assumed = p->micro_batch <= 0 ||
+		(s->s.training.micro_batch <= 0 && p->max_micro_batch == 0);
 	step_sim_delete(&ss);
 	return rc;
 }
@@ -1406,18 +1508,25 @@ int step_trace(const struct scenario *s, int64_t micro_batch, const char *path, 
 	struct step_result r;
 	struct graph g;
 	struct graph_opts o;
+	struct scenario *w = malloc(sizeof *w);
 	int rc;
 
-	predict_graph_opts(s, &o);
-	rc = graph_build(&g, &s->model, &o, e);
+	if (!w)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	memcpy(w, s, sizeof *w);  /* read-only: its pointers stay s's */
+	if (w->s.training.grad_accum > STEP_ACCUM_FULL)
+		w->s.training.grad_accum = STEP_ACCUM_FULL;
+	predict_graph_opts(w, &o);
+	rc = graph_build(&g, &w->model, &o, e);
 	if (!rc && step_sim_create(&ss))
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
 	else if (!rc) {
-		rc = step_simulate(&ss, s, &g, micro_batch > 0 ? micro_batch : 1, &r, e);
+		rc = step_simulate(&ss, w, &g, micro_batch > 0 ? micro_batch : 1, &r, e);
 		if (!rc)
 			rc = step_trace_write(&ss, path, e);
 		step_sim_delete(&ss);
 	}
 	graph_free(&g);
+	free(w);
 	return rc;
 }

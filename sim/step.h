@@ -1,6 +1,6 @@
 /*
  * step.h — step time, throughput and MFU from a discrete-event simulation of one
- * optimizer step (the `step` object of DESIGN.md's JSON contract).
+ * optimizer step (the `step` object of docs/CONTRACT.md's JSON).
  *
  * From the model graph (graph.h) the builder issues, in program order, what the
  * framework really launches on each stream of a rank: forward and backward
@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "des.h"
+#include "eager.h"
 #include "graph.h"
 #include "predict.h"
 #include "scenario.h"
@@ -68,6 +69,8 @@ struct step_sim {
 	struct scn_cluster bcluster;
 	int64_t bdp, bworld;
 	unsigned char *pos;         /* (nops) which of tf, tb, tpb were > 0 */
+	struct eager_extra *ex;     /* (nops) eager kernels beyond each op's own (eager.h) */
+	unsigned char *internal;    /* (nops) 1: a copy made inside another op (eager.h) */
 	struct step_dyn *dyn;       /* collectives whose bytes scale with the micro-batch */
 	int ndyn, capdyn;
 	int *kern, nkern, capkern;  /* its kernel tasks (re-timed) */
@@ -101,11 +104,37 @@ int step_resimulate(struct step_sim *ss, const struct scenario *s, const struct 
  * one thread per stream. Writes path.tmp, then renames it. */
 int step_trace_write(const struct step_sim *ss, const char *path, struct err *e);
 
+/* Steps of many micro-steps. Every micro-step but the last is the same tasks
+ * with the same dependencies (forward and backward without gradient
+ * synchronisation, or with the same per-micro-step collectives), so once the
+ * state at a micro-step boundary repeats, each further micro-step adds the same
+ * period to the step: T(n + 1) - T(n) is a constant, and likewise compute,
+ * communication and exposed communication. A step of more than
+ * STEP_ACCUM_FULL micro-steps is simulated with 1, 2, 3, ... micro-steps until
+ * two successive periods agree (relative STEP_PERIOD_TOL; in every case tried
+ * they agree from the first), at most STEP_PERIOD_PROBE, then extended by that
+ * period: exact while micro-steps repeat, and a step of 10^6 micro-steps costs
+ * what one of three does. tests/test_step.c checks it against full simulations;
+ * recommend (sweep_eval.c) extends from 2 simulated micro-steps the same way. */
+#define STEP_ACCUM_FULL 8
+#define STEP_PERIOD_PROBE 16
+#define STEP_PERIOD_TOL 1e-9
+
+/* Extends step b (b->grad_accum micro-steps), whose step with one micro-step
+ * fewer is a, to ga micro-steps by their difference: time, compute,
+ * communication (all, exposed, tensor-parallel), the optimizer, copies and the
+ * host optimizer grow by the period; the batch and the rates follow. */
+void step_extend(const struct step_result *a, const struct step_result *b, int64_t ga,
+		 struct step_result *out);
+
 /* predict_run's entry: fills p->step at p->micro_batch (1 when the memory model
- * has not set it; p->step.batch_assumed says so). */
+ * has not set it; p->step.batch_assumed says so); more than STEP_ACCUM_FULL
+ * micro-steps are extended by their period (above). */
 int step_run(const struct scenario *s, const struct graph *g, struct prediction *p, struct err *e);
 
-/* Builds the graph, simulates s at micro_batch and writes the trace to path. */
+/* Builds the graph, simulates s at micro_batch and writes the trace to path.
+ * A step of more than STEP_ACCUM_FULL micro-steps is traced with its first
+ * STEP_ACCUM_FULL - 1 and its last (the others repeat the period). */
 int step_trace(const struct scenario *s, int64_t micro_batch, const char *path, struct err *e);
 
 #endif

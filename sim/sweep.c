@@ -233,32 +233,23 @@ static int enum_list(struct sweep *sw, const char *key, const char *section, con
 	return 0;
 }
 
-/* strategies: single, dp, ddp, zero1..3, fsdp, fsdp:SHARDING */
+/* strategies: names of the strategy table (plan.h) */
 static int strategy_list(struct sweep *sw, int *strat, int *shard, int *n, struct err *e)
 {
-	static const char *const names[] = {"single", "dp", "ddp", "zero1", "zero2", "zero3", "fsdp",
-		"fsdp:full_shard", "fsdp:shard_grad_op", "fsdp:no_shard", "fsdp:hybrid_shard",
-		"fsdp:hybrid_shard_zero2"};
 	char buf[CFG_STR_MAX], *it[SWEEP_MAX_AXIS];
-	size_t nn = sizeof names / sizeof names[0];
-	size_t c;
 	int i, j;
 
 	if (list(sw, "strategies", sw->set.strategies, buf, sizeof buf, it, SWEEP_MAX_AXIS, n, e))
 		return e->code;
 	for (i = 0; i < *n; i++) {
-		for (c = 0; c < nn && strcmp(names[c], it[i]); c++)
-			;
-		if (c == nn) {
-			const char *near = err_nearest(it[i], names, nn);
+		if (plan_parse_strategy(it[i], &strat[i], &shard[i])) {
+			const char *near = plan_strategy_nearest(it[i]);
 			return err_set(e, ERR_INPUT, sw->file, line_of(sw, "strategies"),
 				       "[sweep] strategies: unknown strategy '%s'%s%s%s", it[i],
 				       near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
 		}
-		strat[i] = c <= 6 ? (int)c : STRAT_FSDP;
-		shard[i] = c <= 6 ? SHARD_FULL : (int)c - 7;
 		for (j = 0; j < i; j++)
-			if (strat[j] == strat[i] && (strat[i] != STRAT_FSDP || shard[j] == shard[i]))
+			if (strat[j] == strat[i] && shard[j] == shard[i])
 				return err_set(e, ERR_INPUT, sw->file, line_of(sw, "strategies"),
 					       "[sweep] strategies: %s is listed twice", it[i]);
 	}
@@ -549,11 +540,8 @@ static int build_cands(struct sweep *sw, struct err *e)
 							k->offload = off[d];
 							k->tp = tp[g];
 							k->nodes = nodes[f];
-							if (k->strategy == STRAT_FSDP)
-								snprintf(k->strat, sizeof k->strat, "fsdp:%s",
-									 scenario_enum_name("training", "fsdp_sharding_strategy", k->sharding));
-							else
-								snprintf(k->strat, sizeof k->strat, "%s", scenario_strategy_name(k->strategy));
+							snprintf(k->strat, sizeof k->strat, "%s",
+								 plan_strategy_name(k->strategy, k->sharding));
 							snprintf(k->label, sizeof k->label, "%s", k->strat);
 							l = strlen(k->label);
 							if (np > 1)

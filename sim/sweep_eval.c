@@ -71,7 +71,7 @@ struct sweep_ctx {
 	const struct sweep *sw;
 	struct scenario work;     /* base + the group's model + a candidate's training */
 	struct step_sim ss;
-	struct fw_profile prof[3];/* by enum framework */
+	struct fw_profile prof[3];/* by engine (enum framework) */
 	int prof_loaded[3];
 	int group;                /* model x nseq + seq; -1 none */
 	int group_note;           /* 1: every candidate of the group is invalid (note) */
@@ -190,18 +190,9 @@ static void group_set(struct sweep_ctx *c, int model, int seq)
 	}
 }
 
-/* The framework of a candidate: zero1-3 run DeepSpeed's engine unless the sweep
- * says shardcast; everything else the sweep's framework. */
-static int framework(const struct sweep *sw, const struct sweep_cand *k)
-{
-	int fw = sw->base.s.training.framework;
-
-	if (fw == FW_PYTORCH && k->strategy >= STRAT_ZERO1 && k->strategy <= STRAT_ZERO3)
-		return FW_DEEPSPEED;
-	return fw;
-}
-
-/* Puts candidate k's training settings into the working scenario. */
+/* Puts candidate k's training settings into the working scenario, and its
+ * plan (plan.h: which engine, profile and mechanism; the checks wait for
+ * slot_setup). */
 static void apply(struct sweep_ctx *c, const struct sweep_cand *k)
 {
 	struct scenario *w = &c->work;
@@ -213,10 +204,10 @@ static void apply(struct sweep_ctx *c, const struct sweep_cand *k)
 	t->recompute = k->recompute;
 	t->offload = k->offload;
 	t->tensor_parallel = k->tp;
-	t->framework = framework(c->sw, k);
 	w->s.cluster.nodes = k->nodes;
 	w->world = k->nodes * w->s.cluster.gpus_per_node;
 	w->dp = w->world / k->tp;
+	plan_derive(&w->plan, &w->s, w->world, w->gpu.compute_capability);
 }
 
 /* predict_graph_opts clears the struct before filling it, so the bytes compare. */
@@ -225,11 +216,14 @@ static int same_opts(const struct graph_opts *a, const struct graph_opts *b)
 	return memcmp(a, b, sizeof *a) == 0;
 }
 
-static int profile(struct sweep_ctx *c, int fw, struct err *e)
+/* The profile of the working candidate's engine, loaded once per process. */
+static int profile(struct sweep_ctx *c, struct err *e)
 {
+	int fw = c->work.plan.engine;
+
 	if (c->prof_loaded[fw])
 		return 0;
-	if (profile_load(scenario_enum_name("training", "framework", fw), &c->prof[fw], c->sw->file, 0, e))
+	if (profile_load(plan_profile_name(&c->work.plan), &c->prof[fw], c->sw->file, 0, e))
 		return e->code;
 	c->prof_loaded[fw] = 1;
 	return 0;
@@ -271,13 +265,13 @@ static int slot_setup(struct sweep_ctx *c, int i, struct err *e)
 	}
 	s->graph = j;
 	s->state = 1;
-	return profile(c, c->work.s.training.framework, e);
+	return profile(c, e);
 }
 
 /* The tape of candidate i without (a = 0) or with (a = 1) accumulation, in
  * the context's scratch plan (its memory reused; what was there is dropped),
  * and the largest micro-batch that fits on it. */
-static int plan(struct sweep_ctx *c, int i, int a, struct err *e)
+static int tapes(struct sweep_ctx *c, int i, int a, struct err *e)
 {
 	struct slot *s = &c->slots[i];
 	int bind;
@@ -287,7 +281,7 @@ static int plan(struct sweep_ctx *c, int i, int a, struct err *e)
 	c->sc_slot = -1;
 	c->scratch.scripts = &c->scripts;
 	c->work.s.training.grad_accum = a ? 2 : 1;
-	if (mem_plan_rebuild(&c->scratch, &c->work, &c->g[s->graph], &c->prof[c->work.s.training.framework], e))
+	if (mem_plan_rebuild(&c->scratch, &c->work, &c->g[s->graph], &c->prof[c->work.plan.engine], e))
 		return e->code;
 	c->sc_slot = i;
 	c->sc_a = a;
@@ -302,7 +296,7 @@ static int plan(struct sweep_ctx *c, int i, int a, struct err *e)
 /* s->maxb[a] of candidate i, its tape built if not known yet. */
 static int max_batch(struct sweep_ctx *c, int i, int a, int64_t *m, struct err *e)
 {
-	if (!c->slots[i].have[a] && plan(c, i, a, e))
+	if (!c->slots[i].have[a] && tapes(c, i, a, e))
 		return e->code;
 	*m = c->slots[i].maxb[a];
 	return 0;
@@ -361,7 +355,7 @@ static int memory(struct sweep_ctx *c, int ci, int a, int64_t b, struct sweep_re
 			return 0;
 		}
 	}
-	if (plan(c, ci, a, e))
+	if (tapes(c, ci, a, e))
 		return e->code;
 	breakdown(&c->scratch, &c->g[s->graph], b, r);
 	m = &s->mm[s->nmm++ % c->nmemo];
@@ -468,12 +462,9 @@ static int slot_prepare(struct sweep_ctx *c, int i, struct err *e)
 	return 0;
 }
 
-/* One optimizer step of micro-batch mb and grad_accum ga. Every micro-step but
- * the last is the same tasks with the same dependencies (forward and backward
- * without gradient synchronisation, or with the same per-micro-step
- * collectives), and each starts where the one before has drained, so a step
- * grows by one period per micro-step: T(ga) = T(2) + (ga - 2) (T(2) - T(1)),
- * and likewise compute, communication and exposed communication.
+/* One optimizer step of micro-batch mb and grad_accum ga: steps of more than
+ * SWEEP_ACCUM_SIMULATED micro-steps are extended by their period from the last
+ * two simulated (step_extend, step.h: every micro-step but the last repeats).
  * tests/test_sweep.c checks this against full simulations of every strategy on
  * NVLink and InfiniBand. */
 
@@ -563,7 +554,6 @@ static int step(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga, str
 {
 	const struct step_result *p;
 	struct step_result two;
-	double n, sps;
 
 	if (ga <= SWEEP_ACCUM_SIMULATED) {
 		p = simulate(c, s, mb, ga, e);
@@ -579,20 +569,7 @@ static int step(struct sweep_ctx *c, struct slot *s, int64_t mb, int64_t ga, str
 	p = simulate(c, s, mb, SWEEP_ACCUM_SIMULATED, e);
 	if (!p)
 		return e->code ? e->code : ERR_SYSTEM;
-	*st = *p;
-	n = (double)(ga - SWEEP_ACCUM_SIMULATED);
-	st->time += n * (st->time - two.time);
-	st->compute += n * (st->compute - two.compute);
-	st->comm += n * (st->comm - two.comm);
-	st->exposed_comm += n * (st->exposed_comm - two.exposed_comm);
-	st->grad_accum = ga;
-	st->global_batch = mb * ga * c->work.dp;
-	sps = (double)st->global_batch / st->time;
-	st->tokens_per_s *= sps / st->samples_per_s;
-	st->mfu *= sps / st->samples_per_s;
-	st->hfu *= sps / st->samples_per_s;
-	st->flops_per_gpu *= sps / st->samples_per_s;
-	st->samples_per_s = sps;
+	step_extend(&two, p, ga, st);  /* by the period (step.h) */
 	return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "calib.h"
 #include "units.h"
 
 /* ---- formatting ----------------------------------------------------------------------- */
@@ -181,8 +182,15 @@ static void md_header(const struct sweep *sw, FILE *f)
 {
 	const struct scenario *b = &sw->base;
 	const struct sweep_settings *st = &sw->set;
-	char cap[32], bw[32], ibw[32], text[3 * CFG_STR_MAX + 2048];
-	int fw = b->s.training.framework, multi = sw->cands[sw->ncand - 1].nodes > 1 || sw->cands[0].nodes > 1;
+	char cap[32], bw[32], ibw[32], text[4 * CFG_STR_MAX + 2048], cal[CFG_STR_MAX + 400],
+		what[CFG_STR_MAX + 300];
+	int fw = b->plan.framework, multi = sw->cands[sw->ncand - 1].nodes > 1 || sw->cands[0].nodes > 1;
+
+	if (b->calib.applied)
+		snprintf(cal, sizeof cal, " Device parameters: the latest calibration of the device (validate "
+			 "--calibrate): %s.", calib_describe(&b->calib, what, sizeof what));
+	else
+		snprintf(cal, sizeof cal, " Device parameters: the catalog's (no calibration).");
 
 	units_format(cap, sizeof cap, b->capacity, UNIT_BYTES);
 	units_format(bw, sizeof bw, b->intra.bandwidth, UNIT_BW);
@@ -204,8 +212,8 @@ static void md_header(const struct sweep *sw, FILE *f)
 		sw->nseq > 1 ? "s" : "", sw->ncand,
 		st->strategies, st->precision, st->recompute, st->offload, st->tensor_parallel,
 		st->nodes[0] ? "; nodes " : "", st->nodes, scenario_enum_name("training", "optimizer", b->s.training.optimizer),
-		scenario_enum_name("training", "framework", fw), fw == FW_PYTORCH ? " (DeepSpeed's engine for zero1-3)" : "",
-		sw->calibrated ? " Device parameters: the latest calibration of the device (validate --calibrate)." : "");
+		scenario_enum_name("training", "framework", fw), plan_engine_note(fw),
+		cal);
 	fprintf(f, "\n\n");
 	md_wrap(f, text);
 	snprintf(text, sizeof text, "Objective: %s. Each cell: the best candidate, its %s, and its lead over "

@@ -110,6 +110,10 @@ const char *units_format(char *buf, size_t n, double v, enum unit u)
 
 	switch (u) {
 	case UNIT_BYTES:
+		if (a < 1024.0) {  /* whole bytes: "0 B", "512 B" */
+			snprintf(buf, n, "%.0f B", v);
+			break;
+		}
 		while (a >= 1024.0 && i < 5) {
 			a /= 1024.0;
 			v /= 1024.0;
@@ -127,7 +131,9 @@ const char *units_format(char *buf, size_t n, double v, enum unit u)
 		snprintf(buf, n, "%.2f %s", v, u == UNIT_BW ? bws[i] : fls[i]);
 		break;
 	case UNIT_TIME:
-		if (a < 1e-3)
+		if (a == 0)
+			snprintf(buf, n, "0 s");
+		else if (a < 1e-3)
 			snprintf(buf, n, "%.2f us", v * 1e6);
 		else if (a < 1)
 			snprintf(buf, n, "%.2f ms", v * 1e3);
@@ -141,5 +147,23 @@ const char *units_format(char *buf, size_t n, double v, enum unit u)
 	default:
 		snprintf(buf, n, "%g", v);
 	}
+	return buf;
+}
+
+const char *units_format_count(char *buf, size_t n, double v)
+{
+	static const char *words[] = {"thousand", "million", "billion", "trillion"};
+	double a = fabs(v);
+	int i = -1;
+
+	while (a >= 1000.0 && i < 3) {
+		a /= 1000.0;
+		v /= 1000.0;
+		i++;
+	}
+	if (i < 0)
+		snprintf(buf, n, "%.0f", v);
+	else
+		snprintf(buf, n, "%.4g %s", v, words[i]);
 	return buf;
 }

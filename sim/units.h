@@ -27,7 +27,12 @@ int units_parse(const char *s, enum unit u, double *out, char *why, size_t nwhy)
 /* What a value of kind u looks like, for error messages: "a size such as 80GiB". */
 const char *units_expect(enum unit u);
 
-/* Formats v (SI of kind u) with a readable prefix: "79.35 GiB", "450 GB/s", "3.2 ms". */
+/* Formats v (SI of kind u) with a readable prefix: "79.35 GiB", "450 GB/s", "3.2 ms";
+ * below 1 KiB whole bytes ("0 B"), and a zero time "0 s". */
 const char *units_format(char *buf, size_t n, double v, enum unit u);
+
+/* Formats a count in words, never a unit's letter: "1.558 billion",
+ * "120.6 thousand", "812" ("B" is bytes elsewhere in the reports). */
+const char *units_format_count(char *buf, size_t n, double v);
 
 #endif

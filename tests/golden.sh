@@ -66,7 +66,7 @@ printf '[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\n[training]\naccel
 expect_error accelerate-empty "empty YAML file" "$tmp/acc-empty.ini"
 expect_error hf-directory "cannot open" --set model.hf_config="$here" "$tmp/hf-junk.ini"
 
-# the JSON contract (DESIGN.md): parses, and has the keys
+# the JSON contract (docs/CONTRACT.md): parses, and has the keys
 if out=$("$root/$bin/simulate" scenarios/default.ini --json 2>"$tmp/err"); then
 	if echo "$out" | jq -e '.scenario and .model.name and (.model.params > 0) and .cluster.gpu
 	    and (.cluster.gpus == 8) and (.cluster.gpu_memory_bytes > 0) and .training.strategy
@@ -74,7 +74,7 @@ if out=$("$root/$bin/simulate" scenarios/default.ini --json 2>"$tmp/err"); then
 	else bad "json: contract keys missing: $out"; fi
 else bad "json: exit $? ($(cat "$tmp/err"))"; fi
 
-# the step object (DESIGN.md contract) and a Chrome/Perfetto trace of the step
+# the step object (docs/CONTRACT.md) and a Chrome/Perfetto trace of the step
 if out=$("$root/$bin/simulate" scenarios/default.ini --json --trace "$tmp/trace.json" 2>"$tmp/err"); then
 	if echo "$out" | jq -e '.step.time_s > 0 and .step.compute_s > 0 and (.step.comm_s >= 0)
 	    and (.step.exposed_comm_s <= .step.comm_s) and .step.tokens_per_s > 0
@@ -100,6 +100,35 @@ else bad "json memory: exit $? ($(cat "$tmp/err"))"; fi
 if out=$("$root/$bin/simulate" scenarios/default.ini --json --set model.name=llama-2-70b --set training.strategy=ddp 2>"$tmp/err") &&
    echo "$out" | jq -e '(.max_micro_batch == 0) and (.memory.fits == false) and (.training.micro_batch == 1)' >/dev/null; then ok
 else bad "max batch 0: $out $(cat "$tmp/err")"; fi
+# ... and it is no run: no step time, throughput or MFU (null, not 0), and the
+# report says why instead of printing a throughput (issue 12, item 3)
+if out=$("$root/$bin/simulate" scenarios/default.ini --json --set cluster.gpu_memory=1MiB 2>"$tmp/err") &&
+   echo "$out" | jq -e '(.max_micro_batch == 0) and (.step.time_s == null)
+     and (.step.tokens_per_s == null) and (.step.samples_per_s == null) and (.step.mfu == null)
+     and .step.micro_batch_assumed' >/dev/null; then ok
+else bad "nothing fits: step $(echo "$out" | jq -c .step) $(cat "$tmp/err")"; fi
+"$root/$bin/simulate" scenarios/default.ini --set cluster.gpu_memory=1MiB >"$tmp/out" 2>&1
+if grep -q "not simulated as a run" "$tmp/out" && ! grep -qE "tokens/s|TFLOP/s|MFU  " "$tmp/out"; then ok
+else bad "nothing fits: the report prints a throughput: $(cat "$tmp/out")"; fi
+# with [failures] and no [job] step_time, no step time means no job: null, said
+printf '[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\ngpu_memory = 1MiB\n[failures]\ncatalog = llama3-h100\n[job]\nsteps = 100\n' >"$tmp/nofit-job.ini"
+if out=$("$root/$bin/simulate" "$tmp/nofit-job.ini" --json 2>"$tmp/err") && echo "$out" | jq -e '.job == null' >/dev/null &&
+   "$root/$bin/simulate" "$tmp/nofit-job.ini" | grep -q "Job with failures: not simulated"; then ok
+else bad "nothing fits, job: $(echo "$out" | jq -c .job) $(cat "$tmp/err")"; fi
+# units that fit: counts in words (B is bytes), whole bytes, FLOP/s with their prefix
+"$root/$bin/simulate" scenarios/cpu-single.ini >"$tmp/out" 2>&1
+if grep -q "120576 parameters (120.6 thousand)" "$tmp/out" && grep -qE "\), [0-9.]+ GFLOP/s per GPU" "$tmp/out" &&
+   ! grep -qE "0\.000 B|0\.0 TFLOP/s|0\.00 B" "$tmp/out"; then ok
+else bad "units on the cpu device: $(cat "$tmp/out")"; fi
+"$root/$bin/simulate" scenarios/default.ini | grep -q "1557611200 parameters (1.558 billion)" && ok || bad "units: parameters in billions"
+
+# a step of 10^6 micro-steps is a few simulated and the rest at their period
+# (issue 12, item 2; the timing is in make bench)
+if out=$("$root/$bin/simulate" scenarios/default.ini --json --set training.grad_accum=1000000 2>"$tmp/err") &&
+   echo "$out" | jq -e '(.step.grad_accum == 1000000) and (.step.micro_steps_simulated == 3) and .step.period_settled
+     and (.step.global_batch == .step.micro_batch * 8 * 1000000) and (.step.time_s > 1e5)' >/dev/null; then ok
+else bad "grad_accum 1e6: $(echo "$out" | jq -c .step) $(cat "$tmp/err")"; fi
+
 # dp: GPU 0 binds and the other GPUs are reported
 if out=$("$root/$bin/simulate" scenarios/t5-large-dp.ini --json 2>"$tmp/err") &&
    echo "$out" | jq -e '(.memory.binding_gpu == 0) and (.memory.other_gpus_peak_bytes < .memory.peak_bytes)' >/dev/null; then ok
@@ -200,6 +229,19 @@ if "$root/$bin/simulate" "$job" --plot "$tmp/ettr.png" >"$tmp/out" 2>"$tmp/err" 
    [ "$(head -c 4 "$tmp/ettr.png" | od -An -c | tr -d ' ')" = "211PNG" ] && grep -q "plot: wrote $tmp/ettr.png" "$tmp/out"; then ok
 else bad "--plot: $(cat "$tmp/err")"; fi
 expect_error plot-no-failures "--plot needs a [failures] section" "$good" --plot "$tmp/x.png"
+# not computed is null, not 0: a job of given work has no window, a window no work
+if out=$("$root/$bin/simulate" "$job" --json 2>"$tmp/err") &&
+   echo "$out" | jq -e '(.job.window_s == null) and (.job.work_s > 0) and (.job.mtbf_s > 0)' >/dev/null; then ok
+else bad "job nulls: $(echo "$out" | jq -c .job) $(cat "$tmp/err")"; fi
+sed 's/^train_tokens = .*/wall_days = 2/' "$job" >"$tmp/window.ini"
+if out=$("$root/$bin/simulate" "$tmp/window.ini" --json 2>"$tmp/err") &&
+   echo "$out" | jq -e '(.job.work_s == null) and (.job.window_s == 172800)' >/dev/null; then ok
+else bad "job nulls (window): $(echo "$out" | jq -c .job) $(cat "$tmp/err")"; fi
+# a job model run longer than a second shows its progress on a terminal (script
+# gives one), and nothing into a pipe
+if script -qec "'$root/$bin/simulate' $job --set failures.trials=40000 >/dev/null" /dev/null 2>&1 | grep -q "trials (job model)" &&
+   ! "$root/$bin/simulate" "$job" --set failures.trials=40000 2>&1 >/dev/null | grep -q "job model"; then ok
+else bad "job model: no progress on a terminal, or progress into a pipe"; fi
 a=$("$root/$bin/simulate" "$job"); b=$("$root/$bin/simulate" "$job")
 [ "$a" = "$b" ] && ok || bad "repeat job runs differ"
 
@@ -219,6 +261,32 @@ if "$root/$bin/simulate" scenarios/default.ini --db "$db" >/dev/null 2>"$tmp/err
 else bad "--db: $(cat "$tmp/err")"; fi
 a=$("$root/$bin/simulate" scenarios/default.ini --json); b=$("$root/$bin/simulate" scenarios/default.ini --json)
 [ "$a" = "$b" ] && ok || bad "repeat runs differ"
+
+# no hidden inputs (issue 12, item 4): a calibration in ./results/results.db is
+# not read unless named by --db; named, every report and JSON says which it is;
+# --no-calibration keeps the catalog's values
+mkdir -p "$tmp/cwd/results"
+cdb="$tmp/cwd/results/results.db"
+"$root/$bin/simulate" scenarios/default.ini --db "$cdb" >/dev/null 2>&1
+sqlite3 "$cdb" "INSERT INTO calibrations(device, created_at, params_json, n_points, error_before, error_after)
+  VALUES ('a100-sxm4-80gb', '2024-01-01T00:00:00Z', '{\"gemm_efficiency\": 0.35, \"gemm_half_dim\": 128,
+  \"memory_efficiency\": 0.8, \"kernel_gap\": 4e-6, \"dispatch_native\": 5e-6, \"dispatch_collective\": 2e-5,
+  \"intra_latency\": 2e-6, \"intra_bandwidth\": 2.4e11, \"fitted\": [\"gemm_efficiency\"], \"heldout\": \"leave-one-out\"}',
+  3, 0.5, 0.08)"
+here_t=$("$root/$bin/simulate" scenarios/default.ini --json | jq .step.time_s)
+there=$(cd "$tmp/cwd" && "$root/$bin/simulate" "$root/scenarios/default.ini" --json 2>"$tmp/err")
+if [ "$(echo "$there" | jq .step.time_s)" = "$here_t" ] && echo "$there" | jq -e '.calibration == null' >/dev/null &&
+   (cd "$tmp/cwd" && "$root/$bin/simulate" "$root/scenarios/default.ini") | grep -q "^Calibration none"; then ok
+else bad "a calibration in ./results was read without --db: $(echo "$there" | jq -c '.calibration, .step.time_s') vs $here_t"; fi
+if out=$("$root/$bin/simulate" scenarios/default.ini --json --db "$cdb" 2>"$tmp/err") &&
+   echo "$out" | jq -e --argjson t "$here_t" '(.calibration.device == "a100-sxm4-80gb") and (.calibration.runs == 3)
+     and (.calibration.heldout_error == 0.08) and (.calibration.heldout_method == "leave-one-out")
+     and (.calibration.created_at == "2024-01-01T00:00:00Z") and (.step.time_s > $t)' >/dev/null &&
+   "$root/$bin/simulate" scenarios/default.ini --db "$cdb" | grep -q "^Calibration a100-sxm4-80gb, fitted 2024-01-01T00:00:00Z to 3 runs, held-out error 8.0% (leave-one-out)"; then ok
+else bad "--db: calibration not applied or not named: $(echo "$out" | jq -c .calibration) $(cat "$tmp/err")"; fi
+if out=$("$root/$bin/simulate" scenarios/default.ini --json --db "$cdb" --no-calibration 2>"$tmp/err") &&
+   [ "$(echo "$out" | jq .step.time_s)" = "$here_t" ] && echo "$out" | jq -e '.calibration == null' >/dev/null; then ok
+else bad "--no-calibration: $(echo "$out" | jq -c '.calibration, .step.time_s')"; fi
 
 # bin/results: --help, clear errors (exit 2), merge, export
 res="$root/$bin/results"

@@ -233,22 +233,22 @@ static void t_embed(int dt)
 	dwtep = up(wte, (size_t)V * C, pt), dwpep = up(wpe, (size_t)T * C, pt);
 	ddwte = up(dwte, (size_t)V * C, pt), ddwpe = up(dwpe, (size_t)T * C, pt);
 
-	backend_cpu.embed_fwd(out, ids, wte, B, T, C);
+	backend_cpu.embed_fwd(&backend_cpu, out, ids, wte, B, T, C);
 	quant(out, n, dt);
 	cuk_embed_fwd(K, dt, dout, dids, dwtep, B, T, C);
 	check("embed_fwd", dt, down(dout, n, dt), out, n, dt ? 1e-2 : 0);
-	backend_cpu.embed_bwd(dwte, g, ids, B, T, C);
+	backend_cpu.embed_bwd(&backend_cpu, dwte, g, ids, B, T, C);
 	cuk_embed_bwd(K, dt, ddwte, dg, dids, B, T, C);
 	check("embed_bwd (+=)", dt, down(ddwte, (size_t)V * C, pt), dwte, (size_t)V * C, gtol);
-	backend_cpu.pos_fwd(out, x, wpe, B, T, C);
+	backend_cpu.pos_fwd(&backend_cpu, out, x, wpe, B, T, C);
 	cuk_pos_fwd(K, dt, dout, dxx, dwpep, B, T, C);
 	check("pos_fwd", dt, down(dout, n, dt), out, n, dt ? 1e-2 : 1e-6);
-	backend_cpu.pos_bwd(dx, dwpe, g, B, T, C);
+	backend_cpu.pos_bwd(&backend_cpu, dx, dwpe, g, B, T, C);
 	cuk_pos_bwd(K, dt, ddx, ddwpe, dg, B, T, C);
 	check("pos_bwd dx (+=)", dt, down(ddx, n, dt), dx, n, dt ? 1e-2 : 1e-6);
 	check("pos_bwd dwpe (+=)", dt, down(ddwpe, (size_t)T * C, pt), dwpe, (size_t)T * C, gtol);
 	quant(dwpe, (size_t)T * C, pt);  /* the next check starts from what the gpu stored */
-	backend_cpu.pos_bwd(NULL, dwpe, g, B, T, C);  /* dx NULL: the gradient passes through */
+	backend_cpu.pos_bwd(&backend_cpu, NULL, dwpe, g, B, T, C);  /* dx NULL: the gradient passes through */
 	cuk_pos_bwd(K, dt, NULL, ddwpe, dg, B, T, C);
 	check("pos_bwd dwpe (dx NULL)", dt, down(ddwpe, (size_t)T * C, pt), dwpe, (size_t)T * C, pt ? 2e-2 : 1e-5);
 	cudaFree(dids), cudaFree(dout), cudaFree(dg), cudaFree(ddx), cudaFree(dxx);
@@ -272,12 +272,12 @@ static void t_layernorm(int dt, int N, int C)
 	dxx = up(x, n, dt), dout = up(out, n, dt), dg = up(g, n, dt), ddx = up(dx, n, dt);
 	dwp = up(w, (size_t)C, pt), dbp = up(b, (size_t)C, pt), dstats = up(stats, (size_t)N * 2, CUK_F32);
 	ddw = up(dw, (size_t)C, pt), ddb = up(db, (size_t)C, pt);
-	backend_cpu.layernorm_fwd(out, stats, x, w, b, N, C);
+	backend_cpu.layernorm_fwd(&backend_cpu, out, stats, x, w, b, N, C);
 	cuk_layernorm_fwd(K, dt, dout, dstats, dxx, dwp, dbp, N, C);
 	snprintf(name, sizeof name, "layernorm_fwd C=%d", C);
 	check(name, dt, down(dout, n, dt), out, n, dt ? 1e-2 : 1e-5);
 	check("layernorm_fwd stats", dt, down(dstats, (size_t)N * 2, CUK_F32), stats, (size_t)N * 2, 1e-5);
-	backend_cpu.layernorm_bwd(dx, dw, db, g, x, stats, w, N, C);
+	backend_cpu.layernorm_bwd(&backend_cpu, dx, dw, db, g, x, stats, w, N, C);
 	cuk_layernorm_bwd(K, dt, ddx, ddw, ddb, dg, dxx, dstats, dwp, N, C);
 	check("layernorm_bwd dx (+=)", dt, down(ddx, n, dt), dx, n, dt ? 1e-2 : 1e-4);
 	check("layernorm_bwd dw (+=)", dt, down(ddw, (size_t)C, pt), dw, (size_t)C, pt ? 1e-2 : 1e-4);
@@ -301,11 +301,11 @@ static void t_matmul(int dt, int N, int C, int OC, int bias)
 	quant(dw, nw, pt), quant(db, (size_t)OC, pt);
 	dxx = up(x, nx, dt), dww = up(w, nw, dt), dbb = up(b, (size_t)OC, dt), dout = up(out, no, dt);
 	dg = up(g, no, dt), ddx = up(dx, nx, dt), ddw = up(dw, nw, pt), ddb = up(db, (size_t)OC, pt);
-	backend_cpu.matmul_fwd(out, x, w, bias ? b : NULL, N, C, OC);
+	backend_cpu.matmul_fwd(&backend_cpu, out, x, w, bias ? b : NULL, N, C, OC);
 	cuk_matmul_fwd(K, dt, dout, dxx, dww, bias ? dbb : NULL, N, C, OC);
 	snprintf(name, sizeof name, "matmul_fwd %dx%dx%d%s", N, C, OC, bias ? "+b" : "");
 	check(name, dt, down(dout, no, dt), out, no, tol);
-	backend_cpu.matmul_bwd(dx, dw, bias ? db : NULL, g, x, w, N, C, OC);
+	backend_cpu.matmul_bwd(&backend_cpu, dx, dw, bias ? db : NULL, g, x, w, N, C, OC);
 	cuk_matmul_bwd(K, dt, ddx, ddw, bias ? ddb : NULL, dg, dxx, dww, N, C, OC);
 	check("matmul_bwd dx (+=)", dt, down(ddx, nx, dt), dx, nx, tol);
 	check("matmul_bwd dw (+=)", dt, down(ddw, nw, pt), dw, nw, pt ? 1e-2 : 1e-4);
@@ -333,7 +333,7 @@ static void t_attention(int dt, int B, int T, int NH, int NKV, int hs)
 			dsc[i] = 0;
 	quant(qkv, nq, dt), quant(dctx, nc, dt), quant(dqkv, nq, dt), quant(dsc, ns, dt);
 	dq = up(qkv, nq, dt), ddctx = up(dctx, nc, dt), ddqkv = up(dqkv, nq, dt), ddsc = up(dsc, ns, dt);
-	backend_cpu.attn_score_fwd(sc, qkv, B, T, NH, NKV, hs);
+	backend_cpu.attn_score_fwd(&backend_cpu, sc, qkv, B, T, NH, NKV, hs);
 	quant(sc, ns, dt);  /* the next kernels read what this one stored */
 	dsco = up(sc, ns, dt);
 	{
@@ -343,7 +343,7 @@ static void t_attention(int dt, int B, int T, int NH, int NKV, int hs)
 		check(name, dt, down(tmp, ns, dt), sc, ns, tol);
 		cudaFree(tmp);
 	}
-	backend_cpu.softmax_fwd(att, sc, rows, T);
+	backend_cpu.softmax_fwd(&backend_cpu, att, sc, rows, T);
 	quant(att, ns, dt);
 	datto = up(att, ns, dt);
 	{
@@ -352,14 +352,14 @@ static void t_attention(int dt, int B, int T, int NH, int NKV, int hs)
 		check("softmax_fwd (causal)", dt, down(tmp, ns, dt), att, ns, dt ? 1e-2 : 1e-5);
 		cudaFree(tmp);
 	}
-	backend_cpu.attn_ctx_fwd(ctx, att, qkv, B, T, NH, NKV, hs);
+	backend_cpu.attn_ctx_fwd(&backend_cpu, ctx, att, qkv, B, T, NH, NKV, hs);
 	dctxo = up(ctx, nc, dt);
 	cuk_attn_ctx_fwd(K, dt, dctxo, datto, dq, B, T, NH, NKV, hs);
 	check("attn_ctx_fwd", dt, down(dctxo, nc, dt), ctx, nc, tol);
 
 	quant(datt, ns, dt);
 	ddatt = up(datt, ns, dt);
-	backend_cpu.attn_ctx_bwd(datt, dqkv, dctx, att, qkv, B, T, NH, NKV, hs);
+	backend_cpu.attn_ctx_bwd(&backend_cpu, datt, dqkv, dctx, att, qkv, B, T, NH, NKV, hs);
 	cuk_attn_ctx_bwd(K, dt, ddatt, ddqkv, ddctx, datto, dq, B, T, NH, NKV, hs);
 	got = down(ddatt, ns, dt);
 	for (size_t i = 0; i < ns; i++)  /* above the diagonal: unspecified (kernels.h) */
@@ -374,7 +374,7 @@ static void t_attention(int dt, int B, int T, int NH, int NKV, int hs)
 		void *ddsm;
 		quant(dsm, ns, dt);
 		ddsm = up(dsm, ns, dt);
-		backend_cpu.softmax_bwd(dsm, datt, att, rows, T);
+		backend_cpu.softmax_bwd(&backend_cpu, dsm, datt, att, rows, T);
 		/* the gpu gets the reference's datt so only softmax_bwd is measured */
 		{
 			void *din = up(datt, ns, dt);
@@ -387,7 +387,7 @@ static void t_attention(int dt, int B, int T, int NH, int NKV, int hs)
 		cudaFree(ddsm);
 		free(dsm);
 	}
-	backend_cpu.attn_score_bwd(dqkv, dsc, qkv, B, T, NH, NKV, hs);
+	backend_cpu.attn_score_bwd(&backend_cpu, dqkv, dsc, qkv, B, T, NH, NKV, hs);
 	cuk_attn_score_bwd(K, dt, ddqkv, ddsc, dq, B, T, NH, NKV, hs);
 	check("attn_score_bwd dq,dk (+=)", dt, down(ddqkv, nq, dt), dqkv, nq, tol);
 	cudaFree(dq), cudaFree(dsco), cudaFree(datto), cudaFree(dctxo), cudaFree(ddctx), cudaFree(ddatt);
@@ -409,7 +409,7 @@ static void t_flash(int dt, int B, int T, int NH, int NKV, int hs)
 	struct err e = {0};
 
 	quant(qkv, nq, dt), quant(dctx, nc, dt), quant(dqkv, nq, dt);
-	backend_cpu.attn_score_fwd(sc, qkv, B, T, NH, NKV, hs);
+	backend_cpu.attn_score_fwd(&backend_cpu, sc, qkv, B, T, NH, NKV, hs);
 	for (int r = 0; r < rows; r++) {  /* log-sum-exp of each row of scaled scores */
 		double m = -INFINITY, s = 0;
 		for (int u = 0; u < T; u++)
@@ -418,8 +418,8 @@ static void t_flash(int dt, int B, int T, int NH, int NKV, int hs)
 			s += exp(sc[(size_t)r * T + u] - m);
 		lse[r] = (float)(m + log(s));
 	}
-	backend_cpu.softmax_fwd(att, sc, rows, T);
-	backend_cpu.attn_ctx_fwd(ctx, att, qkv, B, T, NH, NKV, hs);
+	backend_cpu.softmax_fwd(&backend_cpu, att, sc, rows, T);
+	backend_cpu.attn_ctx_fwd(&backend_cpu, ctx, att, qkv, B, T, NH, NKV, hs);
 	dq = up(qkv, nq, dt), ddctx = up(dctx, nc, dt), ddqkv = up(dqkv, nq, dt);
 	dctxo = up(ctx, nc, dt), dlse = up(lse, (size_t)rows, CUK_F32);
 	if (cuk_flash_fwd(K, dt, dctxo, dlse, dq, B, T, NH, NKV, hs, &e)) {
@@ -433,9 +433,9 @@ static void t_flash(int dt, int B, int T, int NH, int NKV, int hs)
 	quant(ctx, nc, dt);
 	cudaFree(dctxo);
 	dctxo = up(ctx, nc, dt);
-	backend_cpu.attn_ctx_bwd(datt, dqkv, dctx, att, qkv, B, T, NH, NKV, hs);
-	backend_cpu.softmax_bwd(dsc, datt, att, rows, T);
-	backend_cpu.attn_score_bwd(dqkv, dsc, qkv, B, T, NH, NKV, hs);
+	backend_cpu.attn_ctx_bwd(&backend_cpu, datt, dqkv, dctx, att, qkv, B, T, NH, NKV, hs);
+	backend_cpu.softmax_bwd(&backend_cpu, dsc, datt, att, rows, T);
+	backend_cpu.attn_score_bwd(&backend_cpu, dqkv, dsc, qkv, B, T, NH, NKV, hs);
 	if (cuk_flash_bwd(K, dt, ddqkv, ddctx, dq, dctxo, dlse, B, T, NH, NKV, hs, &e)) {
 		expect(0, "flash_bwd: %s", e.msg);
 		return;
@@ -461,42 +461,42 @@ static void t_llama(int dt, int B, int T, int NH, int NKV, int hs)
 	quant(w, C, pt), quant(dw, C, pt);
 	quant(a, n, dt), quant(b, n, dt), quant(da, n, dt), quant(db, n, dt), quant(gy, n, dt);
 	dq = up(qkv, nq, dt);
-	backend_cpu.rope(qkv, B, T, NH, NKV, hs, 10000.0f, 1);
+	backend_cpu.rope(&backend_cpu, qkv, B, T, NH, NKV, hs, 10000.0f, 1);
 	cuk_rope(K, dt, dq, B, T, NH, NKV, hs, 10000.0f, 1);
 	check("rope", dt, down(dq, nq, dt), qkv, nq, dt ? 1e-2 : 1e-5);
 	quant(qkv, nq, dt);
 	cudaFree(dq);
 	dq = up(qkv, nq, dt);
-	backend_cpu.rope(qkv, B, T, NH, NKV, hs, 10000.0f, -1);
+	backend_cpu.rope(&backend_cpu, qkv, B, T, NH, NKV, hs, 10000.0f, -1);
 	cuk_rope(K, dt, dq, B, T, NH, NKV, hs, 10000.0f, -1);
 	check("rope back (dir -1)", dt, down(dq, nq, dt), qkv, nq, dt ? 1e-2 : 1e-5);
 
 	dxx = up(x, N * C, dt), dout = up(out, N * C, dt), dg = up(g, N * C, dt), ddx = up(dx, N * C, dt);
 	dwp = up(w, C, pt), ddw = up(dw, C, pt), drstd = up(rstd, N, CUK_F32);
-	backend_cpu.rmsnorm_fwd(out, rstd, x, w, (int)N, (int)C);
+	backend_cpu.rmsnorm_fwd(&backend_cpu, out, rstd, x, w, (int)N, (int)C);
 	cuk_rmsnorm_fwd(K, dt, dout, drstd, dxx, dwp, (int)N, (int)C);
 	check("rmsnorm_fwd", dt, down(dout, N * C, dt), out, N * C, dt ? 1e-2 : 1e-5);
 	check("rmsnorm_fwd rstd", dt, down(drstd, N, CUK_F32), rstd, N, 1e-5);
-	backend_cpu.rmsnorm_bwd(dx, dw, g, x, rstd, w, (int)N, (int)C);
+	backend_cpu.rmsnorm_bwd(&backend_cpu, dx, dw, g, x, rstd, w, (int)N, (int)C);
 	cuk_rmsnorm_bwd(K, dt, ddx, ddw, dg, dxx, drstd, dwp, (int)N, (int)C);
 	check("rmsnorm_bwd dx (+=)", dt, down(ddx, N * C, dt), dx, N * C, dt ? 1e-2 : 1e-4);
 	check("rmsnorm_bwd dw (+=)", dt, down(ddw, C, pt), dw, C, pt ? 1e-2 : 1e-4);
 
 	dA = up(a, n, dt), dB = up(b, n, dt), dY = up(y, n, dt), dDA = up(da, n, dt), dDB = up(db, n, dt);
 	dGY = up(gy, n, dt);
-	backend_cpu.silu_fwd(y, a, n);
+	backend_cpu.silu_fwd(&backend_cpu, y, a, n);
 	cuk_silu_fwd(K, dt, dY, dA, n);
 	check("silu_fwd", dt, down(dY, n, dt), y, n, tol);
-	backend_cpu.silu_bwd(da, gy, a, n);
+	backend_cpu.silu_bwd(&backend_cpu, da, gy, a, n);
 	cuk_silu_bwd(K, dt, dDA, dGY, dA, n);
 	check("silu_bwd (+=)", dt, down(dDA, n, dt), da, n, tol);
-	backend_cpu.mul_fwd(y, a, b, n);
+	backend_cpu.mul_fwd(&backend_cpu, y, a, b, n);
 	cuk_mul_fwd(K, dt, dY, dA, dB, n);
 	check("mul_fwd", dt, down(dY, n, dt), y, n, dt ? 1e-2 : 1e-6);
 	quant(da, n, dt);  /* from what the gpu stored */
 	cudaFree(dDA);
 	dDA = up(da, n, dt);
-	backend_cpu.mul_bwd(da, db, gy, a, b, n);
+	backend_cpu.mul_bwd(&backend_cpu, da, db, gy, a, b, n);
 	cuk_mul_bwd(K, dt, dDA, dDB, dGY, dA, dB, n);
 	check("mul_bwd da (+=)", dt, down(dDA, n, dt), da, n, dt ? 1e-2 : 1e-6);
 	check("mul_bwd db (+=)", dt, down(dDB, n, dt), db, n, dt ? 1e-2 : 1e-6);
@@ -520,27 +520,27 @@ static void t_elementwise(int dt)
 	dx = up(x, n, dt), dy = up(y, n, dt), dout = up(out, n, dt), dg = up(g, n, dt);
 	dda = up(da, n, dt), ddb = up(db, n, dt);
 	ck(cudaMalloc((void **)&dmask, n), "cudaMalloc");
-	backend_cpu.gelu_fwd(out, x, n);
+	backend_cpu.gelu_fwd(&backend_cpu, out, x, n);
 	cuk_gelu_fwd(K, dt, dout, dx, n);
 	check("gelu_fwd", dt, down(dout, n, dt), out, n, dt ? 1e-2 : 1e-5);
-	backend_cpu.gelu_bwd(da, g, x, n);
+	backend_cpu.gelu_bwd(&backend_cpu, da, g, x, n);
 	cuk_gelu_bwd(K, dt, dda, dg, dx, n);
 	check("gelu_bwd (+=)", dt, down(dda, n, dt), da, n, dt ? 1e-2 : 1e-5);
-	backend_cpu.add_fwd(out, x, y, n);
+	backend_cpu.add_fwd(&backend_cpu, out, x, y, n);
 	cuk_add_fwd(K, dt, dout, dx, dy, n);
 	check("add_fwd", dt, down(dout, n, dt), out, n, dt ? 1e-2 : 1e-6);
-	backend_cpu.add_bwd(da, db, g, n);
+	backend_cpu.add_bwd(&backend_cpu, da, db, g, n);
 	cuk_add_bwd(K, dt, dda, ddb, dg, n);
 	check("add_bwd da (+=)", dt, down(dda, n, dt), da, n, dt ? 1e-2 : 1e-6);
 	check("add_bwd db (+=)", dt, down(ddb, n, dt), db, n, dt ? 1e-2 : 1e-6);
-	backend_cpu.dropout_fwd(out, mask, x, n, 0.1f, 1234, 77ull << 40);
+	backend_cpu.dropout_fwd(&backend_cpu, out, mask, x, n, 0.1f, 1234, 77ull << 40);
 	cuk_dropout_fwd(K, dt, dout, dmask, dx, n, 0.1f, 1234, 77ull << 40);
 	check("dropout_fwd", dt, down(dout, n, dt), out, n, dt ? 1e-2 : 1e-6);
 	ck(cudaMemcpy(gmask, dmask, n, cudaMemcpyDeviceToHost), "download");
 	for (size_t i = 0; i < n; i++)
 		same += gmask[i] == mask[i];
 	expect(same == n, "dropout mask %s identical to the cpu's: %zu of %zu", dtn(dt), same, n);
-	backend_cpu.dropout_bwd(da, g, mask, n, 0.1f);
+	backend_cpu.dropout_bwd(&backend_cpu, da, g, mask, n, 0.1f);
 	cuk_dropout_bwd(K, dt, dda, dg, dmask, n, 0.1f);
 	check("dropout_bwd (+=)", dt, down(dda, n, dt), da, n, dt ? 1e-2 : 1e-6);
 	cudaFree(dx), cudaFree(dy), cudaFree(dout), cudaFree(dg), cudaFree(dda), cudaFree(ddb), cudaFree(dmask);
@@ -559,14 +559,14 @@ static void t_xent(int dt, int B, int T, int V)
 	quant(logits, n, dt), quant(dl, n, dt);
 	dlog = up(logits, n, dt), ddl = up(dl, n, dt);
 	ck(cudaMalloc(&dlogp, n * cuk_dsize(dt)), "cudaMalloc");
-	backend_cpu.xent_fwd(logp, &ref, logits, ids, B, T, V);
+	backend_cpu.xent_fwd(&backend_cpu, logp, &ref, logits, ids, B, T, V);
 	cuk_xent_fwd(K, dt, dlogp, &got, dlog, dids, B, T, V);
 	snprintf(name, sizeof name, "xent_fwd V=%d", V);
 	check(name, dt, down(dlogp, n, dt), logp, n, dt ? 1e-2 : 1e-5);
 	expect(fabs(got - ref) <= 1e-5 * fabs(ref), "xent_fwd loss %s: gpu %.9g cpu %.9g (tol 1e-5)", dtn(dt), got, ref);
 	/* the backward reads logp as the forward stored it */
 	quant(logp, n, dt);
-	backend_cpu.xent_bwd(dl, logp, ids, B, T, V, 1.0f / (B * T));
+	backend_cpu.xent_bwd(&backend_cpu, dl, logp, ids, B, T, V, 1.0f / (B * T));
 	cuk_xent_bwd(K, dt, ddl, dlogp, dids, B, T, V, 1.0f / (B * T));
 	check("xent_bwd (+=)", dt, down(ddl, n, dt), dl, n, dt ? 1e-2 : 1e-5);
 	cudaFree(dids), cudaFree(dlog), cudaFree(dlogp), cudaFree(ddl);
@@ -586,19 +586,19 @@ static void t_optim(void)
 		v[i] = fabsf(v[i]);
 	dp = up(p, n, 0), dg = up(g, n, 0), dm = up(m, n, 0), dv = up(v, n, 0), dy = up(y, n, 0);
 	for (int t = 1; t <= 3; t++) {
-		backend_cpu.adamw(p, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t);
+		backend_cpu.adamw(&backend_cpu, p, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t);
 		cuk_adamw(K, dp, dg, dm, dv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t);
 	}
 	check("adamw x3 params", 0, down(dp, n, 0), p, n, 1e-5);
 	check("adamw x3 m", 0, down(dm, n, 0), m, n, 1e-5);
 	check("adamw x3 v", 0, down(dv, n, 0), v, n, 1e-5);
-	backend_cpu.sgd(p, g, m, n, 1e-2f, 0.9f);
+	backend_cpu.sgd(&backend_cpu, p, g, m, n, 1e-2f, 0.9f);
 	cuk_sgd(K, dp, dg, dm, n, 1e-2f, 0.9f);
 	check("sgd momentum", 0, down(dp, n, 0), p, n, 1e-5);
-	backend_cpu.axpy(y, g, 0.5f, n);
+	backend_cpu.axpy(&backend_cpu, y, g, 0.5f, n);
 	cuk_axpy(K, dy, dg, 0.5f, n);
 	check("axpy", 0, down(dy, n, 0), y, n, 1e-6);
-	backend_cpu.scale(y, 0.25f, n);
+	backend_cpu.scale(&backend_cpu, y, 0.25f, n);
 	cuk_scale(K, dy, 0.25f, n);
 	check("scale", 0, down(dy, n, 0), y, n, 1e-6);
 	for (size_t i = 0; i < n; i++)
@@ -624,7 +624,7 @@ static void t_optim(void)
 		quant(gq, n, CUK_BF16);
 		dgq = up(gq, n, CUK_BF16);
 		ck(cudaMalloc(&dwork, n * 2), "cudaMalloc");
-		backend_cpu.adamw(p, gq, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 4);
+		backend_cpu.adamw(&backend_cpu, p, gq, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 4);
 		cuk_adamw_mp(K, CUK_BF16, dwork, dp, dgq, dm, dv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 4);
 		check("adamw_mp master (bf16 g)", CUK_BF16W, down(dp, n, 0), p, n, 1e-5);
 		w16 = hcopy(p, n);
@@ -658,7 +658,7 @@ static int train(struct backend *be, struct rt_comm *world, const char *model, c
 	o.optimizer = OPT_ADAMW, o.micro_batch = B, o.grad_accum = 1, o.bucket_mb = 25;
 	o.lr = 1e-3, o.beta1 = 0.9, o.beta2 = 0.999, o.eps = 1e-8, o.weight_decay = 0.01, o.momentum = 0.9;
 	o.seed = 1234, o.group = world->size, o.devices = 1, o.recompute = recompute;
-	o.bwd_prefetch = PREFETCH_BACKWARD_PRE;
+	plan_set_prefetch(&o.plan, 0, PREFETCH_BACKWARD_PRE);
 	if ((rc = strat_init(&s, &o, &m, T, dropout, be, world, e)))
 		return rc;
 	for (i = 0; i < steps && !rc; i++) {
@@ -801,9 +801,9 @@ static void t_training(struct backend *cuda, struct rt_comm *cworld)
 	/* the fixed overhead the runtime measures: what the device holds beyond
 	 * the arenas after a gpt2 step (context, cuBLASLt workspace, scratch) */
 	if (cuda->device_used) {
-		size_t used0 = cuda->device_used();
+		size_t used0 = cuda->device_used(cuda);
 		int ok = !train(cuda, cworld, "gpt2", "single", 2, 1024, 0, 0, 1, a, &pb, &e);
-		size_t used1 = cuda->device_used();
+		size_t used1 = cuda->device_used(cuda);
 		expect(ok && used1 >= used0, "gpt2 B=2 T=1024 step on %s: loss %.4f (ln 50257 = 10.825), peak %.1f MiB, "
 		       "fixed overhead %.1f MiB (device in use with no arena block live)", cuda->device,
 		       ok ? a[0] : NAN, pb / 1048576.0, used1 / 1048576.0);
@@ -835,7 +835,7 @@ int main(void)
 		return 1;
 	}
 	printf("device: %s\n", cuda->device);
-	K = backend_cuda_kernels();
+	K = backend_cuda_kernels(cuda);
 	for (int dt = CUK_F32; dt <= CUK_BF16W; dt++) {
 		t_embed(dt);
 		t_layernorm(dt, 256, 768);
@@ -857,7 +857,7 @@ int main(void)
 	t_optim();
 	t_training(cuda, &world);
 	printf("gpu: %d passed, %d failed\n", pass, fail);
-	cuda->comm_free(&world);
+	cuda->comm_free(cuda, &world);
 	backend_close(cuda);
 	return fail ? 1 : 0;
 }

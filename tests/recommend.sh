@@ -46,7 +46,7 @@ done
 "$rec" tests/sweeps/small.ini --quiet --csv /nonexistent/dir/x.csv >/dev/null 2>"$tmp/err"; [ $? -eq 2 ] && grep -q "cannot write" "$tmp/err" && ok || bad "unwritable --csv"
 "$rec" --help | grep -q "usage: recommend" && ok || bad "--help"
 
-# a cluster file without [sweep] (DESIGN: recommend CLUSTER_OR_SWEEP.ini): the default sweep
+# a cluster file without [sweep] (docs/CONTRACT.md: recommend CLUSTER_OR_SWEEP.ini): the default sweep
 printf '[cluster]\ngpu = v100-sxm2-32gb\ngpus_per_node = 8\nintra_node = nvlink2\n' >"$tmp/cluster.ini"
 if "$rec" "$tmp/cluster.ini" --json "$tmp/cl.json" >"$tmp/cl.md" 2>"$tmp/err" && grep -q "The default sweep" "$tmp/cl.md" &&
    jq -e '(.models | length) == 7 and all(.candidates[]; .precision == "fp16")' "$tmp/cl.json" >/dev/null; then ok

@@ -62,7 +62,7 @@ static struct strat_opts opts(const char *spec, int mb, int group)
 	o.seed = 99;
 	o.group = group;
 	o.devices = 1;
-	o.bwd_prefetch = PREFETCH_BACKWARD_PRE;
+	plan_set_prefetch(&o.plan, 0, PREFETCH_BACKWARD_PRE);
 	return o;
 }
 
@@ -121,8 +121,7 @@ static void strategies(const double *ref, const double *ref_sgd, const float *re
 		int rc;
 		o.grad_accum = cases[k].accum;
 		o.recompute = cases[k].recompute ? RECOMPUTE_FULL : RECOMPUTE_NONE;
-		o.fwd_prefetch = cases[k].fwd_prefetch;
-		o.bwd_prefetch = cases[k].bwd_prefetch;
+		plan_set_prefetch(&o.plan, cases[k].fwd_prefetch, cases[k].bwd_prefetch);
 		snprintf(name, sizeof name, "%s x%d accum %d%s%s%s", cases[k].spec, world.size, cases[k].accum,
 			 cases[k].recompute ? " recompute" : "", cases[k].fwd_prefetch ? " fwd-prefetch" : "",
 			 cases[k].bwd_prefetch == PREFETCH_BACKWARD_POST ? " bwd-post" : "");
@@ -227,7 +226,7 @@ static void emulated_peaks(void)
 			strat_step(&s, &e) == 0;
 		real = (double)strat_peak(&s, NULL);
 		strat_free(&s);
-		ok = ok && be->allreduce_host(&world, &real, 1, 1, &e) == 0;
+		ok = ok && be->allreduce_host(be, &world, &real, 1, 1, &e) == 0;
 		ok = ok && strat_init(&s, &o, &model, T, 0.1, be, &em, &e) == 0 && strat_step(&s, &e) == 0 &&
 			strat_step(&s, &e) == 0;
 		emu = (double)strat_peak(&s, NULL);
@@ -261,6 +260,40 @@ static void llama(void)
 		      specs[k], world.size, rc ? 1.0 : maxrel(loss, ref, STEPS));
 	}
 	model = keep;
+}
+
+/* Mixed precision through every strategy: bf16 (and fp16 under its loss
+ * scale) losses of a real multi-rank run against the single rank's at the
+ * same precision. The ranks' 16-bit gradients are rounded after each
+ * reduction, the single rank's after each accumulation, so the sums differ
+ * in the last 16-bit bit: 1e-3 relative (bf16's quantum is 2^-8). */
+static void mixed_precision(void)
+{
+	static const struct { const char *spec; int prec; } c[] = {
+		{"ddp", PREC_BF16}, {"zero1", PREC_BF16}, {"zero2", PREC_BF16}, {"zero3", PREC_BF16},
+		{"fsdp:full_shard", PREC_BF16}, {"fsdp:hybrid_shard", PREC_BF16}, {"fsdp:no_shard", PREC_BF16},
+		{"ddp", PREC_FP16}, {"fsdp:full_shard", PREC_FP16},
+	};
+	double ref[2][STEPS], loss[STEPS];
+	struct err e = {0};
+
+	for (int p = 0; p < 2; p++) {
+		struct strat_opts o = opts("single", B * world.size, 1);
+		plan_from_spec(&o.plan, "single", p ? PREC_FP16 : PREC_BF16);
+		if (run(&o, &self, ref[p], NULL, &e))
+			check(0, "mixed-precision reference: %s", e.msg);
+	}
+	for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+		struct strat_opts o = opts(c[k].spec, B, world.size >= 4 ? 2 : 1);
+		const double *r = ref[c[k].prec == PREC_FP16];
+		int rc;
+		plan_from_spec(&o.plan, c[k].spec, c[k].prec);
+		plan_set_prefetch(&o.plan, 0, PREFETCH_BACKWARD_PRE);
+		rc = run(&o, &world, loss, NULL, &e);
+		check(!rc && maxrel(loss, r, STEPS) < 1e-3, "%s %s x%d: 10 losses = single rank's at that precision, "
+		      "max rel diff %.2e", c[k].spec, c[k].prec == PREC_FP16 ? "fp16" : "bf16", world.size,
+		      rc ? 1.0 : maxrel(loss, r, STEPS));
+	}
 }
 
 static void oom_agreement(void)
@@ -324,6 +357,7 @@ int main(void)
 	strategies(ref, ref_sgd, refp, np);
 	resume();
 	llama();
+	mixed_precision();
 	if (world.size > 1) {
 		emulated_peaks();
 		oom_agreement();

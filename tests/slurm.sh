@@ -338,7 +338,7 @@ check_run() {  # NAME SPEC OUT SCENARIO DB
 	check_end "$name" "$spec" "$out" COMPLETED 0:0 || return 1
 	j=$tmp/out/$spec.json
 	sed -n '/^{/,/^}/p' "$out" >"$j"
-	# DESIGN.md's contract on 2 real ranks; the cpu backend's arena measures
+	# docs/CONTRACT.md's contract on 2 real ranks; the cpu backend's arena measures
 	# exactly the predicted peak at the predicted max micro-batch (tests/validate.sh)
 	if ! jq -e --arg s "$scen" '.scenario == $s and .backend == "cpu" and .world_size == 2
 		and .emulated_world_size == 2 and .predicted.cluster.gpus == 2

@@ -69,14 +69,14 @@ Test(gemm, matmul_forward_and_backward_match_the_reference)
 	float *x = rnd(N * C), *w = rnd(OC * C), *b = rnd(OC), *out = rnd(N * OC), *ref = rnd(N * OC);
 	float *dout = rnd(N * OC), *dx = rnd(N * C), *dw = rnd(OC * C), *rdx = dup(dx, N * C), *rdw = dup(dw, OC * C);
 
-	backend_cpu.matmul_fwd(ref, x, w, b, N, C, OC);
+	backend_cpu.matmul_fwd(&backend_cpu, ref, x, w, b, N, C, OC);
 	run(d, gemm_matmul_fwd(d, N, C, OC), (float *const[]){out, x, w});
 	for (int n = 0; n < N; n++)  /* the bias epilogue: per row of D = per output channel */
 		for (int o = 0; o < OC; o++)
 			out[n * OC + o] += b[o];
 	same("out", out, ref, N * OC);
 
-	backend_cpu.matmul_bwd(rdx, rdw, NULL, dout, x, w, N, C, OC);
+	backend_cpu.matmul_bwd(&backend_cpu, rdx, rdw, NULL, dout, x, w, N, C, OC);
 	cr_assert_eq(gemm_matmul_bwd(d, N, C, OC, 1), 2);
 	cr_expect_eq(d[1].grad_out, 1, "dw is a parameter gradient");
 	run(d, 2, (float *const[]){dx, dw, dout, x, w});
@@ -120,24 +120,24 @@ static void attention(int NH, int NKV)
 	float *ctx = rnd(nc), *rctx = malloc(nc * 4), *ds = rnd(ns), *dqkv = rnd(nq), *rdqkv;
 	float *dctx = rnd(nc), *datt = rnd(ns), *rdatt;
 
-	backend_cpu.attn_score_fwd(ref, qkv, B, T, NH, NKV, HS);
+	backend_cpu.attn_score_fwd(&backend_cpu, ref, qkv, B, T, NH, NKV, HS);
 	each(gemm_attn_score_fwd, NH, NKV, (float *const[]){sc, qkv});
 	causal(sc, NH);
 	same("scores", sc, ref, ns);
 
-	backend_cpu.softmax_fwd(att, ref, B * NH * T, T);
-	backend_cpu.attn_ctx_fwd(rctx, att, qkv, B, T, NH, NKV, HS);
+	backend_cpu.softmax_fwd(&backend_cpu, att, ref, B * NH * T, T);
+	backend_cpu.attn_ctx_fwd(&backend_cpu, rctx, att, qkv, B, T, NH, NKV, HS);
 	each(gemm_attn_ctx_fwd, NH, NKV, (float *const[]){ctx, att, qkv});
 	same("ctx", ctx, rctx, nc);
 
 	zero_upper(ds, NH);
 	rdqkv = dup(dqkv, nq);
-	backend_cpu.attn_score_bwd(rdqkv, ds, qkv, B, T, NH, NKV, HS);
+	backend_cpu.attn_score_bwd(&backend_cpu, rdqkv, ds, qkv, B, T, NH, NKV, HS);
 	each(gemm_attn_score_bwd, NH, NKV, (float *const[]){dqkv, ds, qkv});
 	same("dq, dk (+=)", dqkv, rdqkv, nq);
 
 	rdatt = dup(datt, ns);
-	backend_cpu.attn_ctx_bwd(rdatt, rdqkv, dctx, att, qkv, B, T, NH, NKV, HS);
+	backend_cpu.attn_ctx_bwd(&backend_cpu, rdatt, rdqkv, dctx, att, qkv, B, T, NH, NKV, HS);
 	each(gemm_attn_ctx_bwd, NH, NKV, (float *const[]){datt, dqkv, dctx, att, qkv});
 	same("dv (+=)", dqkv, rdqkv, nq);
 	for (size_t i = 0; i < ns; i++)  /* above the diagonal: unspecified (kernels.h) */

@@ -3,7 +3,8 @@
  *
  * For a grid of scenarios (strategy x world size x micro-batch x sequence x
  * model (gpt-tiny, gpt-mini, llama-tiny) x activation checkpointing x dropout
- * x accumulation) on the CPU
+ * x accumulation x precision: fp32, and bf16 and fp16 mixed precision with
+ * 16-bit activations, parameters and gradients beside fp32 masters) on the CPU
  * backend with framework = shardcast:
  *  - the peak bytes per rank that predict_run() gives (sim/memory.c walking
  *    the graph under sim/memory.h's contract) equal the arena's measured peak
@@ -30,12 +31,13 @@ struct gcase {
 	int world, B, seq, mini, recompute, accum;   /* mini: index into models[] */
 	double dropout;
 	const char *extra;         /* one more --set, or NULL */
+	int prec;                  /* 0 fp32, 1 bf16, 2 fp16 (16-bit storage emulated: backend.h) */
 };
 
 static int load(struct scenario *s, const struct gcase *c, int64_t B, double gpu_memory)
 {
-	char set[12][128];
-	const char *sets[12];
+	char set[13][128];
+	const char *sets[13];
 	const char *colon = strchr(c->strategy, ':');
 	struct err e = {0};
 	int n = 0, rc, hybrid = colon && strstr(colon, "hybrid");
@@ -60,6 +62,8 @@ static int load(struct scenario *s, const struct gcase *c, int64_t B, double gpu
 	snprintf(set[n++], 128, "cluster.gpu_memory=%.0f", gpu_memory);
 	if (c->extra)
 		snprintf(set[n++], 128, "%s", c->extra);
+	if (c->prec)
+		snprintf(set[n++], 128, "training.precision=%s", c->prec == 2 ? "fp16" : "bf16");
 	for (int i = 0; i < n; i++)
 		sets[i] = set[i];
 	rc = scenario_load(s, "tests/grid/base.ini", sets, n, &e);
@@ -69,7 +73,7 @@ static int load(struct scenario *s, const struct gcase *c, int64_t B, double gpu
 
 static void world_of(const struct scenario *s, struct rt_comm *w)
 {
-	if (s->s.training.strategy == STRAT_DP || s->world == 1)
+	if (s->plan.mech == MECH_DP || s->world == 1)
 		*w = (struct rt_comm){0, 1, NULL, 0};
 	else
 		backend_emulated_world(w, (int)s->world);
@@ -112,9 +116,9 @@ static void run_case(const struct gcase *c)
 	cr_expect_eq(best, p.max_micro_batch, "%s world %d: measured max micro-batch %lld, predicted %lld",
 		     c->strategy, c->world, (long long)best, (long long)p.max_micro_batch);
 	cr_expect_eq(best, c->B, "%s world %d: the capacity below B+1's peak admits B", c->strategy, c->world);
-	cr_log_info("%-24s world %d B %d seq %2d %-10s recompute %d accum %d dropout %.1f: peak %9.0f = %9.0f; "
+	cr_log_info("%-24s world %d B %d seq %2d %-10s recompute %d accum %d dropout %.1f prec %d: peak %9.0f = %9.0f; "
 		    "max batch at %9.0f B: %lld = %lld (%d trials)\n", c->strategy, c->world, c->B, c->seq,
-		    models[c->mini], c->recompute, c->accum, c->dropout, t.peak, pred, cap,
+		    models[c->mini], c->recompute, c->accum, c->dropout, c->prec, t.peak, pred, cap,
 		    (long long)best, (long long)p.max_micro_batch, trials);
 	scenario_free(&s);
 }
@@ -129,57 +133,90 @@ static void run_case(const struct gcase *c)
 
 /* strategy, world, B, seq, mini, recompute (0 none, 1 full, 2 selective), accum, dropout, extra */
 GRID(single_and_dp,
-     {"single", 1, 1, 32, 0, 0, 1, 0, NULL}, {"single", 1, 3, 16, 0, 1, 1, 0, NULL},
-     {"single", 1, 2, 32, 1, 2, 1, 0.1, NULL}, {"single", 1, 4, 24, 0, 0, 2, 0.1, NULL},
-     {"single", 1, 2, 32, 1, 1, 1, 0.1, "training.optimizer=sgd_momentum"},
-     {"single", 1, 3, 32, 0, 0, 1, 0, "training.optimizer=sgd"},
-     {"dp", 2, 2, 32, 0, 0, 1, 0, NULL}, {"dp", 4, 1, 16, 0, 1, 1, 0.1, NULL},
-     {"dp", 3, 3, 32, 1, 0, 2, 0, NULL}, {"dp", 2, 2, 24, 0, 2, 1, 0, NULL})
+     {"single", 1, 1, 32, 0, 0, 1, 0, NULL, 0}, {"single", 1, 3, 16, 0, 1, 1, 0, NULL, 0},
+     {"single", 1, 2, 32, 1, 2, 1, 0.1, NULL, 0}, {"single", 1, 4, 24, 0, 0, 2, 0.1, NULL, 0},
+     {"single", 1, 2, 32, 1, 1, 1, 0.1, "training.optimizer=sgd_momentum", 0},
+     {"single", 1, 3, 32, 0, 0, 1, 0, "training.optimizer=sgd", 0},
+     {"dp", 2, 2, 32, 0, 0, 1, 0, NULL, 0}, {"dp", 4, 1, 16, 0, 1, 1, 0.1, NULL, 0},
+     {"dp", 3, 3, 32, 1, 0, 2, 0, NULL, 0}, {"dp", 2, 2, 24, 0, 2, 1, 0, NULL, 0})
 
 GRID(ddp,
-     {"ddp", 2, 2, 32, 0, 0, 1, 0, NULL}, {"ddp", 4, 1, 32, 1, 1, 1, 0.1, NULL},
-     {"ddp", 8, 3, 16, 0, 2, 2, 0, NULL}, {"ddp", 3, 2, 32, 0, 0, 1, 0, "training.ddp_gradient_as_bucket_view=true"},
-     {"ddp", 2, 4, 24, 1, 0, 1, 0, "training.ddp_bucket_mb=0.5"},
-     {"ddp", 4, 2, 32, 0, 1, 1, 0, "training.optimizer=sgd_momentum"})
+     {"ddp", 2, 2, 32, 0, 0, 1, 0, NULL, 0}, {"ddp", 4, 1, 32, 1, 1, 1, 0.1, NULL, 0},
+     {"ddp", 8, 3, 16, 0, 2, 2, 0, NULL, 0}, {"ddp", 3, 2, 32, 0, 0, 1, 0, "training.ddp_gradient_as_bucket_view=true", 0},
+     {"ddp", 2, 4, 24, 1, 0, 1, 0, "training.ddp_bucket_mb=0.5", 0},
+     {"ddp", 4, 2, 32, 0, 1, 1, 0, "training.optimizer=sgd_momentum", 0})
 
 GRID(zero12,
-     {"zero1", 2, 2, 32, 0, 0, 1, 0, NULL}, {"zero1", 4, 3, 16, 1, 1, 1, 0, NULL},
-     {"zero1", 8, 1, 32, 0, 2, 2, 0.1, NULL}, {"zero1", 3, 2, 24, 0, 0, 1, 0, NULL},
-     {"zero2", 2, 2, 32, 0, 0, 1, 0, NULL}, {"zero2", 4, 1, 32, 1, 1, 2, 0, NULL},
-     {"zero2", 8, 3, 16, 0, 0, 1, 0.1, NULL}, {"zero2", 3, 2, 32, 0, 2, 1, 0, NULL},
-     {"zero2", 4, 2, 24, 0, 0, 1, 0, "training.optimizer=sgd_momentum"})
+     {"zero1", 2, 2, 32, 0, 0, 1, 0, NULL, 0}, {"zero1", 4, 3, 16, 1, 1, 1, 0, NULL, 0},
+     {"zero1", 8, 1, 32, 0, 2, 2, 0.1, NULL, 0}, {"zero1", 3, 2, 24, 0, 0, 1, 0, NULL, 0},
+     {"zero2", 2, 2, 32, 0, 0, 1, 0, NULL, 0}, {"zero2", 4, 1, 32, 1, 1, 2, 0, NULL, 0},
+     {"zero2", 8, 3, 16, 0, 0, 1, 0.1, NULL, 0}, {"zero2", 3, 2, 32, 0, 2, 1, 0, NULL, 0},
+     {"zero2", 4, 2, 24, 0, 0, 1, 0, "training.optimizer=sgd_momentum", 0})
 
 GRID(zero3_full_shard,
-     {"zero3", 2, 2, 32, 0, 0, 1, 0, NULL}, {"zero3", 4, 3, 16, 1, 1, 1, 0, NULL},
-     {"zero3", 8, 1, 32, 0, 2, 2, 0.1, NULL}, {"zero3", 3, 2, 24, 0, 0, 1, 0, NULL},
-     {"fsdp:full_shard", 2, 2, 32, 0, 0, 1, 0, NULL}, {"fsdp:full_shard", 4, 3, 32, 1, 1, 1, 0.1, NULL},
-     {"fsdp:full_shard", 8, 2, 16, 0, 0, 2, 0, "training.fsdp_backward_prefetch=none"},
-     {"fsdp:full_shard", 4, 2, 32, 0, 1, 1, 0, "training.fsdp_forward_prefetch=true"},
-     {"fsdp:full_shard", 1, 2, 32, 0, 0, 1, 0, NULL},
-     {"fsdp:full_shard", 4, 1, 24, 1, 2, 1, 0, "training.fsdp_auto_wrap_policy=no_wrap"})
+     {"zero3", 2, 2, 32, 0, 0, 1, 0, NULL, 0}, {"zero3", 4, 3, 16, 1, 1, 1, 0, NULL, 0},
+     {"zero3", 8, 1, 32, 0, 2, 2, 0.1, NULL, 0}, {"zero3", 3, 2, 24, 0, 0, 1, 0, NULL, 0},
+     {"fsdp:full_shard", 2, 2, 32, 0, 0, 1, 0, NULL, 0}, {"fsdp:full_shard", 4, 3, 32, 1, 1, 1, 0.1, NULL, 0},
+     {"fsdp:full_shard", 8, 2, 16, 0, 0, 2, 0, "training.fsdp_backward_prefetch=none", 0},
+     {"fsdp:full_shard", 4, 2, 32, 0, 1, 1, 0, "training.fsdp_forward_prefetch=true", 0},
+     {"fsdp:full_shard", 1, 2, 32, 0, 0, 1, 0, NULL, 0},
+     {"fsdp:full_shard", 4, 1, 24, 1, 2, 1, 0, "training.fsdp_auto_wrap_policy=no_wrap", 0})
 
 GRID(fsdp_other,
-     {"fsdp:shard_grad_op", 2, 2, 32, 0, 0, 1, 0, NULL}, {"fsdp:shard_grad_op", 4, 3, 16, 1, 1, 1, 0, NULL},
-     {"fsdp:shard_grad_op", 8, 1, 32, 0, 2, 2, 0.1, NULL},
-     {"fsdp:no_shard", 2, 2, 32, 0, 0, 1, 0, NULL}, {"fsdp:no_shard", 4, 3, 24, 1, 1, 2, 0, NULL},
-     {"fsdp:no_shard", 3, 1, 32, 0, 0, 1, 0.1, NULL},
-     {"fsdp:hybrid_shard", 4, 2, 32, 0, 0, 1, 0, NULL}, {"fsdp:hybrid_shard", 8, 3, 16, 1, 1, 1, 0, NULL},
-     {"fsdp:hybrid_shard", 4, 1, 32, 0, 2, 2, 0.1, NULL},
-     {"fsdp:hybrid_shard_zero2", 4, 2, 32, 0, 0, 1, 0, NULL},
-     {"fsdp:hybrid_shard_zero2", 8, 2, 24, 1, 1, 1, 0, NULL},
-     {"fsdp:hybrid_shard_zero2", 4, 3, 32, 0, 0, 2, 0, "training.fsdp_backward_prefetch=none"},
-     {"fsdp:full_shard", 8, 2, 32, 1, 0, 1, 0, "training.fsdp_backward_prefetch=backward_post"},
+     {"fsdp:shard_grad_op", 2, 2, 32, 0, 0, 1, 0, NULL, 0}, {"fsdp:shard_grad_op", 4, 3, 16, 1, 1, 1, 0, NULL, 0},
+     {"fsdp:shard_grad_op", 8, 1, 32, 0, 2, 2, 0.1, NULL, 0},
+     {"fsdp:no_shard", 2, 2, 32, 0, 0, 1, 0, NULL, 0}, {"fsdp:no_shard", 4, 3, 24, 1, 1, 2, 0, NULL, 0},
+     {"fsdp:no_shard", 3, 1, 32, 0, 0, 1, 0.1, NULL, 0},
+     {"fsdp:hybrid_shard", 4, 2, 32, 0, 0, 1, 0, NULL, 0}, {"fsdp:hybrid_shard", 8, 3, 16, 1, 1, 1, 0, NULL, 0},
+     {"fsdp:hybrid_shard", 4, 1, 32, 0, 2, 2, 0.1, NULL, 0},
+     {"fsdp:hybrid_shard_zero2", 4, 2, 32, 0, 0, 1, 0, NULL, 0},
+     {"fsdp:hybrid_shard_zero2", 8, 2, 24, 1, 1, 1, 0, NULL, 0},
+     {"fsdp:hybrid_shard_zero2", 4, 3, 32, 0, 0, 2, 0, "training.fsdp_backward_prefetch=none", 0},
+     {"fsdp:full_shard", 8, 2, 32, 1, 0, 1, 0, "training.fsdp_backward_prefetch=backward_post", 0},
      /* backward_post with accumulation: after the root's backward nothing is
       * prefetched, so the second micro-step starts with no unit gathered */
-     {"fsdp:full_shard", 4, 2, 16, 0, 0, 2, 0, "training.fsdp_backward_prefetch=backward_post"},
-     {"fsdp:shard_grad_op", 4, 2, 32, 0, 0, 1, 0, "training.fsdp_forward_prefetch=true"},
-     {"fsdp:full_shard", 2, 4, 8, 0, 1, 1, 0.1, "training.optimizer=sgd"},
-     {"zero3", 8, 2, 32, 1, 0, 1, 0, "training.optimizer=sgd_momentum"})
+     {"fsdp:full_shard", 4, 2, 16, 0, 0, 2, 0, "training.fsdp_backward_prefetch=backward_post", 0},
+     {"fsdp:shard_grad_op", 4, 2, 32, 0, 0, 1, 0, "training.fsdp_forward_prefetch=true", 0},
+     {"fsdp:full_shard", 2, 4, 8, 0, 1, 1, 0.1, "training.optimizer=sgd", 0},
+     {"zero3", 8, 2, 32, 1, 0, 1, 0, "training.optimizer=sgd_momentum", 0})
 
 /* Llama-style blocks: RMSNorm, rotary positions, SwiGLU, grouped-query attention */
 GRID(llama,
-     {"single", 1, 2, 32, 2, 0, 1, 0, NULL}, {"single", 1, 3, 16, 2, 1, 1, 0, NULL},
-     {"ddp", 4, 2, 32, 2, 2, 2, 0, NULL}, {"zero1", 2, 3, 32, 2, 0, 1, 0, NULL},
-     {"zero2", 4, 2, 24, 2, 1, 1, 0, NULL}, {"zero3", 8, 2, 32, 2, 0, 1, 0, NULL},
-     {"fsdp:full_shard", 4, 3, 32, 2, 1, 2, 0, NULL}, {"fsdp:shard_grad_op", 2, 2, 32, 2, 2, 1, 0, NULL},
-     {"fsdp:hybrid_shard", 4, 2, 16, 2, 0, 1, 0, NULL}, {"dp", 2, 2, 32, 2, 0, 1, 0, NULL})
+     {"single", 1, 2, 32, 2, 0, 1, 0, NULL, 0}, {"single", 1, 3, 16, 2, 1, 1, 0, NULL, 0},
+     {"ddp", 4, 2, 32, 2, 2, 2, 0, NULL, 0}, {"zero1", 2, 3, 32, 2, 0, 1, 0, NULL, 0},
+     {"zero2", 4, 2, 24, 2, 1, 1, 0, NULL, 0}, {"zero3", 8, 2, 32, 2, 0, 1, 0, NULL, 0},
+     {"fsdp:full_shard", 4, 3, 32, 2, 1, 2, 0, NULL, 0}, {"fsdp:shard_grad_op", 2, 2, 32, 2, 2, 1, 0, NULL, 0},
+     {"fsdp:hybrid_shard", 4, 2, 16, 2, 0, 1, 0, NULL, 0}, {"dp", 2, 2, 32, 2, 0, 1, 0, NULL, 0})
+
+/* Mixed precision (memory.h S2): bf16 (1) and fp16 with its loss-scale state (2),
+ * every strategy, over the same axes */
+GRID(bf16_replicated,
+     {"single", 1, 2, 32, 0, 0, 1, 0, NULL, 1}, {"single", 1, 3, 16, 1, 1, 1, 0.1, NULL, 1},
+     {"single", 1, 2, 32, 2, 2, 2, 0, NULL, 1}, {"single", 1, 4, 24, 0, 0, 1, 0, "training.optimizer=sgd", 1},
+     {"dp", 2, 2, 32, 0, 0, 1, 0, NULL, 1}, {"dp", 4, 1, 16, 1, 1, 2, 0.1, NULL, 1},
+     {"dp", 2, 3, 32, 2, 0, 1, 0, NULL, 1},
+     {"ddp", 2, 2, 32, 0, 0, 1, 0, NULL, 1}, {"ddp", 4, 1, 32, 1, 1, 1, 0.1, NULL, 1},
+     {"ddp", 8, 3, 16, 0, 2, 2, 0, NULL, 1}, {"ddp", 3, 2, 32, 0, 0, 1, 0, "training.ddp_gradient_as_bucket_view=true", 1},
+     {"ddp", 4, 2, 32, 2, 1, 1, 0, "training.ddp_bucket_mb=0.5", 1})
+
+GRID(bf16_sharded,
+     {"zero1", 2, 2, 32, 0, 0, 1, 0, NULL, 1}, {"zero1", 4, 3, 16, 1, 1, 1, 0, NULL, 1},
+     {"zero1", 3, 2, 24, 2, 2, 2, 0.1, NULL, 1},
+     {"zero2", 2, 2, 32, 0, 0, 1, 0, NULL, 1}, {"zero2", 4, 3, 32, 1, 1, 2, 0, NULL, 1},
+     {"zero2", 8, 6, 32, 2, 0, 1, 0.1, NULL, 1},
+     {"zero3", 2, 2, 32, 0, 0, 1, 0, NULL, 1}, {"zero3", 4, 3, 16, 1, 1, 1, 0, NULL, 1},
+     {"zero3", 8, 4, 32, 2, 2, 2, 0.1, NULL, 1},
+     {"fsdp:full_shard", 2, 2, 32, 0, 0, 1, 0, NULL, 1}, {"fsdp:full_shard", 4, 3, 32, 1, 1, 1, 0.1, NULL, 1},
+     {"fsdp:full_shard", 4, 2, 32, 2, 1, 2, 0, "training.fsdp_forward_prefetch=true", 1},
+     {"fsdp:full_shard", 8, 8, 32, 0, 0, 1, 0, "training.fsdp_backward_prefetch=backward_post", 1},
+     {"fsdp:shard_grad_op", 2, 2, 32, 0, 0, 1, 0, NULL, 1}, {"fsdp:shard_grad_op", 4, 6, 32, 2, 2, 1, 0, NULL, 1},
+     {"fsdp:no_shard", 2, 2, 32, 0, 0, 1, 0, NULL, 1}, {"fsdp:no_shard", 4, 3, 24, 1, 1, 2, 0, NULL, 1},
+     {"fsdp:hybrid_shard", 4, 2, 32, 0, 0, 1, 0, NULL, 1}, {"fsdp:hybrid_shard", 8, 6, 32, 2, 1, 1, 0, NULL, 1},
+     {"fsdp:hybrid_shard_zero2", 4, 2, 32, 1, 0, 2, 0, NULL, 1},
+     {"fsdp:full_shard", 4, 4, 32, 0, 2, 1, 0, "training.fsdp_auto_wrap_policy=no_wrap", 1})
+
+GRID(fp16,
+     {"single", 1, 2, 32, 0, 0, 1, 0, NULL, 2}, {"dp", 2, 2, 32, 2, 1, 1, 0, NULL, 2},
+     {"ddp", 4, 2, 32, 1, 0, 2, 0.1, NULL, 2}, {"zero1", 2, 3, 16, 0, 1, 1, 0, NULL, 2},
+     {"zero2", 4, 2, 32, 2, 2, 1, 0, NULL, 2}, {"zero3", 4, 4, 32, 0, 0, 2, 0, NULL, 2},
+     {"fsdp:full_shard", 4, 2, 32, 1, 1, 1, 0, NULL, 2}, {"fsdp:hybrid_shard", 4, 6, 32, 0, 0, 1, 0.1, NULL, 2})

@@ -516,6 +516,73 @@ Test(accelerate, malformed_files_are_located_errors)
 	}
 }
 
+/* The importers check only the mappings they read: the value of a key they do
+ * not read is never walked, so a duplicate inside it is not an error (before,
+ * every value of the document was walked, through its aliases). A key they do
+ * read still is. */
+Test(accelerate, values_of_keys_not_read_are_not_walked)
+{
+	struct scenario s;
+	struct err e = {0};
+	const char *scn = "[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\n[training]\n"
+			  "accelerate_config = a.yaml\n";
+
+	put("a.yaml", "distributed_type: FSDP\ndynamo_config:\n  dynamo_backend: INDUCTOR\n"
+	    "  dynamo_backend: EAGER\n");
+	cr_expect_eq(load(&s, scn, NULL, 0, &e), 0, "%s", e.msg);
+	cr_expect_eq(s.s.training.strategy, STRAT_FSDP);
+	scenario_free(&s);
+	put("a.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_offload_params: true\n"
+	    "  fsdp_offload_params: false\n");
+	memset(&e, 0, sizeof e);
+	cr_expect_eq(load(&s, scn, NULL, 0, &e), ERR_INPUT);
+	cr_expect(strstr(e.msg, "a.yaml:4: duplicate key 'fsdp_config.fsdp_offload_params' (first at line 3)"),
+		  "%s", e.msg);
+	scenario_free(&s);
+}
+
+/* Bounds on what an import may hold (import_int.h): aliases counted before
+ * the document is built, expansion, cycles and depth after. The 668-byte file
+ * of ten levels of ten aliases kept simulate busy for hours. */
+Test(accelerate, alias_expansion_is_bounded, .timeout = 10)
+{
+	static const struct bad_case cases[] = {
+		{"distributed_type: FSDP\nx: &x [*x]\n", "an alias refers to a mapping or list that contains it", 2},
+		{"distributed_type: FSDP\na: &a [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+		 "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+		 "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n",
+		 "more than 100000 values", 1},
+		{"distributed_type: FSDP\nx: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n",
+		 "nested more than 32 levels deep", 2},
+	};
+	char text[4096];
+	size_t i, n;
+
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct scenario s;
+		struct err e = {0};
+		put("a.yaml", cases[i].json);
+		cr_expect_eq(load(&s, "[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\n[training]\n"
+				  "accelerate_config = a.yaml\n", NULL, 0, &e), ERR_INPUT, "case %zu", i);
+		cr_expect(strstr(e.msg, cases[i].expect), "case %zu: '%s' lacks '%s'", i, e.msg, cases[i].expect);
+		scenario_free(&s);
+	}
+	/* 65 aliases, each of a scalar: refused by count, whatever they expand to */
+	n = (size_t)snprintf(text, sizeof text, "distributed_type: FSDP\na: &a 1\nb: [");
+	for (i = 0; i < 65; i++)
+		n += (size_t)snprintf(text + n, sizeof text - n, "%s*a", i ? ", " : "");
+	snprintf(text + n, sizeof text - n, "]\n");
+	{
+		struct scenario s;
+		struct err e = {0};
+		put("a.yaml", text);
+		cr_expect_eq(load(&s, "[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\n[training]\n"
+				  "accelerate_config = a.yaml\n", NULL, 0, &e), ERR_INPUT);
+		cr_expect(strstr(e.msg, "a.yaml:3: more than 64 aliases"), "%s", e.msg);
+		scenario_free(&s);
+	}
+}
+
 Test(accelerate, an_imported_value_the_scenario_rejects_names_the_import)
 {
 	/* bf16 from mixed_precision on a V100 (no bf16): the scenario's check names

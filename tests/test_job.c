@@ -445,3 +445,96 @@ Test(job, catalog_errors)
 	expect_catalog_error("[a]\nper = gpu\nrate = 1e-5\nrepiar = swap\n", "did you mean 'repair'?");
 	expect_catalog_error("; nothing\n", "no components");
 }
+
+/* The job model's work is bounded before it runs (jobrun.h). Each of these
+ * ran without end before (a 10 s timeout fails the test): too many trials,
+ * a job of billions of interruptions, a step far longer than the MTBF, and a
+ * job whose failures outpace its restarts. The small job meets about 44
+ * interruptions a run (its report), a trial costs about 6 more
+ * (JOBRUN_TRIAL_COST): 6e7 / 50 = 1.2 million trials at most. */
+static int predict_error(const char *const *sets, int nset, struct err *e)
+{
+	struct scenario s;
+	struct prediction p;
+	int rc;
+
+	memset(e, 0, sizeof *e);
+	write_file(small);
+	rc = scenario_load(&s, path, sets, nset, e);
+	cr_assert_eq(rc, 0, "%s", e->msg);
+	rc = predict_run(&s, &p, e);
+	scenario_free(&s);
+	return rc;
+}
+
+Test(job, too_many_trials_are_refused_with_the_most_allowed, .timeout = 10)
+{
+	const char *sets[] = {"failures.trials=10000000"}, *most;
+	struct err e;
+	double n;
+
+	cr_assert_eq(predict_error(sets, 1, &e), ERR_INPUT);
+	cr_expect(strstr(e.msg, "shardcast-job-") && strstr(e.msg, "[failures] trials = 10000000"), "%s", e.msg);
+	most = strstr(e.msg, "use at most ");
+	cr_assert(most, "%s", e.msg);
+	n = atof(most + strlen("use at most "));
+	cr_expect(n > 1.0e6 && n < 1.4e6, "about 1.2 million trials: %s", e.msg);
+}
+
+Test(job, a_job_of_billions_of_interruptions_is_refused, .timeout = 10)
+{
+	/* 1e18 tokens at 524,288 a step of 4 s: 7.6e12 s, one interruption per ~10 h */
+	const char *sets[] = {"job.train_tokens=1e18"};
+	struct err e;
+
+	cr_assert_eq(predict_error(sets, 1, &e), ERR_INPUT);
+	cr_expect(strstr(e.msg, "[job] train_tokens") && strstr(e.msg, "at most 1e+06 per run"), "%s", e.msg);
+}
+
+Test(job, a_step_far_longer_than_the_mtbf_is_refused, .timeout = 10)
+{
+	/* a checkpoint only between steps: a step of 11.6 days against an MTBF
+	 * of 15 h almost never completes (Daly's T_w: e^(1e6 / 5.5e4) ~ 1e8) */
+	const char *sets[] = {"job.step_time=1e6"};
+	struct err e;
+
+	cr_assert_eq(predict_error(sets, 1, &e), ERR_INPUT);
+	cr_expect(strstr(e.msg, "cannot keep up with its failures") && strstr(e.msg, "ETTR below 0.1%"), "%s", e.msg);
+}
+
+Test(job, a_job_that_makes_no_progress_says_so_without_contradiction, .timeout = 10)
+{
+	/* 800,000 GPUs: an interruption every 4.5 min against restarts of hours
+	 * (reading the checkpoint): refused before it runs, by Daly's T_w */
+	const char *big[] = {"cluster.nodes=100000"};
+	/* 160,000 GPUs, no spare node, 1-2 day repairs: runs wait for repairs,
+	 * which the estimate does not see; the run stops at 1000 x its work. The
+	 * message used to say "does not finish" and, in the same sentence, that
+	 * 93.9% was kept: the run progresses, at an ETTR below 0.1% */
+	const char *waits[] = {"cluster.nodes=20000", "failures.spare_nodes=0"};
+	struct err e;
+
+	cr_assert_eq(predict_error(big, 1, &e), ERR_INPUT);
+	cr_expect(strstr(e.msg, "does not finish") == NULL, "%s", e.msg);
+	cr_expect(strstr(e.msg, "cannot keep up with its failures") && strstr(e.msg, "ETTR below 0.1%"), "%s", e.msg);
+	cr_assert_eq(predict_error(waits, 2, &e), ERR_INPUT);
+	cr_expect(strstr(e.msg, "does not finish") == NULL, "%s", e.msg);
+	cr_expect(strstr(e.msg, "makes almost no progress") && strstr(e.msg, "ETTR below 0.1%") &&
+		  strstr(e.msg, "waits for repairs"), "%s", e.msg);
+	cr_expect(strstr(e.msg, "shardcast-job-"), "names the scenario: %s", e.msg);
+}
+
+Test(job, the_interval_search_is_bounded_and_says_so, .timeout = 30)
+{
+	const char *sets[] = {"failures.trials=3000"};
+	struct scenario s;
+	struct prediction p;
+
+	write_file(small);
+	predict(path, sets, 1, &s, &p);
+	cr_expect_eq(p.job.trials, 3000);
+	cr_expect_eq(p.job.search_trials, JOBRUN_SEARCH_TRIALS, "at most 1000 per interval");
+	cr_expect(p.job.expected_interruptions > 20 && p.job.expected_interruptions < 80, "%g per run",
+		  p.job.expected_interruptions);
+	scenario_free(&s);
+}

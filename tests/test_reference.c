@@ -58,7 +58,7 @@ static struct strat_opts adamw(int B, uint64_t seed)
 {
 	struct strat_opts o;
 	memset(&o, 0, sizeof o);
-	o.strategy = STRAT_SINGLE;
+	cr_assert_eq(strat_parse("single", &o), 0);
 	o.optimizer = OPT_ADAMW;
 	o.micro_batch = B;
 	o.grad_accum = 1;

@@ -262,7 +262,7 @@ Test(results, list_is_newest_first_and_show_finds_the_run)
 	fclose(out);
 	cr_expect(strstr(buf, "\n    1  2999-") && strstr(buf, "    3  ") &&
 		  strstr(buf, "\n    1  2999-") < strstr(buf, "    3  "), "%s", buf);
-	cr_expect(strstr(buf, "2.500 s     -          80.00 B"), "the measured step time of run 3: %s", buf);
+	cr_expect(strstr(buf, "2.500 s     -          80 B"), "the measured step time of run 3: %s", buf);
 	free(buf);
 	buf = NULL;
 	out = open_memstream(&buf, &len);

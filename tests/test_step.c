@@ -347,15 +347,57 @@ Test(step, fsdp_backward_prefetch_hides_all_gathers)
 {
 	/* BACKWARD_PRE issues the next unit's all-gather before this unit's
 	 * reduce-scatter on the shared NCCL stream; NONE issues it after, so it waits
-	 * for the reduce-scatter, which waits for the unit's backward */
+	 * for the reduce-scatter, which waits for the unit's backward. At micro-batch
+	 * 8 the GPU sets the pace (at 4, FSDP's per-unit hooks on the host do, and
+	 * where the all-gathers go hardly changes the step) */
 	struct run pre, none;
 
 	sim(&pre, "cluster.nodes=2", "cluster.gpus_per_node=8", "training.strategy=fsdp",
-	    "training.precision=bf16", "training.micro_batch=4", NULL);
+	    "training.precision=bf16", "training.micro_batch=8", NULL);
 	sim(&none, "cluster.nodes=2", "cluster.gpus_per_node=8", "training.strategy=fsdp",
-	    "training.precision=bf16", "training.micro_batch=4", "training.fsdp_backward_prefetch=none", NULL);
+	    "training.precision=bf16", "training.micro_batch=8", "training.fsdp_backward_prefetch=none", NULL);
 	cr_expect_lt(pre.r.exposed_comm, none.r.exposed_comm);
 	cr_expect_lt(pre.r.time, none.r.time);
+}
+
+/* One step of minimal.ini with sets, overlap_slowdown and gpu_variation as given. */
+static void sim_eff(struct step_result *r, const char *const *sets, int n, double slowdown, double variation)
+{
+	struct scenario s;
+	struct graph g;
+	struct graph_opts o;
+	struct step_sim ss;
+	struct err e = {0};
+
+	cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
+	s.eff.overlap_slowdown = slowdown;
+	s.eff.gpu_variation = variation;
+	predict_graph_opts(&s, &o);
+	cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+	cr_assert_eq(step_sim_create(&ss), 0);
+	cr_assert_eq(step_simulate(&ss, &s, &g, s.s.training.micro_batch, r, &e), 0, "%s", e.msg);
+	step_sim_delete(&ss);
+	graph_free(&g);
+	scenario_free(&s);
+}
+
+Test(step, collectives_slow_the_compute_they_overlap)
+{
+	/* FSDP on 2 nodes, GPU-bound (micro-batch 8): with overlap_slowdown s the
+	 * kernels that run beside collectives take (1 + s) x longer, so the step
+	 * grows, by at most s x the collectives' time; the variation between GPUs
+	 * stretches every kernel by compute_straggle (16 GPUs: 1 + 0.04 x 15/17) */
+	static const char *const sets[] = {"cluster.nodes=2", "cluster.gpus_per_node=8", "training.strategy=fsdp",
+					   "training.precision=bf16", "training.micro_batch=8"};
+	struct step_result a, b, v;
+
+	sim_eff(&a, sets, 5, 0, 0);
+	sim_eff(&b, sets, 5, 0.189, 0);
+	sim_eff(&v, sets, 5, 0, 0.08);
+	cr_expect_gt(b.time, a.time * 1.01);
+	cr_expect_leq(b.time, a.time + 0.189 * b.comm + 1e-9);
+	cr_expect_float_eq(v.compute - v.optimizer, (a.compute - a.optimizer) * (1 + 0.04 * 15 / 17),
+			   1e-6 * a.compute, "every forward and backward kernel stretched");
 }
 
 Test(step, tensor_parallel_all_reduces_per_layer)
@@ -518,4 +560,81 @@ Test(step, host_bounds_small_steps)
 	unit = fs.s.eff.dispatch_unit_fwd + fs.s.eff.dispatch_unit_bwd;
 	cr_expect_geq(fs.r.time, hostf * 0.95 + 13 * unit, "fsdp step %g s, host %g s + units %g s", fs.r.time,
 		      hostf, 13 * unit);
+}
+
+/* A step of more than STEP_ACCUM_FULL micro-steps is simulated with a few and
+ * extended by its period (step.h); the reference is a full simulation of every
+ * micro-step. Same step time, compute, communication (all and exposed) and
+ * throughput to 1e-9 (floating-point sums over up to 64 micro-steps), for every
+ * strategy family, on NVLink and over InfiniBand (where overlap across
+ * micro-steps would show), with offload and tensor parallelism; and at 64
+ * micro-steps it simulates under a fifth of the full step's events. */
+Test(step, many_micro_steps_are_their_period_exactly, .timeout = 120)
+{
+	static const char *const cases[][5] = {
+		{"training.strategy=ddp", NULL},
+		{"training.strategy=dp", NULL},
+		{"training.strategy=zero1", "training.framework=deepspeed", NULL},
+		{"training.strategy=zero2", "training.framework=deepspeed", "training.offload=optimizer", NULL},
+		{"training.strategy=zero3", "training.framework=deepspeed", "cluster.nodes=4",
+		 "cluster.inter_node=ib-hdr", NULL},
+		{"training.strategy=fsdp", "training.precision=bf16", "training.activation_checkpointing=full", NULL},
+		{"training.strategy=fsdp", "training.fsdp_sharding_strategy=hybrid_shard", "cluster.nodes=4",
+		 "cluster.inter_node=ib-hdr", NULL},
+		{"training.strategy=ddp", "training.tensor_parallel=2", "model.name=llama-tiny", "cluster.nodes=2", NULL},
+	};
+	static const int64_t gas[] = {STEP_ACCUM_FULL + 1, 24, 64};
+	const char *sets[8];
+	char ga[48];
+	int c, k, n;
+
+	for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
+		for (k = 0; k < 3; k++) {
+			struct scenario s;
+			struct graph g;
+			struct graph_opts o;
+			struct step_sim ss;
+			struct step_result full;
+			struct prediction p;
+			struct err e = {0};
+
+			sets[0] = "cluster.gpus_per_node=8";
+			sets[1] = "training.micro_batch=2";
+			snprintf(ga, sizeof ga, "training.grad_accum=%lld", (long long)gas[k]);
+			sets[2] = ga;
+			for (n = 3; cases[c][n - 3]; n++)
+				sets[n] = cases[c][n - 3];
+			cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
+			predict_graph_opts(&s, &o);
+			cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+			memset(&p, 0, sizeof p);
+			p.micro_batch = 2;
+			cr_assert_eq(step_run(&s, &g, &p, &e), 0, "%s", e.msg);
+			cr_assert_eq(step_sim_create(&ss), 0);
+			cr_assert_eq(step_simulate(&ss, &s, &g, 2, &full, &e), 0, "%s", e.msg);
+			cr_expect_eq(p.step.grad_accum, gas[k]);
+			cr_expect_eq(p.step.global_batch, full.global_batch);
+			cr_expect(p.step.period_settled, "%s", cases[c][0]);
+			cr_expect_leq(p.step.simulated_accum, 3, "%s x %lld: the period settles from the first micro-step",
+				      cases[c][0], (long long)gas[k]);
+			if (gas[k] == 64)  /* 1 + 2 + 3 micro-steps simulated against 64 */
+				cr_expect_lt(p.step.events, full.events / 5, "%s: %llu events vs %llu", cases[c][0],
+					     (unsigned long long)p.step.events, (unsigned long long)full.events);
+#define CLOSE(f) cr_expect(fabs(p.step.f - full.f) <= 1e-9 * full.time, "case %d (%s) x %lld: " #f \
+			   " %.12g extended vs %.12g simulated", c, cases[c][0], (long long)gas[k], p.step.f, full.f)
+			CLOSE(time);
+			CLOSE(compute);
+			CLOSE(comm);
+			CLOSE(exposed_comm);
+			CLOSE(comm_tp);
+			CLOSE(optimizer);
+			CLOSE(copy);
+			CLOSE(host_optimizer);
+#undef CLOSE
+			cr_expect(fabs(p.step.tokens_per_s / full.tokens_per_s - 1) < 1e-9, "%s tokens/s", cases[c][0]);
+			cr_expect(fabs(p.step.mfu / full.mfu - 1) < 1e-9, "%s MFU", cases[c][0]);
+			step_sim_delete(&ss);
+			graph_free(&g);
+			scenario_free(&s);
+		}
 }

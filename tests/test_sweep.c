@@ -152,10 +152,9 @@ Test(sweep, micro_batch_is_the_largest_divisor_that_fits)
 				continue;
 			/* the next divisor, as simulate sees it */
 			snprintf(text, sizeof text, "[model]\nname = %s\n[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n"
-				 "[training]\nstrategy = %s\nframework = %s\nprecision = bf16\nactivation_checkpointing = %s\n"
+				 "[training]\nstrategy = %s\nprecision = bf16\nactivation_checkpointing = %s\n"
 				 "micro_batch = %lld\ngrad_accum = %lld\n", sw.models[model].name,
 				 scenario_strategy_name(sw.cands[i].strategy),
-				 sw.cands[i].strategy >= STRAT_ZERO1 && sw.cands[i].strategy <= STRAT_ZERO3 ? "deepspeed" : "pytorch",
 				 sw.cands[i].recompute ? "full" : "none", (long long)d, (long long)(per / d));
 			predict_text(text, &p);
 			cr_expect(!p.mem.fits, "%s %s global %lld: micro-batch %lld fits, but the sweep chose %lld",
@@ -173,7 +172,9 @@ Test(sweep, micro_batch_is_the_largest_divisor_that_fits)
  * candidate) and extends steps of 3+ micro-steps by their period; both must
  * give exactly simulate's numbers for the same scenario: memory bit for bit,
  * step time to 1e-9 (the extension is exact while micro-steps repeat; a full
- * simulation of every micro-step is the reference). */
+ * simulation of every micro-step is the reference). simulate's scenario keeps
+ * the sweep's framework (pytorch): its zero1-3 run DeepSpeed's engine and
+ * profile in both, from the one plan (plan.h). */
 static void same_as_simulate(const char *cluster, const char *strategies, int64_t global, int nodes)
 {
 	struct sweep sw;
@@ -191,10 +192,9 @@ static void same_as_simulate(const char *cluster, const char *strategies, int64_
 		if (r[i].status != SWEEP_OK)
 			continue;
 		snprintf(text, sizeof text, "[model]\nname = gpt2-xl\n%s[training]\nstrategy = %s\n"
-			 "fsdp_sharding_strategy = %s\nframework = %s\nprecision = bf16\nmicro_batch = %lld\n"
+			 "fsdp_sharding_strategy = %s\nprecision = bf16\nmicro_batch = %lld\n"
 			 "grad_accum = %lld\n", cluster, scenario_strategy_name(k->strategy),
 			 scenario_enum_name("training", "fsdp_sharding_strategy", k->sharding),
-			 k->strategy >= STRAT_ZERO1 && k->strategy <= STRAT_ZERO3 ? "deepspeed" : "pytorch",
 			 (long long)r[i].micro_batch, (long long)r[i].grad_accum);
 		predict_text(text, &p);
 		cr_expect_eq(r[i].peak, p.mem.peak, "%s: peak %.0f vs simulate %.0f", k->label, r[i].peak, p.mem.peak);

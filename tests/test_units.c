@@ -63,3 +63,21 @@ Test(units, format_readable)
 	cr_expect_str_eq(units_format(b, sizeof b, 450e9, UNIT_BW), "450.00 GB/s");
 	cr_expect_str_eq(units_format(b, sizeof b, 3.2e-3, UNIT_TIME), "3.20 ms");
 }
+
+/* One screen used "B" for billions ("(1.558 B) parameters") and for bytes
+ * ("gradients 0.00 B"), printed 120,576 parameters as "0.000 B" and a CPU's
+ * 11.6 GFLOP/s as "0.0 TFLOP/s": counts are words, bytes whole below 1 KiB,
+ * FLOP/s take the prefix that fits. */
+Test(units, units_that_fit)
+{
+	char b[32];
+	cr_expect_str_eq(units_format_count(b, sizeof b, 1557611200), "1.558 billion");
+	cr_expect_str_eq(units_format_count(b, sizeof b, 120576), "120.6 thousand");
+	cr_expect_str_eq(units_format_count(b, sizeof b, 405853388800), "405.9 billion");
+	cr_expect_str_eq(units_format_count(b, sizeof b, 812), "812");
+	cr_expect_str_eq(units_format(b, sizeof b, 0, UNIT_BYTES), "0 B");
+	cr_expect_str_eq(units_format(b, sizeof b, 512, UNIT_BYTES), "512 B");
+	cr_expect_str_eq(units_format(b, sizeof b, 11.61e9, UNIT_FLOPS), "11.61 GFLOP/s");
+	cr_expect_str_eq(units_format(b, sizeof b, 131.6e12, UNIT_FLOPS), "131.60 TFLOP/s");
+	cr_expect_str_eq(units_format(b, sizeof b, 0, UNIT_TIME), "0 s");
+}

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # validate.sh BIN — command-line tests of validate on the CPU backend: bad input
-# exits 2 with a located message; --json holds DESIGN.md's contract and the
+# exits 2 with a located message; --json holds docs/CONTRACT.md's contract and the
 # measured peak and max micro-batch equal the predicted ones; an emulated world
 # and a real 2-rank mpirun run; --calibrate on stored runs lowers the median
-# step-time error, and simulate then uses the calibration.
+# step-time error (measured on runs held out of the fit, with fewer parameters
+# than runs), and simulate --db then uses the calibration and names it; bf16
+# runs measure exactly the predicted peak, and their calibration lowers the
+# error of bf16 runs held out of the fit.
 set -u
 bin=${1:-bin}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +41,7 @@ expect_error ranks "use mpirun -np 4, or --emulate-world 4" scenarios/cpu-ddp.in
 expect_error limit "--memory-limit 12parsecs" scenarios/cpu-single.ini --memory-limit 12parsecs
 expect_error missing "cannot open" "$tmp/nope.ini"
 expect_error typo "did you mean 'strategy'" scenarios/cpu-single.ini --set training.strategey=ddp
-expect_error bf16 "runs fp32 only" scenarios/cpu-single.ini --set training.precision=bf16
+expect_error tf32 "tf32 is a matmul mode" scenarios/cpu-single.ini --set training.precision=tf32
 "$V" --help | grep -q "usage: validate" && ok || bad "--help"
 # --backend pytorch: what the reference cannot run is refused before any tracing
 # (no stack needed), and a failed run leaves the results database as it was
@@ -79,16 +82,69 @@ check_json dp "$V" scenarios/cpu-single.ini --json --set training.strategy=dp --
 check_json mpirun-ddp timeout 120 mpirun -np 2 --oversubscribe "$V" scenarios/cpu-ddp.ini --json --set cluster.gpus_per_node=2 --memory-limit 3MiB --steps 3 --warmup 1 --db "$db"
 check_json mpirun-zero3 timeout 120 mpirun -np 2 --oversubscribe "$V" scenarios/cpu-fsdp.ini --json --set cluster.gpus_per_node=2 --set training.strategy=zero3 --set model.seq_len=32 --memory-limit 6MiB --steps 3 --warmup 1 --db "$db"
 
+# nothing fits: nothing measured or predicted as a run, null rather than 0
+if out=$("$V" scenarios/cpu-single.ini --json --memory-limit 1MiB --set model.name=gpt-mini --set model.seq_len=64 2>"$tmp/err") &&
+   echo "$out" | jq -e '(.measured.max_micro_batch == 0) and (.measured.step_time_s == null) and (.measured.peak_bytes == null)
+     and (.error.step_time_rel == null) and (.predicted.step.tokens_per_s == null)' >/dev/null; then ok
+else bad "nothing fits: $(echo "$out" | jq -c '.measured, .error') $(cat "$tmp/err")"; fi
+
 # calibration lowers the error of the stored runs; simulate then uses it
 if "$V" --calibrate --db "$db" >"$tmp/out" 2>"$tmp/err"; then
 	r=$(sqlite3 "$db" 'select n_points, error_before, error_after from calibrations order by id desc limit 1')
 	sed -n 's/^  median/median/p' "$tmp/out"
 	echo "$r" | awk -F'|' '{ exit !($1 == 5 && $3 < $2) }' && ok || bad "calibration: n, before, after = $r"
+	# at most one parameter fewer than the runs, the error measured on held-out runs
+	pj=$(sqlite3 "$db" 'select params_json from calibrations order by id desc limit 1')
+	echo "$pj" | jq -e '(.fitted | length) >= 1 and (.fitted | length) <= 4 and .heldout == "leave-one-out"' >/dev/null &&
+		grep -q "on runs held out of it (leave-one-out" "$tmp/out" && ok || bad "calibration: $pj $(cat "$tmp/out")"
 else bad "--calibrate: $(cat "$tmp/err")"; fi
 a=$("$root/$bin/simulate" scenarios/cpu-single.ini --json | jq .step.time_s)
 b=$("$root/$bin/simulate" scenarios/cpu-single.ini --json --db "$db" | jq .step.time_s)
 [ "$a" != "$b" ] && ok || bad "simulate --db ignores the calibration ($a = $b)"
+"$root/$bin/simulate" scenarios/cpu-single.ini --db "$db" | grep -q "^Calibration cpu, fitted .* to 5 runs, held-out error" &&
+	ok || bad "simulate --db does not name the calibration"
 expect_error calibrate-empty "no validate runs of device h100" --calibrate --db "$db" --device h100
+
+# bf16 through the same runtime: a calibration fitted to six bf16 runs lowers
+# the step-time error of four other bf16 runs held out of the fit (median
+# |error| of their measured step time against simulate's, before and after)
+fit="$tmp/bf16-fit.db"; held="$tmp/bf16-held.db"
+bf16() {  # DB NAME ARGS...: a bf16 run of cpu-single, its JSON in $tmp/NAME.json
+	local d=$1 n=$2; shift 2
+	check_json "bf16-$n" "$V" scenarios/cpu-single.ini --json --set training.precision=bf16 "$@" \
+		--steps 3 --warmup 1 --db "$d"
+	cp "$tmp/out" "$tmp/$n.json"
+}
+bf16 "$fit" f1 --memory-limit 3MiB
+bf16 "$fit" f2 --set model.name=gpt-mini --memory-limit 8MiB
+bf16 "$fit" f3 --set model.name=llama-tiny --memory-limit 4MiB
+bf16 "$fit" f4 --set training.activation_checkpointing=full --memory-limit 3MiB
+bf16 "$fit" f5 --set model.name=gpt-mini --set training.activation_checkpointing=selective --memory-limit 8MiB
+bf16 "$fit" f6 --set model.name=llama-tiny --set training.grad_accum=2 --memory-limit 4MiB
+held_out() {  # NAME LIMIT SETS...: measured, predicted before and after the calibration
+	local n=$1 limit=$2; shift 2
+	bf16 "$held" "$n" "$@" --memory-limit "$limit"
+	local mb t p0 p1
+	mb=$(jq .measured.micro_batch "$tmp/$n.json"); t=$(jq .measured.step_time_s "$tmp/$n.json")
+	p0=$(jq .predicted.step.time_s "$tmp/$n.json")
+	p1=$("$root/$bin/simulate" scenarios/cpu-single.ini --json --db "$fit" --set training.precision=bf16 "$@" \
+		--set training.micro_batch="$mb" | jq .step.time_s)
+	echo "$t $p0 $p1" >>"$tmp/held.txt"
+}
+if "$V" --calibrate --db "$fit" >"$tmp/out" 2>"$tmp/err"; then
+	: >"$tmp/held.txt"
+	held_out h1 4MiB --set training.activation_checkpointing=selective
+	held_out h2 12MiB --set model.name=gpt-mini --set training.activation_checkpointing=full
+	held_out h3 3MiB --set model.name=llama-tiny --set training.activation_checkpointing=full
+	held_out h4 4MiB --set training.grad_accum=2
+	r=$(awk '{ b[NR] = ($2 > $1 ? $2 - $1 : $1 - $2) / $1; a[NR] = ($3 > $1 ? $3 - $1 : $1 - $3) / $1 }
+		function med(x, n,  i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+			if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }
+			return (x[int((n + 1) / 2)] + x[int(n / 2) + 1]) / 2 }
+		END { printf "%.3f %.3f", med(b, NR), med(a, NR) }' "$tmp/held.txt")
+	echo "bf16 held-out runs: median |error| of the step time $(echo "$r" | awk '{ printf "%.1f%% before, %.1f%% after", 100 * $1, 100 * $2 }') the calibration of six other bf16 runs"
+	echo "$r" | awk '{ exit !($2 < $1) }' && [ "$(wc -l <"$tmp/held.txt")" -eq 4 ] && ok || bad "bf16 held-out: $r"
+else bad "bf16 --calibrate: $(cat "$tmp/err")"; fi
 
 echo "validate: $pass passed, $fail failed"
 [ $fail -eq 0 ]
