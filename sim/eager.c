@@ -23,6 +23,30 @@ static void formula(struct eager_extra *x, double k, double total, double own)
 	x->bytes_bwd = 2 * x->bytes_fwd;
 }
 
+void eager_varlen(const struct graph *g, int i, struct eager_extra *x)
+{
+	const struct gop *o = &g->ops[i];
+	double qkv = 0, out;
+	int j, fused;
+
+	if (o->kind != OP_ATTN || o->out < 0 || o->nin < 3)
+		return;
+	fused = o->in[0] == o->in[1] && o->in[1] == o->in[2];  /* one q/k/v tensor */
+	for (j = 0; j < (fused ? 1 : 3); j++)
+		qkv += graph_tensor_bytes(g, o->in[j]);
+	out = graph_tensor_bytes(g, o->out);
+	/* forward: per unpad_input sum, nonzero, max, item, cumsum, pad, gather;
+	 * pad_input's zeros and index_put */
+	x->kernels_fwd += 3 * 6 + 2;
+	x->calls_fwd += 3 * 7 + 2;
+	x->bytes_fwd += 2 * qkv + 3 * out;
+	x->sync_fwd = 1;
+	/* backward: three zeros + scatter_, one index, SplitBackward's cat */
+	x->kernels_bwd += 3 * 2 + 1 + (fused ? 1 : 0);
+	x->calls_bwd += 3 * 2 + 1;
+	x->bytes_bwd += 3 * qkv + 2 * out + (fused ? 2 * qkv : 0);
+}
+
 int eager_internal(const struct graph *g, int i)
 {
 	const struct gop *o = &g->ops[i];

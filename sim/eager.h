@@ -46,11 +46,28 @@
 struct eager_extra {
 	double kernels_fwd, kernels_bwd; /* kernels beyond the op's own one */
 	double bytes_fwd, bytes_bwd;     /* bytes per sample beyond the op's own traffic */
+	double calls_fwd, calls_bwd;     /* aten ops issued from Python beyond the module's call
+					    (the host's dispatch_op each) */
+	int sync_fwd;                    /* the host waits for the GPU before the op's forward
+					    (a data-dependent shape or .item()) */
 };
 
 /* What op i of graph g (an eager PyTorch graph of model m) launches beyond
  * its own kernel; all zero for other flavours and for fused ops. */
 void eager_extra(const struct graph *g, const struct model *m, int i, struct eager_extra *x);
+
+/* Adds to x what a fused attention op i costs when the model calls
+ * flash-attn's variable-length kernel on unpadded tokens (flash-attn's
+ * bert_padding.py, as llm-foundry's MPT flash_attn_fn calls it on every
+ * batch, padded or not): unpad_input on q, k and v, each computing the
+ * tokens' indices (torch.nonzero) and the longest sequence (.item()), so the
+ * host waits for the GPU, then gathering the rows (IndexFirstAxis: a read and
+ * a write of the tensor); pad_input on the output (zeros, then index_put: a
+ * write, a read and a write). Backward: each gather scatters its gradient
+ * into zeros (three passes), pad_input's gradient is a gather (two), and the
+ * separate q, k, v gradients are concatenated into the fused projection's
+ * (SplitBackward of qkv.chunk: a read and a write). */
+void eager_varlen(const struct graph *g, int i, struct eager_extra *x);
 
 /* Whether op i is a copy that PyTorch makes inside another op's C++ rather
  * than a module's Python call: autocast's cast of a linear layer's input

@@ -53,7 +53,7 @@ struct wk {
 	int *uooff, *uops;    /* ops owning parameters of unit u, descending (CSR over units) */
 	char *ul, *ugl, *usg; /* gathered, unsharded grad, grad shard allocated */
 	int reshard_fwd, fwd_prefetch, bwd_prefetch;
-	int wgat, wug, wsg, wrs, wstage, wmp;
+	int wgat, wug, wsg, wrs, wstage, wmp, wfc;
 	int64_t *G, *pers;    /* ZeRO-3: fetched elements, persistent elements per op */
 	char *zl;             /* ZeRO-3: gathered */
 	int64_t zlive;        /* ZeRO-3: gathered elements */

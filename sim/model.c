@@ -30,6 +30,7 @@ static const struct cfg_key keys[] = {
 	{"model", "activation", CFG_ENUM, 0, CFG_REQUIRED, 0, 0, NULL, F(activation), activations, "MLP activation (gelu: one fused kernel; gelu_new: the Python tanh formula; swiglu/gated_gelu: 3 matrices)"},
 	{"model", "norm", CFG_ENUM, 0, CFG_REQUIRED, 0, 0, NULL, F(norm), norms, "normalisation"},
 	{"model", "norm_python", CFG_BOOL, 0, 0, 0, 0, "false", F(norm_python), NULL, "LayerNorm written as tensor expressions (time only)"},
+	{"model", "flash_unpad", CFG_BOOL, 0, 0, 0, 0, "false", F(flash_unpad), NULL, "with attention = flash/flash3 the model calls flash-attn's variable-length kernel on unpadded tokens (bert_padding unpad_input/pad_input: index copies and device syncs; time only)"},
 	{"model", "positions", CFG_ENUM, 0, CFG_REQUIRED, 0, 0, NULL, F(positions), positions, "position encoding"},
 	{"model", "max_positions", CFG_INT, 0, CFG_REQUIRED, 1, 1e8, NULL, F(max_positions), NULL, "context length (size of a learned table)"},
 	{"model", "relative_buckets", CFG_INT, 0, 0, 0, 1e5, "0", F(relative_buckets), NULL, "T5 relative-position buckets"},

@@ -36,6 +36,8 @@ struct model {
 	int norm;                  /* enum norm */
 	int norm_python;           /* LayerNorm written as tensor expressions (mean, var,
 				      sub, div, scale, shift), not nn.LayerNorm */
+	int flash_unpad;           /* calls flash-attn's varlen kernel on unpadded tokens
+				      (llm-foundry's MPT with attn_impl flash) */
 	int positions;             /* enum positions */
 	int64_t max_positions;
 	int64_t relative_buckets;

@@ -136,6 +136,30 @@ static void groups(struct plan *p, const struct scn_settings *st, int64_t world)
 	p->nccl_comms += tp > 1;
 }
 
+/* ---- FSDP's gradient reduction ---------------------------------------------------------- */
+
+/* PyTorch FSDP reduces in MixedPrecision's reduce_dtype (None: param_dtype,
+ * the compute dtype) and divides by the data-parallel size in two steps
+ * around the collective, to keep low-precision sums in range: before it by f,
+ * starting at 1 and doubled while n % f == 0 and n / f > f
+ * (default_hooks.DefaultState._get_gradient_predivide_factor: 4 for n = 8,
+ * 8 for 64, 16 for 128), after it by n / f; n counts the replicas of hybrid
+ * sharding too (fsdp/_init_utils.py _init_process_group_state). */
+static void fsdp_reduction(struct plan *p, const struct scn_training *t)
+{
+	int64_t n = p->dp, f = 1;
+
+	p->reduce_bytes = t->fsdp_reduce_dtype == FDT_FP32 ? 4
+		: t->fsdp_reduce_dtype == FDT_DEFAULT ? (p->mixed ? 2 : 4) : 2;
+	p->grad_predivide = p->grad_postdivide = 1;
+	if (p->engine != FW_PYTORCH || p->mech != MECH_UNITS || n < 2)
+		return;
+	while (n % f == 0 && n / f > f)
+		f *= 2;
+	p->grad_predivide = (double)f;
+	p->grad_postdivide = (double)n / (double)f;
+}
+
 /* ---- bytes per element --------------------------------------------------------------- */
 
 static void widths(struct plan *p)
@@ -155,7 +179,9 @@ static void widths(struct plan *p)
 		w->master = 0;
 		w->gathered = p->sharding == SHARD_NONE && !p->mixed ? 0 : act;
 		w->gather_src = p->mixed && p->sharding != SHARD_NONE ? 2 : 0;
-		w->unsharded_grad = w->reduced = act;
+		w->unsharded_grad = act;
+		w->reduced = p->reduce_bytes;
+		w->flat_cast = p->reduce_bytes != act ? p->reduce_bytes : 0;
 		w->grad_shard = p->offload ? 0 : 4;  /* the fp32 sharded .grad, on the host with offload */
 		w->staging = p->offload ? 4 : 0;
 	} else if (p->mech == MECH_UNITS) {
@@ -170,7 +196,7 @@ static void widths(struct plan *p)
 	w->kernel_weights = act;
 	w->kernel_grads = p->autocast ? 4 : act;
 	w->comm_params = p->mech == MECH_DP && p->autocast ? 4 : act;  /* replicate() broadcasts fp32 */
-	w->comm_grads = p->autocast ? 4 : act;
+	w->comm_grads = p->mech == MECH_UNITS && pytorch ? p->reduce_bytes : p->autocast ? 4 : act;
 }
 
 /* ---- the optimizer and the checkpoint ---------------------------------------------- */
@@ -255,6 +281,7 @@ void plan_derive(struct plan *p, const struct scn_settings *st, int64_t world, d
 	p->ddp_bucket_view = p->reduce == REDUCE_DDP && t->ddp_gradient_as_bucket_view;
 	p->allgather_after_step = p->zero_stage == 1 || p->zero_stage == 2;
 	optimizer(p, t, cc);
+	fsdp_reduction(p, t);
 	widths(p);
 	checkpoint(p, st);
 }
@@ -315,6 +342,8 @@ static int check(const struct scenario *s, struct err *e)
 		return scenario_error(s, e, "training", "offload", "%s", "FSDP's CPUOffload moves parameters, gradients and optimizer together; use optimizer_and_params");
 	if (t->framework == FW_DEEPSPEED && (t->strategy == STRAT_DP || t->strategy == STRAT_FSDP))
 		return scenario_error(s, e, "training", "framework", "%s", "deepspeed runs single, ddp (stage 0) and zero1-3; dp and fsdp are PyTorch's (framework = pytorch or shardcast)");
+	if (t->fsdp_reduce_dtype != FDT_DEFAULT && (t->strategy != STRAT_FSDP || t->framework != FW_PYTORCH))
+		return scenario_error(s, e, "training", "fsdp_reduce_dtype", "%s", "is PyTorch FSDP's MixedPrecision (strategy = fsdp, framework = pytorch); the others reduce in their gradients' dtype");
 	if (s->gpu.peak[t->precision] <= 0) {
 		snprintf(d, sizeof d, "%s has no %s support (peak_%s = 0 in its catalog entry)", s->gpu.name,
 			 scenario_precision_name(t->precision), scenario_precision_name(t->precision));

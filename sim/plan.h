@@ -43,7 +43,9 @@
  *  widths      bytes per element of every tensor class (struct plan_widths):
  *              PyTorch mixed precision is autocast over fp32 weights and
  *              gradients (torch.amp) or FSDP MixedPrecision over an fp32 flat
- *              shard (16-bit gathers and reductions, fp32 sharded .grad);
+ *              shard (16-bit gathers, reductions in MixedPrecision's reduce_dtype:
+ *              the compute dtype by default, fp32 as Composer's DEFAULT and
+ *              torchtitan set it; fp32 sharded .grad);
  *              DeepSpeed and the shardcast runtime hold 16-bit weights and
  *              gradients with fp32 masters (ZeRO's 2 + 2 + K, Rajbhandari et
  *              al. 2020 §3; engine.get_data_types).
@@ -104,7 +106,9 @@ struct plan_widths {
 	int gather_src;     /* the 16-bit copy of a shard made for its all-gather (FSDP MixedPrecision) */
 	int unsharded_grad; /* a unit's unsharded gradient before its reduce-scatter */
 	int grad_shard;     /* the sharded gradient kept between backward and the step */
-	int reduced;        /* reduce-scatter output */
+	int reduced;        /* reduce-scatter output (FSDP: MixedPrecision's reduce_dtype) */
+	int flat_cast;      /* a unit's flat gradient cast to the reduce dtype for its reduction
+			       (FSDP MixedPrecision, reduce_dtype unlike the gradients'); 0 none */
 	int staging;        /* host<->device staging of an offloaded shard */
 	int kernel_weights; /* weights read by compute kernels */
 	int kernel_grads;   /* weight gradients written by compute kernels */
@@ -161,6 +165,12 @@ struct plan {
 	int grad_scaler;         /* torch.amp.GradScaler's unscale pass (PyTorch fp16) */
 	int zero_grad_keeps;     /* zero_grad keeps .grad allocated across steps (set_to_none
 				    = False, torch.optim before 2.0: framework_version 1.13) */
+	int reduce_bytes;        /* FSDP: bytes per gradient element reduced (MixedPrecision
+				    reduce_dtype; default the gradients' own) */
+	double grad_predivide;   /* PyTorch FSDP: the unsharded gradient is divided by this before
+				    its reduction and the result by grad_postdivide after it (1 =
+				    no pass): DefaultState's split of the data-parallel size */
+	double grad_postdivide;
 
 	struct plan_widths w;
 

@@ -24,6 +24,7 @@ static const char *const shardings[] = {"full_shard", "shard_grad_op", "no_shard
 					"hybrid_shard_zero2", NULL};
 static const char *const wraps[] = {"transformer_based_wrap", "size_based_wrap", "no_wrap", NULL};
 static const char *const prefetches[] = {"backward_pre", "backward_post", "none", NULL};
+static const char *const fsdp_dtypes[] = {"default", "fp32", "bf16", "fp16", NULL};
 static const char *const offloads[] = {"none", "optimizer", "optimizer_and_params", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", NULL};
 static const char *const optimizers[] = {"sgd", "sgd_momentum", "adam", "adamw", NULL};
@@ -72,6 +73,7 @@ static const struct cfg_key keys[] = {
 	{"training", "fsdp_backward_prefetch", CFG_ENUM, 0, 0, 0, 0, "backward_pre", T(fsdp_backward_prefetch), prefetches, "FSDP backward prefetch"},
 	{"training", "fsdp_forward_prefetch", CFG_BOOL, 0, 0, 0, 0, "false", T(fsdp_forward_prefetch), NULL, "FSDP forward prefetch"},
 	{"training", "fsdp_limit_all_gathers", CFG_BOOL, 0, 0, 0, 0, "true", T(fsdp_limit_all_gathers), NULL, "FSDP rate limiter: at most two units gathered ahead"},
+	{"training", "fsdp_reduce_dtype", CFG_ENUM, 0, 0, 0, 0, "default", T(fsdp_reduce_dtype), fsdp_dtypes, "FSDP MixedPrecision reduce_dtype: default (the compute dtype: bf16/fp16 under mixed precision, else fp32), fp32, bf16, fp16"},
 	{"training", "offload", CFG_ENUM, 0, 0, 0, 0, "none", T(offload), offloads, "CPU offload (ZeRO-Offload / FSDP CPUOffload)"},
 	{"training", "precision", CFG_ENUM, 0, 0, 0, 0, "fp32", T(precision), precisions, "fp16/bf16: mixed precision with fp32 master weights"},
 	{"training", "optimizer", CFG_ENUM, 0, 0, 0, 0, "adamw", T(optimizer), optimizers, "optimizer"},

@@ -153,6 +153,45 @@ Test(eager, bias_gradient_and_internal_copies)
 	graph_free(&g);
 }
 
+/* flash-attn's varlen path (bert_padding.py, as llm-foundry's MPT calls it):
+ * MPT-125m's fused qkv (S x 3h, 16-bit) gathered whole (a read and a write),
+ * the output padded back (zeros, index_put: three passes of S x h); backward
+ * three scatters into zeros (three passes of qkv), one gather of the output's
+ * gradient (two), SplitBackward's cat of dq, dk, dv (two of qkv); per
+ * unpad_input six kernels and seven aten calls, pad_input two; one drain of
+ * the GPU (nonzero, .item()). S = 2048, h = 768. Llama's separate q, k, v: the
+ * same per tensor, no cat. */
+Test(eager, flash_varlen_unpad)
+{
+	struct graph g;
+	struct model m;
+	struct eager_extra x;
+	double S = 2048, h = 768, qkv = S * 3 * h * 2, out = S * h * 2;
+
+	build(&g, &m, "mpt-125m-2k", (struct graph_opts){2048, 2048, 0, 1, GRAPH_EAGER, 2, 0, AK_FLASH2, FWV_CURRENT, 0});
+	memset(&x, 0, sizeof x);
+	eager_varlen(&g, find(&g, "L0.attn", OP_ATTN), &x);
+	cr_expect_float_eq(x.bytes_fwd, 2 * qkv + 3 * out, 1);
+	cr_expect_float_eq(x.bytes_bwd, 3 * qkv + 2 * out + 2 * qkv, 1);
+	cr_expect_float_eq(x.kernels_fwd, 20, 1e-12);
+	cr_expect_float_eq(x.calls_fwd, 23, 1e-12);
+	cr_expect_float_eq(x.kernels_bwd, 8, 1e-12);
+	cr_expect_eq(x.sync_fwd, 1);
+	memset(&x, 0, sizeof x);
+	eager_varlen(&g, find(&g, "L0.gelu", OP_ACT), &x);
+	cr_expect_float_eq(x.bytes_fwd + x.calls_fwd + x.sync_fwd, 0, 1e-12, "fused attention only");
+	graph_free(&g);
+
+	S = 512, h = 4096;
+	build(&g, &m, "llama-2-7b", (struct graph_opts){512, 512, 0, 1, GRAPH_EAGER, 2, 0, AK_FLASH2, FWV_CURRENT, 0});
+	memset(&x, 0, sizeof x);
+	eager_varlen(&g, find(&g, "L0.attn", OP_ATTN), &x);
+	cr_expect_float_eq(x.bytes_fwd, 2 * 3 * S * h * 2 + 3 * S * h * 2, 1);
+	cr_expect_float_eq(x.bytes_bwd, 3 * 3 * S * h * 2 + 2 * S * h * 2, 1);
+	cr_expect_float_eq(x.kernels_bwd, 7, 1e-12);
+	graph_free(&g);
+}
+
 /* compute.h: the slowest of n GPUs whose speeds spread uniformly over a
  * relative width w is 1 + w/2 (n-1)/(n+1) times a median one's (the expected
  * largest of n uniform draws); gpu_variation 0.08 (Sinha et al. 2022). */

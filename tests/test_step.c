@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "compute.h"
 #include "predict.h"
 #include "scenario.h"
 #include "step.h"
@@ -511,6 +512,56 @@ Test(step, grad_scaler_and_clipping_passes)
 			   "GradScaler %g s", fp.r.optimizer - bf.r.optimizer);
 	cr_expect_float_eq(cl.r.optimizer - bf.r.optimizer, P * 12 / bw + 12 * bf.s.eff.kernel_gap, 1e-6,
 			   "clipping %g s", cl.r.optimizer - bf.r.optimizer);
+}
+
+/* PyTorch FSDP's passes over each unit's flat gradient (step.h
+ * step_flat_grad, following torch/distributed/fsdp): on 8 ranks the
+ * predivide factor is 4 and the postdivide 2 (plan.c). bf16 gradients reduced
+ * in bf16: autograd's cat (2 + 2 bytes per element), the predivide (2 + 2),
+ * the shard's postdivide (2 + 2 per shard element) and its upcast to the fp32
+ * .grad (2 + 4): 9.25 bytes per element in 4 kernels. Reduced in fp32
+ * (Composer's DEFAULT): cat 4, upcast copy 2 + 4, predivide 4 + 4, postdivide
+ * of the fp32 shard 8 / 8: 19 bytes. The step pays them on its compute stream,
+ * so fp32 reductions lengthen compute by at least the difference over the
+ * model's parameters (every unit's, the root's too). */
+Test(step, fsdp_flat_gradient_passes)
+{
+	struct run bf, f32;
+	double P = 124439808, bytes, b32, bw;
+
+	sim(&bf, "training.strategy=fsdp", "cluster.gpus_per_node=8", "training.precision=bf16",
+	    "training.micro_batch=4", NULL);
+	sim(&f32, "training.strategy=fsdp", "cluster.gpus_per_node=8", "training.precision=bf16",
+	    "training.micro_batch=4", "training.fsdp_reduce_dtype=fp32", NULL);
+	cr_expect_eq(step_flat_grad(&bf.s.plan, 800, &bytes), 4);
+	cr_expect_float_eq(bytes, 800 * 9.25, 1e-9);
+	cr_expect_eq(step_flat_grad(&f32.s.plan, 800, &b32), 4);
+	cr_expect_float_eq(b32, 800 * 19.0, 1e-9);
+	bw = bf.s.gpu.memory_bandwidth * bf.s.eff.memory_efficiency;
+	cr_expect_geq(f32.r.compute - bf.r.compute, P * (19 - 9.25) / bw * compute_straggle(&bf.s.eff, 8),
+		      "compute %g s vs %g s", f32.r.compute, bf.r.compute);
+	cr_expect_gt(f32.r.time, bf.r.time);
+	basic_invariants(&f32, "fsdp reduce fp32");
+}
+
+/* llm-foundry's MPT with attn_impl flash unpads q, k, v on every batch (model
+ * key flash_unpad, eager.h eager_varlen): with attention = flash the step is
+ * longer than with SDPA's flash kernel, which takes the padded tensors as they
+ * are; the kernels are the same. */
+Test(step, flash_varlen_costs_over_sdpa)
+{
+	struct run fl, sd;
+	double copies = 12 * 4 * (7 * 3 + 5) * 2048.0 * 768 * 2;  /* 12 layers, batch 4 (test_eager.c) */
+
+	sim(&fl, "model.name=mpt-125m-2k", "model.seq_len=2048", "training.strategy=single",
+	    "training.precision=bf16", "training.micro_batch=4", "training.attention=flash", NULL);
+	sim(&sd, "model.name=mpt-125m-2k", "model.seq_len=2048", "training.strategy=single",
+	    "training.precision=bf16", "training.micro_batch=4", "training.attention=sdpa_flash", NULL);
+
+	cr_expect_geq(fl.r.compute - sd.r.compute,
+		      copies / (fl.s.gpu.memory_bandwidth * fl.s.eff.memory_efficiency),
+		      "flash %g s, sdpa %g s", fl.r.compute, sd.r.compute);
+	basic_invariants(&fl, "mpt flash varlen");
 }
 
 /* Host time of the forward and backward ops of the graph of minimal.ini with
