@@ -104,6 +104,17 @@ static int check(const struct scenario *s, const struct pyref_opts *o, struct er
 	if (t->tensor_parallel > 1 || t->offload != OFFLOAD_NONE)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] %s: not run by the PyTorch reference",
 			       t->tensor_parallel > 1 ? "tensor_parallel > 1" : "offload");
+	/* the tracer runs transformers' eager or SDPA attention, its SDPA choosing
+	 * as CUDA would (cudasubst.py: flash for 16-bit without a mask, else the
+	 * memory-efficient kernel); flash-attn's own kernels and cuDNN's run on
+	 * CUDA only (flash_attn has no CPU or meta implementation), and naming
+	 * one of SDPA's other kernels would compare a kernel the tracer did not run */
+	if (t->attention > ATTN_SDPA_FLASH)
+		return err_set(e, ERR_INPUT, s->file, 0, "[training] attention = %s: the PyTorch reference traces "
+			       "eager, sdpa (its kernel chosen as CUDA would) and sdpa_flash; flash-attn and cuDNN "
+			       "run on CUDA only: compare sdpa_flash, PyTorch's copy of the FlashAttention-2 "
+			       "kernel",
+			       scenario_enum_name("training", "attention", t->attention));
 	if (strcmp(o->attention, "eager") && strcmp(o->attention, "sdpa"))
 		return err_set(e, ERR_INPUT, NULL, 0, "--attention %s: expected eager or sdpa", o->attention);
 	if (strcmp(o->attention, s->attn == AK_EAGER ? "eager" : "sdpa"))
@@ -400,9 +411,13 @@ static const char *stack_name(const struct scenario *s)
 static int find_python(const struct scenario *s, const struct pyref_opts *o, char *py, size_t n,
 		       struct err *e)
 {
-	const char *stack = stack_name(s);
+	const char *stack = stack_name(s), *dir = getenv("SHARDCAST_PYREF_STACKS");
 
-	snprintf(py, n, "%s/build/pyref/%s/bin/python", o->root, stack);
+	/* the stacks of make pyref-deps, or those under $SHARDCAST_PYREF_STACKS */
+	if (dir && *dir)
+		snprintf(py, n, "%s/%s/bin/python", dir, stack);
+	else
+		snprintf(py, n, "%s/build/pyref/%s/bin/python", o->root, stack);
 	if (access(py, X_OK))
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] framework_version = %s: that PyTorch stack "
 			       "is not installed (%s is missing): run make pyref-deps", stack, py);
