@@ -459,9 +459,26 @@ static int fits(const struct mem_plan *p, int t, int64_t b)
 	return scan_peak(p, t, b, p->capacity, &at) <= p->capacity;
 }
 
+/* The largest b in [lo, hi) that fit() accepts, lo accepted (or 0 for
+ * none) and hi not. */
+static int64_t bisect(const struct mem_plan *p, int t, int64_t lo, int64_t hi,
+		      int (*fit)(const struct mem_plan *, int, int64_t))
+{
+	int64_t mid;
+
+	while (hi - lo > 1) {
+		mid = lo + (hi - lo) / 2;
+		if (fit(p, t, mid))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 static int64_t tape_max(const struct mem_plan *p, int t)
 {
-	int64_t hi = linear_bound(p, t), lo, step = 1, mid;
+	int64_t hi = linear_bound(p, t), lo, step = 1;
 
 	if (hi < 1 || !fits(p, t, 1))
 		return 0;
@@ -474,14 +491,7 @@ static int64_t tape_max(const struct mem_plan *p, int t)
 		step *= 2;
 		lo = hi - step > 1 ? hi - step : 1;
 	}
-	while (hi - lo > 1) {
-		mid = lo + (hi - lo) / 2;
-		if (fits(p, t, mid))
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
+	return bisect(p, t, lo, hi, fits);
 }
 
 /* How far below b (which does not fit) the answer likely is: what the
@@ -506,7 +516,7 @@ static int64_t emu_guess(const struct mem_plan *p, int t, int64_t b)
  * gallop away from it, then bisect; never above the linear bound. */
 static int64_t tape_max_emu(const struct mem_plan *p, int t)
 {
-	int64_t ub = linear_bound(p, t), b = tape_max(p, t), lo, hi, nb, step = 1, mid;
+	int64_t ub = linear_bound(p, t), b = tape_max(p, t), lo, hi, nb, step = 1;
 
 	if (ub < 1)
 		return 0;
@@ -531,14 +541,7 @@ static int64_t tape_max_emu(const struct mem_plan *p, int t)
 		if (nb >= 1)
 			lo = nb;
 	}
-	while (hi - lo > 1) {
-		mid = lo + (hi - lo) / 2;
-		if (emu_fits(p, t, mid))
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
+	return bisect(p, t, lo, hi, emu_fits);
 }
 
 int64_t mem_max_batch(const struct mem_plan *p, int *binding)
