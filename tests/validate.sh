@@ -43,6 +43,41 @@ expect_error missing "cannot open" "$tmp/nope.ini"
 expect_error typo "did you mean 'strategy'" scenarios/cpu-single.ini --set training.strategey=ddp
 expect_error tf32 "tf32 is a matmul mode" scenarios/cpu-single.ini --set training.precision=tf32
 "$V" --help | grep -q "usage: validate" && ok || bad "--help"
+# --backend pytorch: what the reference cannot run is refused before any tracing
+# (no stack needed), and a failed run leaves the results database as it was
+pdb="$tmp/pyref.db"
+"$V" scenarios/cpu-single.ini --memory-limit 3MiB --steps 2 --warmup 1 --db "$pdb" >/dev/null 2>&1 ||
+	bad "pyref: the cpu run that fills $pdb failed"
+sum0=$(cksum <"$pdb")
+expect_error pyref-zero "DeepSpeed is not in its stacks" scenarios/pyref/gpt2-bf16.ini --backend pytorch \
+	--set training.strategy=zero2 --set cluster.gpus_per_node=2 --db "$pdb"
+expect_error pyref-framework "measures framework = pytorch" scenarios/pyref/gpt2-bf16.ini --backend pytorch \
+	--set training.framework=deepspeed --db "$pdb"
+expect_error pyref-batches "--batches 2,1" scenarios/pyref/gpt2-bf16.ini --backend pytorch --batches 2,1
+expect_error pyref-prepare "--prepare and --batches go with --backend pytorch" scenarios/cpu-single.ini --prepare
+expect_error pyref-flash "flash-attn and cuDNN run on CUDA only" scenarios/pyref/gpt2-bf16.ini --backend pytorch \
+	--set training.attention=flash --db "$pdb"
+# what only the tracer knows it cannot run (it exits 2; validate says so): a
+# model with no Hugging Face equivalent among the four it builds (GPT-2 with
+# rotary positions, as GPT-NeoX), FSDP on torch 1.13
+if [ -x build/pyref/current/bin/python ]; then
+	sed -e 's/^positions = learned/positions = rotary/' -e 's/^param_count = .*/param_count = 0/' \
+		models/nn/gpt2.ini >"$tmp/gpt2-rotary.ini"
+	SHARDCAST_PYREF_CACHE="$tmp/cache" expect_error pyref-no-hf "no Hugging Face model for family decoder" \
+		scenarios/pyref/gpt2-bf16.ini --backend pytorch --set model.name="$tmp/gpt2-rotary.ini" --db "$pdb"
+fi
+if [ -x build/pyref/1.13/bin/python ]; then
+	SHARDCAST_PYREF_CACHE="$tmp/cache" expect_error pyref-old-fsdp "FSDP" scenarios/pyref/gpt2-bf16.ini \
+		--backend pytorch --set training.framework_version=1.13 --set training.strategy=fsdp \
+		--set cluster.gpus_per_node=2 --db "$pdb"
+fi
+# a stack that is not installed (an empty stacks folder): exit 2, naming make pyref-deps
+mkdir -p "$tmp/nostacks"
+SHARDCAST_PYREF_STACKS="$tmp/nostacks" SHARDCAST_PYREF_CACHE="$tmp/cache" expect_error pyref-stack \
+	"that PyTorch stack is not installed" scenarios/pyref/gpt2-bf16.ini --backend pytorch \
+	--set training.framework_version=1.13 --db "$pdb"
+grep -qF "make pyref-deps" "$tmp/err" && ok || bad "pyref-stack: $(head -c 300 "$tmp/err") lacks make pyref-deps"
+[ "$(cksum <"$pdb")" = "$sum0" ] && ok || bad "pyref: a refused run changed $pdb"
 
 # the JSON contract, and the exact memory prediction
 contract='.scenario and .backend == "cpu" and .device and .world_size and .emulated_world_size
