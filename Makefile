@@ -10,6 +10,7 @@
 #   make slurm-test  install Slurm and munge (make slurm-deps), run tests/slurm.sh
 #   make pyref-deps  the two PyTorch stacks of the reference (build/pyref/current, build/pyref/1.13)
 #   make pyref-test  the tracer's tests and the reference grid (needs pyref-deps)
+#   make fuzz    the libFuzzer harnesses of fuzz/, FUZZ_SECONDS each (clang)
 
 # ---- settings ---------------------------------------------------------------
 CC       ?= cc
@@ -42,6 +43,13 @@ DEPS_PKGS := libinih-dev libsqlite3-dev sqlite3 libgsl-dev libcriterion-dev gnup
 # a one-node Slurm cluster for tests/slurm.sh (make slurm-deps; .ci/run)
 SLURM_PKGS := slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# fuzzing (make fuzz): clang 14 with its sanitizer and libFuzzer runtimes
+FUZZ_PKGS := clang-14 libclang-rt-14-dev llvm-14
+FUZZ_CC   ?= clang-14
+FUZZ_SECONDS ?= 60
+FUZZ_HARNESSES := scenario hf accel ds sweep
+FUZZ_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+              -fno-sanitize-recover=undefined
 # The PyTorch reference (runtime/pytorch): the current stack from PyPI in a venv,
 # the older one Debian's python3-torch 1.13 with transformers of its time
 PYREF      := build/pyref
@@ -68,7 +76,7 @@ TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/te
              tests/test_ckpt.c tests/test_calib.c tests/test_plan.c tests/test_periodic.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
-               runtime/rtckpt.c runtime/search.c runtime/pyref.c cuda/gemm.c
+               runtime/rtckpt.c runtime/search.c runtime/pyref.c runtime/pyref_cache.c cuda/gemm.c
 ifneq ($(NVCC),)
 RT_LIB_SRCS += runtime/backend_cuda.c
 CUDA_SRCS := cuda/kernels.cu
@@ -88,7 +96,7 @@ RT_LIB := $(BUILD)/libshardcast_rt.a
 
 .PHONY: all test check bench run deps clean readme-keys gpu-test plots run-only test-only bench-only plots-only \
         published published-only readme-published pyref-deps pyref-test slurm-deps slurm-test slurm-test-only \
-        host-overhead snapshots snapshots-only
+        host-overhead snapshots snapshots-only fuzz fuzz-deps fuzz-bins clang-build
 all: $(BIN)/simulate $(BIN)/results $(BIN)/validate $(BIN)/recommend
 
 $(BUILD)/%.o: %.c
@@ -190,6 +198,15 @@ $(BIN)/unit_tests: $(TEST_OBJS) $(RT_LIB) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS) $(MPI_LIBS) $(CUDA_LIBS) -lpthread
 
+# ---- fuzzing ----------------------------------------------------------------
+# The harnesses (fuzz/fuzz_*.c) link the sim library built with clang into its
+# own folders: make BUILD=build-fuzz BIN=bin-fuzz CC=clang-14 CFLAGS=... fuzz-bins
+$(BIN)/fuzz_%: $(BUILD)/fuzz/fuzz_%.o $(BUILD)/fuzz/fuzz_common.o $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+fuzz-bins: $(FUZZ_HARNESSES:%=$(BIN)/fuzz_%)
+
 # ---- user targets -----------------------------------------------------------
 # $(call apt_install,NAME,PACKAGES,APT-OPTIONS): install those not installed yet
 define apt_install
@@ -212,6 +229,23 @@ deps:
 slurm-deps:
 	$(call apt_install,slurm-deps,$(SLURM_PKGS),--no-install-recommends)
 
+fuzz-deps: deps
+	$(call apt_install,fuzz-deps,$(FUZZ_PKGS),)
+
+# Each harness runs FUZZ_SECONDS over its committed corpus (fuzz/corpus/NAME);
+# what it finds goes to build-fuzz/ (fuzz/run.sh says where).
+fuzz: fuzz-deps
+	@$(MAKE) --no-print-directory BUILD=build-fuzz BIN=bin-fuzz CC=$(FUZZ_CC) \
+	  CFLAGS="$(FUZZ_FLAGS) -fsanitize=fuzzer-no-link" fuzz-bins
+	fuzz/mkdict.sh
+	fuzz/run.sh bin-fuzz $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
+
+# the build under clang with warnings as errors (CI: gcc and clang both clean)
+clang-build: fuzz-deps
+	@OMPI_CC=$(FUZZ_CC) $(MAKE) --no-print-directory BUILD=build-clang BIN=bin-clang CC=$(FUZZ_CC) \
+	  CFLAGS="-O2 -g -Werror" \
+	  all bin-clang/unit_tests bin-clang/store_writer bin-clang/rt_mpi_test
+
 # The user targets install first and then build in a second make, so that the
 # flags read from the installed tools (mpicc --showme) exist on a clean machine.
 run: deps
@@ -227,6 +261,7 @@ test-only: all $(BIN)/unit_tests $(BIN)/rt_mpi_test $(BIN)/store_writer $(if $(N
 	tests/golden.sh $(BIN)
 	tests/mpi.sh $(BIN)
 	tests/validate.sh $(BIN)
+	tests/store.sh $(BIN)
 	tests/recommend.sh $(BIN)
 	tests/published.sh $(BIN)
 	tests/snapshots.sh $(BIN)
@@ -254,7 +289,7 @@ pyref-deps:
 # the tracer's unit tests (both stacks) and the reference grid
 pyref-test: $(BIN)/validate
 	cd runtime/pytorch && ../../$(PYREF)/current/bin/python -m unittest test_pyref
-	cd runtime/pytorch && ../../$(PYREF)/1.13/bin/python -m unittest test_pyref.Models  # 1.13's trace: README
+	cd runtime/pytorch && ../../$(PYREF)/1.13/bin/python -m unittest test_pyref
 	tests/pyref_grid.sh $(BIN)
 
 # rewrite the whole-scenario snapshots on purpose (review and commit the diff)
@@ -274,6 +309,7 @@ check: deps
 	  bin-san/simulate bin-san/results bin-san/unit_tests bin-san/validate bin-san/recommend bin-san/store_writer
 	ASAN_OPTIONS=detect_leaks=1 bin-san/unit_tests --jobs 1
 	tests/golden.sh bin-san
+	tests/store.sh bin-san
 	ASAN_OPTIONS=detect_leaks=0 tests/recommend.sh bin-san  # Open MPI's own allocations are not ours
 
 bench: deps
@@ -327,11 +363,11 @@ $(BIN)/bench_job: $(BUILD)/bench/bench_job.o $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 clean:
-	rm -rf build build-san bin bin-san
+	rm -rf build build-san bin bin-san build-fuzz bin-fuzz build-clang bin-clang
 
 -include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d \
          $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d \
          $(BUILD)/bench/bench_job.d $(RT_LIB_OBJS:.o=.d) $(BUILD)/runtime/validate_main.d \
          $(BUILD)/tests/rt_mpi_main.d $(BUILD)/tests/gpu_tests.d $(BUILD)/bench/gpu_bench.d \
          $(CUDA_SRCS:%.cu=$(BUILD)/%.d) $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d $(BUILD)/bench/bench_simulate.d \
-         $(BUILD)/tests/store_writer.d
+         $(BUILD)/tests/store_writer.d $(wildcard $(BUILD)/fuzz/*.d)

@@ -1,9 +1,11 @@
--- shardcast results store, schema version 2 (PRAGMA user_version).
+-- shardcast results store, schema version 3 (PRAGMA user_version).
 -- One row per command run; its predictions and measurements as (key, value)
 -- rows named after the JSON contract ("memory.peak_bytes", "step.time_s");
 -- the full JSON output; a recommend run's candidates; and fitted calibrations.
 -- Every statement is CREATE ... IF NOT EXISTS, so applying this file to a
--- database of an older version adds what that version lacks (store.c). Written by sim/store.c in one
+-- database of an older version adds what that version lacks; a change that is
+-- not an addition is a step of its own in store.c (version 3: runs.uuid, filled
+-- for older runs from a hash of their content). Written by sim/store.c in one
 -- transaction per run, in WAL mode, so a killed process leaves no partial run.
 CREATE TABLE IF NOT EXISTS runs (
   id            INTEGER PRIMARY KEY,
@@ -15,7 +17,10 @@ CREATE TABLE IF NOT EXISTS runs (
   version       TEXT NOT NULL,
   host          TEXT,
   device        TEXT,                   -- catalog GPU name or the measured device
-  created_at    TEXT NOT NULL           -- UTC, ISO 8601 with milliseconds
+  created_at    TEXT NOT NULL,          -- UTC, ISO 8601 with milliseconds
+  uuid          TEXT                    -- version 3: the run's own id (RFC 9562 v4, random;
+                                        -- v8 = derived for a run recorded before version 3);
+                                        -- results merge skips a run whose id it already holds
 );
 CREATE TABLE IF NOT EXISTS predictions (
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -87,4 +92,5 @@ CREATE TABLE IF NOT EXISTS calibrations (
   error_after  REAL
 );
 CREATE INDEX IF NOT EXISTS runs_hash ON runs(scenario_hash);
+CREATE UNIQUE INDEX IF NOT EXISTS runs_uuid ON runs(uuid);
 CREATE INDEX IF NOT EXISTS calibrations_device ON calibrations(device, id);

@@ -195,7 +195,7 @@ static int store(const struct cfg_key *k, void *target, const char *value,
 		if (units_parse(value, k->unit, &v, why, sizeof why))
 			return err_set(e, ERR_INPUT, file, line, "%s = %s: %s; expected %s",
 				       k->name, value, why, exp);
-		if (v < k->min || v > k->max)
+		if (!(v >= k->min && v <= k->max))  /* NaN fails too */
 			return err_set(e, ERR_INPUT, file, line, "%s = %s: out of range; expected %s",
 				       k->name, value, exp);
 		if (k->type == CFG_INT) {

@@ -217,6 +217,11 @@ static void optimizer(struct plan *p, const struct scn_training *t, double cc)
 		: cc > 0 && t->framework_version != FWV_1_13 ? OPTI_FOREACH : OPTI_FOR_LOOP;
 	p->opt_groups = p->zero_stage > 0 ? OPT_FLAT : p->strategy == STRAT_FSDP ? OPT_PER_UNIT : OPT_PER_TENSOR;
 	p->grad_scaler = p->engine == FW_PYTORCH && p->precision == PREC_FP16;
+	/* optimizer.zero_grad(set_to_none=True) is torch.optim's default from
+	 * 2.0; 1.13 zeroed .grad in place, keeping it allocated (per-tensor
+	 * gradients: the replicated and DataParallel layouts) */
+	p->zero_grad_keeps = p->engine == FW_PYTORCH && t->framework_version == FWV_1_13 &&
+		(p->mech == MECH_REPL || p->mech == MECH_DP);
 }
 
 /* The saved training state: PyTorch mixed precision (autocast, FSDP

@@ -14,7 +14,7 @@
 
 static int sql_fail(struct store *st, struct err *e, const char *what)
 {
-	return err_set(e, ERR_SYSTEM, st->path, 0, "%s: %s", what, sqlite3_errmsg(st->db));
+	return store_fail(st, e, what);
 }
 
 static const char *text(sqlite3_stmt *q, int col)
@@ -97,6 +97,22 @@ static int show_values(struct store *st, long long id, const char *table, FILE *
 	return rc == SQLITE_DONE ? 0 : sql_fail(st, e, "reading the run");
 }
 
+static int has_column(sqlite3 *db, const char *table, const char *col);
+
+/* "id UUID" of run id (schema version 3 on). */
+static void show_uuid(struct store *st, long long id, FILE *out)
+{
+	sqlite3_stmt *q;
+
+	if (!has_column(st->db, "runs", "uuid") ||
+	    sqlite3_prepare_v2(st->db, "SELECT uuid FROM runs WHERE id = ?", -1, &q, NULL) != SQLITE_OK)
+		return;
+	sqlite3_bind_int64(q, 1, id);
+	if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL)
+		fprintf(out, "id %s\n", text(q, 0));
+	sqlite3_finalize(q);
+}
+
 int results_show(struct store *st, long long id, FILE *out, struct err *e)
 {
 	sqlite3_stmt *q;
@@ -117,6 +133,7 @@ int results_show(struct store *st, long long id, FILE *out, struct err *e)
 	fprintf(out, "run %lld: %s at %s on %s, device %s, shardcast %s\n", id, text(q, 0), text(q, 1),
 		text(q, 2), text(q, 3), text(q, 4));
 	fprintf(out, "scenario %s (hash %s)\n", text(q, 5), text(q, 6));
+	show_uuid(st, id, out);
 	if (*text(q, 7))
 		fprintf(out, "overrides:\n%s", text(q, 7));
 	fprintf(out, "\nscenario text:\n%s%s", text(q, 8),
@@ -238,23 +255,63 @@ out:
 #define RUN_COLS "command, scenario_path, scenario_text, scenario_hash, overrides, version, host, device, created_at"
 #define RUN_NCOLS 9
 
-/* 1 when dst already holds a run with the same identity as src row s. */
-static int is_duplicate(sqlite3 *dst, sqlite3_stmt *s, int *dup)
+/* 1 when dst already holds the run with id uuid. */
+static int is_duplicate(sqlite3 *dst, const char *uuid, int *dup)
 {
 	sqlite3_stmt *q;
 	int rc;
 
-	if (sqlite3_prepare_v2(dst, "SELECT 1 FROM runs WHERE scenario_hash IS ? AND created_at IS ?"
-			       " AND host IS ? AND command IS ? LIMIT 1", -1, &q, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(dst, "SELECT 1 FROM runs WHERE uuid = ?", -1, &q, NULL) != SQLITE_OK)
 		return -1;
-	sqlite3_bind_value(q, 1, sqlite3_column_value(s, 4));  /* scenario_hash */
-	sqlite3_bind_value(q, 2, sqlite3_column_value(s, 9));  /* created_at */
-	sqlite3_bind_value(q, 3, sqlite3_column_value(s, 7));  /* host */
-	sqlite3_bind_value(q, 4, sqlite3_column_value(s, 1));  /* command */
+	sqlite3_bind_text(q, 1, uuid, -1, SQLITE_STATIC);
 	rc = sqlite3_step(q);
 	*dup = rc == SQLITE_ROW;
 	sqlite3_finalize(q);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* The id of src's run at row s of merge_runs' query: its uuid column, or for
+ * an input older than version 3 the id a writer would give it when migrating
+ * (store_legacy_uuid; the temporary table legacy of dst remembers this input's
+ * ids so that a twin takes the next ordinal, as in the migration). */
+static int run_uuid(sqlite3 *src, sqlite3 *dst, sqlite3_stmt *s, int has_uuid, char *out)
+{
+	sqlite3_stmt *q;
+	int ordinal, rc = SQLITE_DONE;
+
+	if (has_uuid && sqlite3_column_type(s, RUN_NCOLS + 1) != SQLITE_NULL) {
+		snprintf(out, STORE_UUID_LEN + 1, "%s", (const char *)sqlite3_column_text(s, RUN_NCOLS + 1));
+		return 0;
+	}
+	if (sqlite3_prepare_v2(dst, "INSERT OR IGNORE INTO temp.legacy(uuid) VALUES (?)", -1, &q, NULL) != SQLITE_OK)
+		return -1;
+	for (ordinal = 0; rc == SQLITE_DONE; ordinal++) {
+		if (store_legacy_uuid(src, sqlite3_column_int64(s, 0), ordinal, out))
+			break;
+		sqlite3_reset(q);
+		sqlite3_bind_text(q, 1, out, -1, SQLITE_STATIC);
+		rc = sqlite3_step(q);
+		if (rc == SQLITE_DONE && sqlite3_changes(dst) == 1)
+			break;
+	}
+	sqlite3_finalize(q);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* 1 when table has column col. */
+static int has_column(sqlite3 *db, const char *table, const char *col)
+{
+	char sql[128];
+	sqlite3_stmt *q;
+	int yes = 0;
+
+	snprintf(sql, sizeof sql, "SELECT 1 FROM pragma_table_info('%s') WHERE name = ?", table);
+	if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
+		return 0;
+	sqlite3_bind_text(q, 1, col, -1, SQLITE_STATIC);
+	yes = sqlite3_step(q) == SQLITE_ROW;
+	sqlite3_finalize(q);
+	return yes;
 }
 
 /* The candidates table's columns after run_id (schema version 2). */
@@ -278,43 +335,54 @@ static int has_table(sqlite3 *db, const char *name)
 	return yes;
 }
 
+/* Copies one run (row s of src) and its rows under a new id. */
+static int copy_run(sqlite3 *src, sqlite3 *dst, sqlite3_stmt *s, sqlite3_stmt *ins, const char *uuid,
+		    int cands)
+{
+	long long old_id = sqlite3_column_int64(s, 0), new_id;
+	int i;
+
+	sqlite3_reset(ins);
+	for (i = 0; i < RUN_NCOLS; i++)
+		sqlite3_bind_value(ins, i + 1, sqlite3_column_value(s, i + 1));
+	sqlite3_bind_text(ins, RUN_NCOLS + 1, uuid, -1, SQLITE_STATIC);
+	if (sqlite3_step(ins) != SQLITE_DONE)
+		return -1;
+	new_id = sqlite3_last_insert_rowid(dst);
+	if (copy_values(src, dst, "predictions", "key, value", old_id, new_id) ||
+	    copy_values(src, dst, "measurements", "key, value", old_id, new_id) ||
+	    copy_values(src, dst, "outputs", "format, body", old_id, new_id) ||
+	    (cands && copy_values(src, dst, "candidates", CAND_COLS, old_id, new_id)))
+		return -1;
+	return 0;
+}
+
 static int merge_runs(sqlite3 *src, sqlite3 *dst, struct results_merged *m)
 {
 	sqlite3_stmt *s = NULL, *ins = NULL;
-	int rc, i, dup, cands = has_table(src, "candidates");  /* a version 1 input has none */
-	long long new_id;
+	char uuid[STORE_UUID_LEN + 1];
+	int rc, dup, cands = has_table(src, "candidates");  /* a version 1 input has none */
+	int has_uuid = has_column(src, "runs", "uuid");     /* nor a version 2 input ids */
 
-	if (sqlite3_prepare_v2(src, "SELECT id, " RUN_COLS " FROM runs ORDER BY id", -1, &s, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(dst, "INSERT INTO runs(" RUN_COLS ") VALUES (?,?,?,?,?,?,?,?,?)", -1, &ins,
-			       NULL) != SQLITE_OK) {
+	if (sqlite3_exec(dst, "CREATE TEMP TABLE IF NOT EXISTS legacy(uuid TEXT PRIMARY KEY);"
+			 "DELETE FROM temp.legacy", NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(src, has_uuid ? "SELECT id, " RUN_COLS ", uuid FROM runs ORDER BY id" :
+			       "SELECT id, " RUN_COLS " FROM runs ORDER BY id", -1, &s, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(dst, "INSERT INTO runs(" RUN_COLS ", uuid) VALUES (?,?,?,?,?,?,?,?,?,?)", -1,
+			       &ins, NULL) != SQLITE_OK) {
 		rc = -1;
 		goto out;
 	}
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (is_duplicate(dst, s, &dup)) {
+		if (run_uuid(src, dst, s, has_uuid, uuid) || is_duplicate(dst, uuid, &dup) ||
+		    (!dup && copy_run(src, dst, s, ins, uuid, cands))) {
 			rc = -1;
 			goto out;
 		}
-		if (dup) {
+		if (dup)
 			m->duplicates++;
-			continue;
-		}
-		sqlite3_reset(ins);
-		for (i = 0; i < RUN_NCOLS; i++)
-			sqlite3_bind_value(ins, i + 1, sqlite3_column_value(s, i + 1));
-		if (sqlite3_step(ins) != SQLITE_DONE) {
-			rc = -1;
-			goto out;
-		}
-		new_id = sqlite3_last_insert_rowid(dst);
-		if (copy_values(src, dst, "predictions", "key, value", sqlite3_column_int64(s, 0), new_id) ||
-		    copy_values(src, dst, "measurements", "key, value", sqlite3_column_int64(s, 0), new_id) ||
-		    copy_values(src, dst, "outputs", "format, body", sqlite3_column_int64(s, 0), new_id) ||
-		    (cands && copy_values(src, dst, "candidates", CAND_COLS, sqlite3_column_int64(s, 0), new_id))) {
-			rc = -1;
-			goto out;
-		}
-		m->runs++;
+		else
+			m->runs++;
 	}
 	rc = rc == SQLITE_DONE ? 0 : -1;
 out:
@@ -366,8 +434,10 @@ static int check_inputs(const char *out_path, const char *const *in, int n, stru
 	if (n < 1)
 		return err_set(e, ERR_INPUT, NULL, 0, "merge needs at least one input database");
 	for (i = 0; i < n; i++) {
-		if (store_open_readonly(&st, in[i], e))
+		if (store_open_readonly(&st, in[i], e) || store_check(&st, e)) {
+			store_close(&st);
 			return e->code;
+		}
 		store_close(&st);
 		if (have_out && stat(in[i], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
 			return err_set(e, ERR_INPUT, in[i], 0, "is the output database itself");
@@ -384,6 +454,23 @@ static void remove_db(const char *path)
 	unlink(side);
 	snprintf(side, sizeof side, "%s-shm", path);
 	unlink(side);
+}
+
+/* The error of a failed merge step: the input's when its last call failed
+ * (SQLITE_ERROR there: tables without the columns of a results database),
+ * else the output's (a full disk, ...). */
+static int merge_fail(struct store *src, struct store *dst, struct err *e)
+{
+	char what[600];
+	int x = sqlite3_errcode(src->db);
+
+	if (x == SQLITE_ERROR)
+		return err_set(e, ERR_INPUT, src->path, 0, "not a results database as this build reads "
+			       "them: %s", sqlite3_errmsg(src->db));
+	if (x != SQLITE_OK && x != SQLITE_ROW && x != SQLITE_DONE)
+		return store_fail(src, e, "reading it for the merge");
+	snprintf(what, sizeof what, "merging %s", src->path);
+	return store_fail(dst, e, what);
 }
 
 int results_merge(const char *out_path, const char *const *in, int n, struct results_merged *m,
@@ -410,8 +497,7 @@ int results_merge(const char *out_path, const char *const *in, int n, struct res
 		if (rc)
 			break;
 		if (merge_runs(src.db, dst.db, m) || merge_calibrations(src.db, dst.db, m))
-			rc = err_set(e, ERR_SYSTEM, in[i], 0, "merging into %s: %s / %s", out_path,
-				     sqlite3_errmsg(src.db), sqlite3_errmsg(dst.db));
+			rc = merge_fail(&src, &dst, e);
 		store_close(&src);
 	}
 	if (!rc && sqlite3_exec(dst.db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)

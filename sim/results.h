@@ -33,7 +33,7 @@ int results_export_csv(struct store *st, FILE *out, int measured_only, struct er
 
 struct results_merged {
 	long runs;          /* copied */
-	long duplicates;    /* skipped: same (scenario_hash, created_at, host, command) */
+	long duplicates;    /* skipped: a run with the same id (runs.uuid) */
 	long calibrations;  /* copied (duplicates by device, created_at, params skipped) */
 };
 
@@ -41,9 +41,10 @@ struct results_merged {
  * calibrations of the n databases in[] into out_path (created if missing),
  * renumbering ids, all in one transaction: on any error nothing is added, and
  * an out_path this call created is removed. Runs already in out (or met earlier
- * in in[]) with the same (scenario_hash, created_at, host, command) are skipped.
- * An input that is missing, not SQLite, not a results database, or the output
- * itself is ERR_INPUT. */
+ * in in[]) with the same id are skipped (a run of an input older than schema
+ * version 3 has the id store_legacy_uuid derives, as a writer would give it).
+ * An input that is missing, not SQLite, not a results database, corrupted
+ * (PRAGMA quick_check), or the output itself is ERR_INPUT. */
 int results_merge(const char *out_path, const char *const *in, int n, struct results_merged *m,
 		  struct err *e);
 

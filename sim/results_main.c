@@ -27,7 +27,8 @@ static const char *const usage_main =
 	"  merge OUT.db IN.db [IN.db...]         copy the runs and calibrations of the inputs into OUT\n"
 	"\n"
 	"'results COMMAND --help' says more. FILE defaults to " DEFAULT_DB ".\n"
-	"exit status: 0 success, 2 bad input (missing or non-SQLite file, unknown id), 1 internal error\n";
+	"exit status: 0 success, 2 bad input (missing, non-SQLite or corrupted file, unknown id),\n"
+	"1 internal or system failure (a full disk, a read-only file system for a writer, ...)\n";
 
 static const char *const usage_list =
 	"usage: results list [--db FILE] [--limit N]\n"
@@ -38,8 +39,8 @@ static const char *const usage_list =
 static const char *const usage_show =
 	"usage: results show ID [--db FILE]\n"
 	"\n"
-	"Prints run ID: command, time, host, device, version, the scenario's path, hash, --set\n"
-	"overrides and text, and every stored prediction and measurement (key value).\n";
+	"Prints run ID: command, time, host, device, version, the scenario's path and hash, the run's\n"
+	"own id (a UUID), --set overrides and text, and every stored prediction and measurement.\n";
 
 static const char *const usage_export =
 	"usage: results export --csv FILE [--db FILE] [--measured-only]\n"
@@ -55,8 +56,9 @@ static const char *const usage_merge =
 	"usage: results merge OUT.db IN.db [IN.db...]\n"
 	"\n"
 	"Copies every run of the inputs (with its predictions, measurements and outputs) and every\n"
-	"calibration into OUT.db, creating it if needed. Runs get new ids. A run already in OUT.db\n"
-	"(or met in an earlier input) with the same scenario hash, time, host and command is skipped.\n"
+	"calibration into OUT.db, creating it if needed. Runs get new row ids and keep their own id\n"
+	"(a UUID; 'results show' prints it): a run whose id OUT.db already holds (or met in an earlier\n"
+	"input) is skipped, so merging a database twice adds nothing. A corrupted input is refused.\n"
 	"All in one transaction: on an error OUT.db is left as it was.\n";
 
 struct opts {

@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <fnmatch.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,7 +187,8 @@ static int whole(struct sweep *sw, const char *key, const char *text, int64_t lo
 	char *end;
 	double x = strtod(text, &end);
 
-	if (end == text || *end || x != (double)(int64_t)x || x < (double)lo || x > (double)hi)
+	/* in range before the cast: a double outside int64_t does not convert */
+	if (end == text || *end || !(x >= (double)lo && x <= (double)hi) || x != floor(x))
 		return err_set(e, ERR_INPUT, sw->file, line_of(sw, key),
 			       "[sweep] %s: '%s' is not a whole number in %lld..%lld", key, text,
 			       (long long)lo, (long long)hi);

@@ -155,7 +155,7 @@ if "$rec" tests/sweeps/small.ini --quiet --db "$db" 2>"$tmp/err"; then ok; else 
 [ "$(sqlite3 "$db" "SELECT count(*) FROM outputs WHERE format IN ('json', 'markdown', 'heatmap')")" = 3 ] && ok || bad "--db: outputs"
 [ "$(sqlite3 "$db" "SELECT count(*) FROM candidates WHERE rank = 1")" = \
   "$(jq '[.cells[] | select(.best != null)] | length' "$tmp/1.json")" ] && ok || bad "--db: winners"
-[ "$(sqlite3 "$db" 'PRAGMA user_version')" = 2 ] && ok || bad "--db: schema version"
+[ "$(sqlite3 "$db" 'PRAGMA user_version')" = 3 ] && ok || bad "--db: schema version"
 "$root/$bin/results" list --db "$db" | grep -q recommend && ok || bad "results list: no recommend run"
 # merge carries the candidates with the renumbered runs
 "$rec" tests/sweeps/small.ini --quiet --db "$tmp/second.db" 2>/dev/null

@@ -170,6 +170,105 @@ Test(results, bad_inputs_change_nothing)
 	cr_expect_eq(count(paths[2], "SELECT count(*) FROM runs"), 2, "only its own 2 runs, none of the first input's");
 }
 
+/* Two runs of identical content recorded in the same millisecond (4 writers
+ * at once did it; here the time is set equal) are two runs: merge keeps both,
+ * and a second merge knows both by their ids. */
+Test(results, runs_of_the_same_millisecond_stay_two_runs)
+{
+	struct results_merged m;
+	struct err e = {0};
+	struct store st;
+	struct store_run r = {"simulate", "x.ini", "[model]\nname = gpt2\n", 7, NULL, "a100",
+			      "{\"max_micro_batch\": 4}", NULL, "{}", NULL, NULL};
+	const char *in[] = {paths[0]};
+
+	cr_assert_eq(store_open(&st, paths[0], &e), 0, "%s", e.msg);
+	cr_assert_eq(store_add_run(&st, &r, NULL, &e), 0, "%s", e.msg);
+	cr_assert_eq(store_add_run(&st, &r, NULL, &e), 0, "%s", e.msg);
+	cr_assert_eq(sqlite3_exec(st.db, "UPDATE runs SET created_at = '2025-01-01T00:00:00.000Z'", NULL, NULL,
+				  NULL), SQLITE_OK);
+	store_close(&st);
+	cr_assert_eq(results_merge(paths[1], in, 1, &m, &e), 0, "%s", e.msg);
+	cr_expect_eq(m.runs, 2);
+	cr_expect_eq(m.duplicates, 0);
+	cr_expect_eq(count(paths[1], "SELECT count(*) FROM predictions"), 2);
+	cr_assert_eq(results_merge(paths[1], in, 1, &m, &e), 0, "%s", e.msg);
+	cr_expect_eq(m.runs, 0);
+	cr_expect_eq(m.duplicates, 2);
+}
+
+/* Turns a database of this version into one of schema version 2 (no run ids). */
+static void downgrade_to_v2(const char *path)
+{
+	sqlite3 *db;
+
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	/* the runs table as schema.sql version 2 created it */
+	cr_assert_eq(sqlite3_exec(db, "CREATE TABLE runs_v2 (id INTEGER PRIMARY KEY, command TEXT NOT NULL,"
+				  " scenario_path TEXT, scenario_text TEXT, scenario_hash TEXT, overrides TEXT,"
+				  " version TEXT NOT NULL, host TEXT, device TEXT, created_at TEXT NOT NULL);"
+				  "INSERT INTO runs_v2 SELECT id, command, scenario_path, scenario_text, scenario_hash,"
+				  " overrides, version, host, device, created_at FROM runs;"
+				  "DROP TABLE runs; ALTER TABLE runs_v2 RENAME TO runs;"
+				  "CREATE INDEX runs_hash ON runs(scenario_hash); PRAGMA user_version = 2",
+				  NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+	sqlite3_close(db);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	char buf[65536];
+	FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+	size_t n;
+
+	cr_assert(a && b);
+	while ((n = fread(buf, 1, sizeof buf, a)) > 0)
+		cr_assert_eq(fwrite(buf, 1, n, b), n);
+	fclose(a);
+	fclose(b);
+}
+
+/* A version 2 database (runs without ids) holding two twins (identical rows
+ * and outputs) and two other runs: migrated, each run gets an id of its
+ * content (version 8), the twins two different ones; a merge of an
+ * unmigrated copy derives the same ids, so it finds every run already there,
+ * and merging the copy first and the migrated one second likewise. */
+Test(results, old_runs_get_the_same_ids_everywhere)
+{
+	struct results_merged m;
+	struct err e = {0};
+	struct store st;
+	struct store_run r = {"simulate", "x.ini", "[model]\nname = gpt2\n", 7, NULL, "a100", NULL, NULL, "{}",
+			      NULL, NULL};
+	const char *old[] = {paths[1]}, *migrated[] = {paths[0]};
+
+	make_db(paths[0], 1, 0);   /* a simulate and a validate run */
+	cr_assert_eq(store_open(&st, paths[0], &e), 0, "%s", e.msg);
+	cr_assert_eq(store_add_run(&st, &r, NULL, &e), 0, "%s", e.msg);
+	cr_assert_eq(store_add_run(&st, &r, NULL, &e), 0, "%s", e.msg);
+	cr_assert_eq(sqlite3_exec(st.db, "UPDATE runs SET created_at = '2025-01-01T00:00:00.000Z' WHERE id > 2",
+				  NULL, NULL, NULL), SQLITE_OK);
+	store_close(&st);
+	downgrade_to_v2(paths[0]);
+	copy_file(paths[0], paths[1]);
+	cr_expect_eq(count(paths[1], "PRAGMA user_version"), 2);
+
+	cr_assert_eq(store_open(&st, paths[0], &e), 0, "%s", e.msg);   /* migrates */
+	store_close(&st);
+	cr_expect_eq(count(paths[0], "PRAGMA user_version"), 3);
+	cr_expect_eq(count(paths[0], "SELECT count(DISTINCT uuid) FROM runs"
+			   " WHERE uuid LIKE '________-____-8___-____-____________'"), 4);
+	cr_assert_eq(results_merge(paths[0], old, 1, &m, &e), 0, "%s", e.msg);
+	cr_expect_eq(m.runs, 0);
+	cr_expect_eq(m.duplicates, 4);
+	cr_assert_eq(results_merge(paths[2], old, 1, &m, &e), 0, "%s", e.msg);
+	cr_expect_eq(m.runs, 4);
+	cr_assert_eq(results_merge(paths[2], migrated, 1, &m, &e), 0, "%s", e.msg);
+	cr_expect_eq(m.runs, 0);
+	cr_expect_eq(m.duplicates, 4);
+	cr_expect_eq(count(paths[2], "SELECT count(*) FROM runs"), 4);
+}
+
 /* Splits one CSV record (RFC 4180) into at most n fields; returns the count. */
 static int csv_split(const char *line, char fields[][128], int n)
 {

@@ -43,6 +43,41 @@ expect_error missing "cannot open" "$tmp/nope.ini"
 expect_error typo "did you mean 'strategy'" scenarios/cpu-single.ini --set training.strategey=ddp
 expect_error tf32 "tf32 is a matmul mode" scenarios/cpu-single.ini --set training.precision=tf32
 "$V" --help | grep -q "usage: validate" && ok || bad "--help"
+# --backend pytorch: what the reference cannot run is refused before any tracing
+# (no stack needed), and a failed run leaves the results database as it was
+pdb="$tmp/pyref.db"
+"$V" scenarios/cpu-single.ini --memory-limit 3MiB --steps 2 --warmup 1 --db "$pdb" >/dev/null 2>&1 ||
+	bad "pyref: the cpu run that fills $pdb failed"
+sum0=$(cksum <"$pdb")
+expect_error pyref-zero "DeepSpeed is not in its stacks" scenarios/pyref/gpt2-bf16.ini --backend pytorch \
+	--set training.strategy=zero2 --set cluster.gpus_per_node=2 --db "$pdb"
+expect_error pyref-framework "measures framework = pytorch" scenarios/pyref/gpt2-bf16.ini --backend pytorch \
+	--set training.framework=deepspeed --db "$pdb"
+expect_error pyref-batches "--batches 2,1" scenarios/pyref/gpt2-bf16.ini --backend pytorch --batches 2,1
+expect_error pyref-prepare "--prepare and --batches go with --backend pytorch" scenarios/cpu-single.ini --prepare
+expect_error pyref-flash "flash-attn and cuDNN run on CUDA only" scenarios/pyref/gpt2-bf16.ini --backend pytorch \
+	--set training.attention=flash --db "$pdb"
+# what only the tracer knows it cannot run (it exits 2; validate says so): a
+# model with no Hugging Face equivalent among the four it builds (GPT-2 with
+# rotary positions, as GPT-NeoX), FSDP on torch 1.13
+if [ -x build/pyref/current/bin/python ]; then
+	sed -e 's/^positions = learned/positions = rotary/' -e 's/^param_count = .*/param_count = 0/' \
+		models/nn/gpt2.ini >"$tmp/gpt2-rotary.ini"
+	SHARDCAST_PYREF_CACHE="$tmp/cache" expect_error pyref-no-hf "no Hugging Face model for family decoder" \
+		scenarios/pyref/gpt2-bf16.ini --backend pytorch --set model.name="$tmp/gpt2-rotary.ini" --db "$pdb"
+fi
+if [ -x build/pyref/1.13/bin/python ]; then
+	SHARDCAST_PYREF_CACHE="$tmp/cache" expect_error pyref-old-fsdp "FSDP" scenarios/pyref/gpt2-bf16.ini \
+		--backend pytorch --set training.framework_version=1.13 --set training.strategy=fsdp \
+		--set cluster.gpus_per_node=2 --db "$pdb"
+fi
+# a stack that is not installed (an empty stacks folder): exit 2, naming make pyref-deps
+mkdir -p "$tmp/nostacks"
+SHARDCAST_PYREF_STACKS="$tmp/nostacks" SHARDCAST_PYREF_CACHE="$tmp/cache" expect_error pyref-stack \
+	"that PyTorch stack is not installed" scenarios/pyref/gpt2-bf16.ini --backend pytorch \
+	--set training.framework_version=1.13 --db "$pdb"
+grep -qF "make pyref-deps" "$tmp/err" && ok || bad "pyref-stack: $(head -c 300 "$tmp/err") lacks make pyref-deps"
+[ "$(cksum <"$pdb")" = "$sum0" ] && ok || bad "pyref: a refused run changed $pdb"
 
 # the JSON contract, and the exact memory prediction
 contract='.scenario and .backend == "cpu" and .device and .world_size and .emulated_world_size
@@ -70,6 +105,28 @@ if out=$("$V" scenarios/cpu-single.ini --json --memory-limit 1MiB --set model.na
    echo "$out" | jq -e '(.measured.max_micro_batch == 0) and (.measured.step_time_s == null) and (.measured.peak_bytes == null)
      and (.error.step_time_rel == null) and (.predicted.step.tokens_per_s == null)' >/dev/null; then ok
 else bad "nothing fits: $(echo "$out" | jq -c '.measured, .error') $(cat "$tmp/err")"; fi
+
+# A new database per job is a cluster campaign's normal case: with 4 ranks,
+# only rank 0 may touch it (a rank that read it while rank 0 created it exited
+# 2 without a word: 3 of 12 runs of this loop before the fix); 20 runs, each
+# must record its run (at 1 in 4, all 20 pass by chance 0.3 % of the time).
+fails=0
+for i in $(seq 20); do
+	rm -f "$tmp"/new.db*
+	if ! timeout 120 mpirun -np 4 --oversubscribe "$V" scenarios/gpt-tiny-cpu-ddp.ini --db "$tmp/new.db" \
+		--memory-limit 8MiB --max-batch 2 --steps 1 --warmup 0 >"$tmp/out" 2>"$tmp/err" ||
+	   [ "$(sqlite3 "$tmp/new.db" 'SELECT count(*) FROM runs')" != 1 ]; then
+		fails=$((fails + 1))
+		cp "$tmp/err" "$tmp/err.failed"
+	fi
+done
+[ $fails -eq 0 ] && ok || bad "4 ranks, a new database: $fails of 20 runs failed ($(head -c 300 "$tmp/err.failed"))"
+# every rank says why it failed, not rank 0 alone
+timeout 120 mpirun -np 4 --oversubscribe "$V" scenarios/gpt-tiny-cpu-ddp.ini --set training.precision=tf32 \
+	>"$tmp/out" 2>"$tmp/err"
+n=$(grep -c "^validate: rank [123] of 4: error: .*precision = tf32: the cpu backend runs" "$tmp/err")
+[ "$n" = 3 ] && grep -q "^validate: error: .*precision = tf32: the cpu backend runs" "$tmp/err" && ok ||
+	bad "4 failing ranks: $n of 3 other ranks' errors printed ($(head -c 300 "$tmp/err"))"
 
 # calibration lowers the error of the stored runs; simulate then uses it
 if "$V" --calibrate --db "$db" >"$tmp/out" 2>"$tmp/err"; then
