@@ -53,7 +53,7 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
                 sim/scenario.c sim/plan.c sim/graph.c sim/life.c sim/predict.c sim/report.c sim/store.c \
                 sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
-                sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
+                sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memfsdp2.c sim/memory.c \
                 sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c sim/record.c sim/calib.c \
                 sim/sweep.c sim/sweep_eval.c sim/sweep_out.c sim/alloc.c sim/progress.c
 SIMULATE_SRCS := sim/simulate_main.c

@@ -31,6 +31,23 @@ static const char *model_enum(const char *key, int v)
 	return k >= 0 && t->keys[k].choices ? t->keys[k].choices[v] : "?";
 }
 
+/* FSDP2's settings in the spec (runtime/pytorch/fsdp2.py maps them to
+ * fully_shard's arguments): reshard_after_forward default, true, false or N. */
+static void fsdp2_json(cJSON *x, const struct scenario *s)
+{
+	const struct scn_training *t = &s->s.training;
+	int64_t r = t->fsdp_reshard_after_forward;
+
+	cJSON_AddNumberToObject(x, "fsdp_version", (double)t->fsdp_version);
+	if (r == -1)
+		cJSON_AddStringToObject(x, "fsdp_reshard_after_forward", "default");
+	else if (r == -2 || r == 0)
+		cJSON_AddBoolToObject(x, "fsdp_reshard_after_forward", r == -2);
+	else
+		cJSON_AddNumberToObject(x, "fsdp_reshard_after_forward", (double)r);
+	cJSON_AddStringToObject(x, "fsdp_reduce_dtype", scenario_enum_name("training", "fsdp_reduce_dtype", t->fsdp_reduce_dtype));
+}
+
 /* The tracer's spec: the resolved model and training settings. */
 static char *spec_json(const struct scenario *s, const struct pyref_opts *o)
 {
@@ -60,6 +77,8 @@ static char *spec_json(const struct scenario *s, const struct pyref_opts *o)
 	cJSON_AddNumberToObject(r, "seq_len", (double)s->seq_len);
 	cJSON_AddNumberToObject(r, "target_len", (double)s->target_len);
 	cJSON_AddNumberToObject(r, "world", (double)s->world);
+	cJSON_AddNumberToObject(r, "dp", (double)s->dp);
+	cJSON_AddNumberToObject(r, "gpus_per_node", (double)s->s.cluster.gpus_per_node);
 	cJSON_AddStringToObject(r, "attention", o->attention);
 	x = cJSON_AddObjectToObject(r, "training");
 	cJSON_AddStringToObject(x, "strategy", scenario_strategy_name(s->plan.strategy));
@@ -69,6 +88,12 @@ static char *spec_json(const struct scenario *s, const struct pyref_opts *o)
 	cJSON_AddStringToObject(x, "offload", scenario_enum_name("training", "offload", t->offload));
 	cJSON_AddNumberToObject(x, "grad_accum", (double)t->grad_accum);
 	cJSON_AddNumberToObject(x, "tensor_parallel", (double)t->tensor_parallel);
+	cJSON_AddStringToObject(x, "fsdp_sharding_strategy",
+				scenario_enum_name("training", "fsdp_sharding_strategy", t->fsdp_sharding));
+	cJSON_AddStringToObject(x, "fsdp_auto_wrap_policy",
+				scenario_enum_name("training", "fsdp_auto_wrap_policy", t->fsdp_wrap));
+	cJSON_AddNumberToObject(x, "fsdp_forward_prefetch", t->fsdp_forward_prefetch);
+	fsdp2_json(x, s);
 	out = cJSON_PrintUnformatted(r);
 	cJSON_Delete(r);
 	return out;
@@ -82,9 +107,9 @@ static int check(const struct scenario *s, const struct pyref_opts *o, struct er
 	if (s->plan.framework != FW_PYTORCH)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] framework = %s: --backend pytorch measures "
 			       "framework = pytorch", scenario_enum_name("training", "framework", s->plan.framework));
-	if (s->plan.mech != MECH_REPL || !s->plan.one_process)
+	if ((s->plan.mech != MECH_REPL || !s->plan.one_process) && s->plan.fsdp_version != 2)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] strategy = %s: the PyTorch reference runs "
-			       "strategy = single only (DDP and FSDP under a fake process group are not done yet)",
+			       "strategy = single and FSDP2 (DDP and FSDP1 under a fake process group are not done yet)",
 			       s->plan.name);
 	if (t->tensor_parallel > 1 || t->offload != OFFLOAD_NONE)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] %s: not run by the PyTorch reference",

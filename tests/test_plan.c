@@ -113,14 +113,15 @@ static const struct row rows[] = {
 static void settings(struct scn_settings *st, const char *spec, int fw, int prec, int off)
 {
 	struct err e = {0};
-	int strategy, sharding;
+	int strategy, sharding, version;
 
 	cr_assert_eq(cfg_defaults(scenario_keys(), st, &e), 0, "%s", e.msg);
-	cr_assert_eq(plan_parse_strategy(spec, &strategy, &sharding), 0, "%s", spec);
+	cr_assert_eq(plan_parse_strategy(spec, &strategy, &sharding, &version), 0, "%s", spec);
 	st->cluster.nodes = 2;
 	st->cluster.gpus_per_node = 8;
 	st->training.strategy = strategy;
 	st->training.fsdp_sharding = sharding;
+	st->training.fsdp_version = version;
 	st->training.framework = fw;
 	st->training.precision = prec;
 	st->training.offload = off;
@@ -210,26 +211,32 @@ Test(plan, hybrid_group)
 }
 
 /* One table of names: every canonical name parses back to itself and agrees
- * with the scenario keys' values; "fsdp" is full_shard. */
+ * with the scenario keys' values; "fsdp" is full_shard; FSDP2 is "fsdp2"
+ * (full_shard) and "fsdp2:hybrid_shard". */
 Test(plan, strategy_names)
 {
-	int strategy, sharding;
+	int strategy, sharding, version;
 	char want[64];
 
 	for (int s = STRAT_SINGLE; s <= STRAT_FSDP; s++)
 		for (int h = SHARD_FULL; h <= (s == STRAT_FSDP ? SHARD_HYBRID_ZERO2 : SHARD_FULL); h++) {
-			const char *name = plan_strategy_name(s, h);
+			const char *name = plan_strategy_name(s, h, 1);
 			if (s == STRAT_FSDP)
 				snprintf(want, sizeof want, "fsdp:%s", scenario_enum_name("training", "fsdp_sharding_strategy", h));
 			else
 				snprintf(want, sizeof want, "%s", scenario_strategy_name(s));
 			cr_expect_str_eq(name, want);
-			cr_assert_eq(plan_parse_strategy(name, &strategy, &sharding), 0, "%s", name);
-			cr_expect(strategy == s && sharding == h, "%s", name);
+			cr_assert_eq(plan_parse_strategy(name, &strategy, &sharding, &version), 0, "%s", name);
+			cr_expect(strategy == s && sharding == h && version == 1, "%s", name);
 		}
-	cr_assert_eq(plan_parse_strategy("fsdp", &strategy, &sharding), 0);
-	cr_expect(strategy == STRAT_FSDP && sharding == SHARD_FULL);
-	cr_expect_eq(plan_parse_strategy("zero4", &strategy, &sharding), -1);
+	cr_assert_eq(plan_parse_strategy("fsdp", &strategy, &sharding, &version), 0);
+	cr_expect(strategy == STRAT_FSDP && sharding == SHARD_FULL && version == 1);
+	cr_expect_str_eq(plan_strategy_name(STRAT_FSDP, SHARD_FULL, 2), "fsdp2");
+	cr_expect_str_eq(plan_strategy_name(STRAT_FSDP, SHARD_HYBRID, 2), "fsdp2:hybrid_shard");
+	cr_expect_str_eq(plan_strategy_name(STRAT_FSDP, SHARD_GRAD_OP, 2), "?", "FSDP2 has no shard_grad_op");
+	cr_assert_eq(plan_parse_strategy("fsdp2:hybrid_shard", &strategy, &sharding, &version), 0);
+	cr_expect(strategy == STRAT_FSDP && sharding == SHARD_HYBRID && version == 2);
+	cr_expect_eq(plan_parse_strategy("zero4", &strategy, &sharding, &version), -1);
 	cr_expect_str_eq(plan_strategy_nearest("fsdp:hybrid_shrd"), "fsdp:hybrid_shard");
 }
 

@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 import cudasubst
+import fsdp2
 import hfmodels
 from memtrace import HAS_UNTYPED, Trace, Tracker
 
@@ -41,7 +42,9 @@ class Unsupported(Exception):
 def check(spec: Dict[str, Any]) -> None:
     """Raises Unsupported for what this tracer cannot run."""
     t = spec["training"]
-    if t["strategy"] not in ("single",) and spec["world"] > 1:
+    if fsdp2.wanted(spec):
+        fsdp2.check(spec)
+    elif t["strategy"] not in ("single",) and spec["world"] > 1:
         raise Unsupported(f"strategy {t['strategy']} on {spec['world']} ranks: the tracer runs one "
                           "rank without a process group (strategy = single)")
     if t["tensor_parallel"] > 1 or t["offload"] != "none":
@@ -151,11 +154,14 @@ def run(spec: Dict[str, Any], b: int, device: str) -> Dict[str, Any]:
     """Trains spec's model at micro-batch b for spec['steps'] steps; the trace."""
     t = spec["training"]
     m = spec["model"]
-    amp = cudasubst.Amp(AMP_DTYPES[t["precision"]]) if t["precision"] in AMP_DTYPES else None
+    sharded = fsdp2.wanted(spec)  # FSDP2: MixedPrecisionPolicy instead of autocast
+    amp = cudasubst.Amp(AMP_DTYPES[t["precision"]]) if t["precision"] in AMP_DTYPES and not sharded else None
     subst = device == "meta"
     model, k = hfmodels.build(m, spec["dropout"], spec.get("attention", "eager"), device)
     if t["recompute"] == "full":
         model.gradient_checkpointing_enable()
+    if sharded:
+        model = fsdp2.wrap(model, spec)
     trace = Trace()
     tracker = Tracker(trace)
     trace.phase = "params"
@@ -173,7 +179,7 @@ def run(spec: Dict[str, Any], b: int, device: str) -> Dict[str, Any]:
             patch.__enter__()
         if fmode:
             fmode.__enter__()
-        with tracker:
+        with tracker, fsdp2.trace_resizes(tracker):
             trace.phase = "setup"
             opt = optimizer(model, t["optimizer"])
             scale = None
@@ -298,15 +304,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         if a.device == "cpu":
             for r, bb in zip(runs, batches):
                 r["cpu_allocator_peak_bytes"] = cpu_allocator_peak(spec, bb)
-    except (Unsupported, hfmodels.Unsupported) as e:
+    except (Unsupported, hfmodels.Unsupported, fsdp2.Unsupported) as e:
         print(f"pyref: error: {e}", file=sys.stderr)
         return 2
     if a.trace_csv:
         write_csv(runs[-1]["_trace"], a.trace_csv)
     for r in runs:
         del r["_trace"]
-    out = {"stack": versions(), "device": a.device,
-           "substitutions": cudasubst.SUBSTITUTIONS if a.device == "meta" else [], "runs": runs}
+    subs = cudasubst.SUBSTITUTIONS + (fsdp2.SUBSTITUTIONS if fsdp2.wanted(spec) else [])
+    out = {"stack": versions(), "device": a.device, "substitutions": subs if a.device == "meta" else [],
+           "runs": runs}
     if len(runs) >= 2:
         r0, r1 = runs[0], runs[-1]
         slope = (r1["steady_peak_bytes"] - r0["steady_peak_bytes"]) / (r1["batch"] - r0["batch"])
