@@ -66,7 +66,7 @@ TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/te
              tests/test_cuda.c tests/test_gemm.c tests/test_sweep.c tests/test_alloc.c \
              tests/test_ckpt.c tests/test_calib.c tests/test_plan.c
 # the real runtime (host side and the cpu backend)
-RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
+RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c runtime/stratfsdp2.c \
                runtime/rtckpt.c runtime/search.c runtime/pyref.c cuda/gemm.c
 ifneq ($(NVCC),)
 RT_LIB_SRCS += runtime/backend_cuda.c

@@ -161,6 +161,7 @@ static int linear(struct bld *b, const char *name, int x, double k, double n, in
 	p->n = n;
 	/* column-parallel biases are split; a row-parallel bias is whole on every rank */
 	p->params = k * n + (bias ? n : 0);
+	p->rows = n;  /* nn.Linear's weight is (out, in) */
 	p->flops_fwd = 2 * b->S * k * n;
 	p->flops_bwd = 4 * b->S * k * n;
 	p->tp_allreduce = tp_allreduce && b->o->tp > 1;
@@ -179,6 +180,7 @@ static int norm(struct bld *b, const char *name, int x)
 		int dsize = b->eager ? b->U : b->A;
 		o = op(b, OP_NORM, name, x, -1, -1, b->S * h, dsize);
 		b->g->ops[o].params = m->norm == NORM_LAYERNORM ? 2 * h : h;
+		b->g->ops[o].rows = h;
 		b->g->ops[o].flops_fwd = 8 * b->S * h;
 		b->g->ops[o].flops_bwd = 16 * b->S * h;
 		save(b, o, x);
@@ -197,6 +199,7 @@ static int norm(struct bld *b, const char *name, int x)
 		save_new(b, o, "rsqrt", b->S, 4);
 		ob = op(b, OP_MUL, "norm_w", out(b, o), -1, -1, b->S * h, b->U);
 		b->g->ops[ob].params = h;
+		b->g->ops[ob].rows = h;
 		/* weight * hidden.to(weight dtype): the cast (or fp32 tensor) is saved */
 		save(b, ob, out(b, o));
 		return out(b, ob);
@@ -475,18 +478,21 @@ static int embed(struct bld *b, int ids, int stack)
 	b->g->ops[o].params = m->family != FAM_ENCODER_DECODER || stack == 1
 		? (double)m->vocab * h / b->o->tp : 0;
 	b->g->ops[o].tied = b->g->ops[o].params == 0;  /* T5's decoder reads the shared table */
+	b->g->ops[o].rows = (double)m->vocab / b->o->tp;
 	save(b, o, ids);
 	x = out(b, o);
 	if (m->positions == POS_LEARNED || m->type_vocab) {
 		int p = op(b, OP_ADD, "pos_embed", x, -1, -1, b->S * h, b->U);
 		b->g->ops[p].params = (m->positions == POS_LEARNED ? (double)m->max_positions * h : 0) +
 			(double)m->type_vocab * h;
+		b->g->ops[p].rows = b->g->ops[p].params / h;
 		x = out(b, p);
 	}
 	if (m->positions == POS_RELATIVE) {
 		/* T5: relative bias table in the stack's first layer; bias (B, H, S, S) */
 		int p = op(b, OP_EMBED, stack ? "enc.rel_bias" : "rel_bias", -1, -1, -1, 0, 0);
 		b->g->ops[p].params = (double)m->relative_buckets * (double)(m->heads / b->o->tp);
+		b->g->ops[p].rows = (double)m->relative_buckets;
 	}
 	if (m->embed_norm)
 		x = norm(b, "embed_norm", x);
@@ -537,6 +543,7 @@ static void head_and_loss(struct bld *b, int x)
 	o = b->g->nops - 1;
 	if (tied) {  /* the weight is the token embedding's */
 		b->g->ops[o].params = (m->lm_head_bias || m->family == FAM_ENCODER) ? V : 0;
+		b->g->ops[o].rows = 0;  /* its one tensor is the bias */
 		b->g->ops[o].tied = 1;
 	}
 	b->g->t[logits].held = b->eager;  /* returned in the model output */

@@ -48,32 +48,14 @@
 
 /* ---- per-parameter shards ------------------------------------------------------ */
 
-/* Rows of op i's parameter tensor k (n elements): dim 0 as the module stores
- * it. nn.Linear's weight is (out, in); embedding tables (vocab or
- * positions, hidden); T5's relative bias (buckets, heads); vectors are their
- * own rows. */
-static int64_t rows(const struct wk *w, int i, int k, int64_t n)
-{
-	const struct gop *o = &w->g->ops[i];
-	const struct model *m = &w->s->model;
-	int64_t r = n;
-
-	if (o->kind == OP_MATMUL && k == 0 && !o->tied)
-		r = (int64_t)o->n;
-	else if ((o->kind == OP_EMBED && o->nin > 0) || o->kind == OP_ADD)
-		r = n / (m->hidden > 0 ? m->hidden : 1);
-	else if (o->kind == OP_EMBED && m->relative_buckets > 0)
-		r = m->relative_buckets;
-	return r > 0 && n % r == 0 ? r : n;
-}
-
-/* Elements of rank 0's shard of that tensor: ceil(rows / N) rows
- * (torch.chunk; _init_sharded_param pads every rank to chunk 0's size). */
+/* Elements of rank 0's shard of op i's parameter tensor k (n elements):
+ * ceil(rows / N) of its dim-0 rows (graph_param_rows; torch.chunk, and
+ * _init_sharded_param pads every rank to chunk 0's size). */
 int64_t memfsdp2_shard(const struct wk *w, int i, int k, int64_t n)
 {
-	int64_t r = rows(w, i, k, n);
+	int64_t r = (int64_t)graph_param_rows(w->g, i, k, (double)n);
 
-	return cdiv(r, w->N) * (n / r);
+	return r > 0 ? cdiv(r, w->N) * (n / r) : 0;
 }
 
 /* Calls f(w, elements, op) for every parameter tensor unit u owns (its
