@@ -213,6 +213,8 @@ static void widths(struct plan *p)
 	w->kernel_grads = p->autocast ? 4 : act;
 	w->comm_params = p->mech == MECH_DP && p->autocast ? 4 : act;  /* replicate() broadcasts fp32 */
 	w->comm_grads = p->autocast ? 4 : act;
+	if (p->layout == LAYOUT_PER_PARAM)  /* FSDP2 reduce-scatters in reduce_dtype */
+		w->comm_grads = w->reduced;
 }
 
 /* ---- the optimizer and the checkpoint ---------------------------------------------- */
@@ -361,8 +363,8 @@ static int check_reshard_group(const struct scenario *s, const struct plan *p, s
 
 	if (p->fsdp_version != 2 || r < 2 || (r <= p->shard_n && p->shard_n % r == 0))
 		return 0;
-	snprintf(d, sizeof d, "%lld ranks", (long long)p->shard_n);
-	return scenario_error(s, e, "training", "fsdp_reshard_after_forward", "= N must divide the shard group of %s", d);
+	snprintf(d, sizeof d, "%lld must divide the shard group of %lld ranks", (long long)r, (long long)p->shard_n);
+	return scenario_error(s, e, "training", "fsdp_reshard_after_forward", "%s (a group size to keep a shard over)", d);
 }
 
 /* The settings of s that do not go together, located where they were set. */

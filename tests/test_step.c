@@ -118,6 +118,13 @@ Test(step, every_strategy_and_option_runs_with_exposed_at_most_total, .timeout =
 		{"training.strategy=ddp", "training.precision=fp32"},
 		{"training.strategy=ddp", "training.framework=deepspeed"},
 		{"training.strategy=fsdp", "training.framework=shardcast"},
+		{"training.strategy=fsdp", "training.fsdp_version=2"},
+		{"training.strategy=fsdp", "training.fsdp_version=2", "training.fsdp_reshard_after_forward=false"},
+		{"training.strategy=fsdp", "training.fsdp_version=2", "training.fsdp_reshard_after_forward=4",
+		 "training.fsdp_forward_prefetch=true"},
+		{"training.strategy=fsdp", "training.fsdp_version=2", "training.fsdp_sharding_strategy=hybrid_shard",
+		 "training.fsdp_reduce_dtype=bf16"},
+		{"training.strategy=fsdp", "training.fsdp_version=2", "training.framework=shardcast"},
 	};
 	size_t i, j;
 
@@ -356,6 +363,60 @@ Test(step, fsdp_backward_prefetch_hides_all_gathers)
 	    "training.precision=bf16", "training.micro_batch=4", "training.fsdp_backward_prefetch=none", NULL);
 	cr_expect_lt(pre.r.exposed_comm, none.r.exposed_comm);
 	cr_expect_lt(pre.r.time, none.r.time);
+}
+
+/* Parameters of gpt2 (minimal.ini) per unit kind: the blocks' and all. */
+static void gpt2_params(double *blocks, double *all)
+{
+	struct scenario s;
+	struct graph g;
+	struct graph_opts o;
+	struct err e = {0};
+
+	cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", NULL, 0, &e), 0, "%s", e.msg);
+	predict_graph_opts(&s, &o);
+	cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+	*blocks = *all = 0;
+	for (int i = 0; i < g.nops; i++) {
+		*all += g.ops[i].params;
+		*blocks += g.ops[i].unit > 0 ? g.ops[i].params : 0;
+	}
+	graph_free(&g);
+	scenario_free(&s);
+}
+
+/* FSDP2's memory-bound passes on the compute stream (step.c header,
+ * _fsdp_collectives.py): the reduce-scatter copy-in reads the bf16
+ * gradients and writes the input in reduce_dtype, so fp32 instead of bf16
+ * adds 2 bytes per parameter; without resharding after forward, backward has
+ * no all-gathers, and so no copy-out of 2 + 2 bytes per block parameter
+ * (12 blocks: 12 kernel gaps). */
+Test(step, fsdp2_copy_passes)
+{
+	const char *base[] = {"cluster.nodes=2", "cluster.gpus_per_node=4", "training.strategy=fsdp",
+			      "training.fsdp_version=2", "training.precision=bf16", "training.micro_batch=2", NULL, NULL};
+	struct run f32, b16, keep;
+	struct scenario s;
+	struct err e = {0};
+	double blocks, all, bw, gap;
+
+	gpt2_params(&blocks, &all);
+	cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", NULL, 0, &e), 0, "%s", e.msg);
+	bw = s.gpu.memory_bandwidth * s.eff.memory_efficiency;
+	gap = s.eff.kernel_gap;
+	scenario_free(&s);
+	sim_list(&f32, base, 6);
+	base[6] = "training.fsdp_reduce_dtype=bf16";
+	sim_list(&b16, base, 7);
+	base[6] = "training.fsdp_reshard_after_forward=false";
+	sim_list(&keep, base, 7);
+	cr_expect_float_eq(f32.r.compute - b16.r.compute, 2 * all / bw, 1e-9 * f32.r.compute,
+			   "fp32 reduce: %g s more, expected %g", f32.r.compute - b16.r.compute, 2 * all / bw);
+	cr_expect_gt(f32.r.comm, b16.r.comm, "the fp32 reduce-scatter moves twice the bytes");
+	cr_expect_float_eq(f32.r.compute - keep.r.compute, 4 * blocks / bw + 12 * gap, 1e-9 * f32.r.compute,
+			   "no backward copy-out: %g s less, expected %g", f32.r.compute - keep.r.compute,
+			   4 * blocks / bw + 12 * gap);
+	cr_expect_lt(keep.r.comm, f32.r.comm, "no backward all-gathers");
 }
 
 Test(step, tensor_parallel_all_reduces_per_layer)
