@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The PyTorch reference grid (make pyref-test): every case of tests/pyref/grid.txt
-# through `validate --backend pytorch --json`; a table of measured vs predicted,
+# (or of the grid file given second: tests/pyref/fsdp2.txt) through
+# `validate --backend pytorch --json`; a table of measured vs predicted,
 # then "N passed, N failed". A case passes when the pytorch profile's tensor
 # bytes at the peak and its per-sample slope are within 2 % of the tracer's and
 # the peak is in the same phase. Cases listed in tests/pyref/known_gaps.txt are
@@ -9,6 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-bin}
+grid=${2:-tests/pyref/grid.txt}
 gaps=tests/pyref/known_gaps.txt
 pass=0 fail=0 bad=0
 printf '%-22s %14s %14s %8s %14s %14s %8s %-20s %s\n' case measured predicted err slope_m slope_p err phase status
@@ -28,6 +30,6 @@ while read -r name scen rest; do
   if [ "$ok" = 1 ]; then pass=$((pass+1)); st=pass; [ $known = 1 ] && { st="pass (listed as a gap: remove it)"; bad=$((bad+1)); }
   else fail=$((fail+1)); st=FAIL; [ $known = 1 ] && st="fail (known gap)" || bad=$((bad+1)); fi
   printf '%-22s %14.0f %14.0f %+7.2f%% %14.0f %14s %+7.2f%% %-20s %s\n' "$name" "$m" "$p" "$(echo "$e*100" | bc -l)" "$sm" "-" "$(echo "$es*100" | bc -l)" "$ph" "$st"
-done < tests/pyref/grid.txt
+done < "$grid"
 echo "pyref grid: $pass passed, $fail failed"
 [ "$bad" = 0 ]
