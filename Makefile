@@ -51,7 +51,7 @@ PYREF_OLD  := transformers==4.26.1
 # ---- sources ----------------------------------------------------------------
 SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
                 sim/scenario.c sim/plan.c sim/graph.c sim/life.c sim/predict.c sim/report.c sim/store.c \
-                sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/step.c \
+                sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/eager.c sim/step.c \
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
                 sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memfsdp2.c sim/memory.c \
                 sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c sim/record.c sim/calib.c \
@@ -59,7 +59,7 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
 SIMULATE_SRCS := sim/simulate_main.c
 RESULTS_SRCS := sim/results_main.c
 BENCH_STEP_SRCS := bench/bench_step.c
-TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c \
+TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c tests/test_eager.c \
              tests/test_store.c tests/test_coll.c tests/test_step.c \
              tests/test_import.c tests/test_launch.c tests/test_results.c tests/test_memory.c \
              tests/test_job.c tests/test_runtime.c tests/test_reference.c tests/test_grid.c \

@@ -14,6 +14,7 @@
 # Metrics (how a prediction is converted; the JSON keys are docs/CONTRACT.md's contract):
 #   tokens_per_s_per_gpu  step.tokens_per_s / cluster.gpus
 #   tokens_per_s          step.tokens_per_s (the whole job)
+#   samples_per_s         step.samples_per_s (the whole job)
 #   step_time_s           step.time_s (one optimizer step)
 #   tflops_per_gpu        step.tokens_per_s / cluster.gpus x flops_per_token / 1e12,
 #                         flops_per_token being the source's own FLOP count per token
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--markdown) format=markdown ;;
 	--table) shift; table=${1:?--table needs a file} ;;
-	--help|-h) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--help|-h) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "published: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	*) bin=$1 ;;
 	esac
@@ -54,10 +55,10 @@ tail -n +2 "$table" | while IFS= read -r line; do
 	fi
 	IFS=, read -r id source scen metric measured unit fpt attention notes <<<"$line"
 	case $metric in
-	tokens_per_s_per_gpu|tokens_per_s|step_time_s) ;;
+	tokens_per_s_per_gpu|tokens_per_s|samples_per_s|step_time_s) ;;
 	tflops_per_gpu) if [ -z "$fpt" ]; then
 			echo "published: error: $table:$lineno: metric tflops_per_gpu needs flops_per_token" >&2; exit 2; fi ;;
-	*) echo "published: error: $table:$lineno: unknown metric '$metric' (expected tokens_per_s_per_gpu, tokens_per_s, step_time_s or tflops_per_gpu)" >&2
+	*) echo "published: error: $table:$lineno: unknown metric '$metric' (expected tokens_per_s_per_gpu, tokens_per_s, samples_per_s, step_time_s or tflops_per_gpu)" >&2
 	   exit 2 ;;
 	esac
 	if ! awk -v v="$measured" 'BEGIN { exit !(v + 0 > 0) }'; then
@@ -73,7 +74,7 @@ tail -n +2 "$table" | while IFS= read -r line; do
 	fi
 	pred=$(jq -r '[.model.name, .cluster.gpus, .cluster.gpu, .step.micro_batch, .step.grad_accum,
 	               .step.global_batch, .model.seq_len, .training.precision, .training.strategy,
-	               .memory.fits, .step.time_s, .step.tokens_per_s] | @tsv' "$tmp/out.json") || exit 1
+	               .memory.fits, .step.time_s, .step.tokens_per_s, .step.samples_per_s] | @tsv' "$tmp/out.json") || exit 1
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$metric" "$measured" "${fpt:-0}" "$attention" "$source" "$pred"
 done >"$tmp/rows.tsv"
 rc=${PIPESTATUS[1]}
@@ -81,9 +82,10 @@ rc=${PIPESTATUS[1]}
 [ -s "$tmp/rows.tsv" ] || { echo "published: $table: no rows" >&2; exit 2; }
 
 awk -F'\t' -v format="$format" -v table="$table" '
-function predicted(metric, fpt, gpus, time, tps) {
+function predicted(metric, fpt, gpus, time, tps, sps) {
 	if (metric == "tokens_per_s_per_gpu") return tps / gpus
 	if (metric == "tokens_per_s") return tps
+	if (metric == "samples_per_s") return sps
 	if (metric == "step_time_s") return time
 	return tps / gpus * fpt / 1e12           # tflops_per_gpu
 }
@@ -95,13 +97,14 @@ function num(x) {                                # readable figure: 3 significan
 }
 {
 	id[NR] = $1; metric = $2; meas[NR] = $3
-	gpus = $8; time = $17; tps = $18
-	pred[NR] = predicted(metric, $4, gpus, time, tps)
+	gpus = $8; time = $17; tps = $18; sps = $19
+	pred[NR] = predicted(metric, $4, gpus, time, tps, sps)
 	err[NR] = pred[NR] / meas[NR] - 1
 	# the simulator is "fast" when it predicts more speed than was measured
 	speed = (metric == "step_time_s") ? meas[NR] / pred[NR] : pred[NR] / meas[NR]
 	dir[NR] = speed >= 1 ? "fast" : "slow"
 	unit[NR] = metric == "tokens_per_s_per_gpu" ? "tok/s/GPU" : metric == "tokens_per_s" ? "tok/s" : \
+	           metric == "samples_per_s" ? "samples/s" : \
 	           metric == "step_time_s" ? "s/step" : "TFLOP/s/GPU"
 	model[NR] = $7; ngpu[NR] = gpus; gpu[NR] = $9
 	batch[NR] = $10 "x" $11 "x" ($12 / ($10 * $11))     # micro x accumulation x data-parallel ranks

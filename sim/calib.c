@@ -51,6 +51,11 @@ void calib_get(const struct scenario *s, struct calib *c)
 
 void calib_set(struct scenario *s, const struct calib *c)
 {
+	/* the fp32 and TF32 asymptotes (compute.h) keep their ratio to it */
+	if (s->eff.gemm_efficiency > 0) {
+		s->eff.gemm_efficiency_fp32 *= c->v[0] / s->eff.gemm_efficiency;
+		s->eff.gemm_efficiency_tf32 *= c->v[0] / s->eff.gemm_efficiency;
+	}
 	s->eff.gemm_efficiency = c->v[0];
 	s->eff.gemm_half_dim = c->v[1];
 	s->eff.memory_efficiency = c->v[2];

@@ -17,9 +17,13 @@
 #define E(x) offsetof(struct compute_eff, x)
 static const struct cfg_key keys[] = {
 	{NULL, "gemm_efficiency", CFG_NUM, 0, 0, 0.01, 1, NULL, E(gemm_efficiency), NULL, "fraction of peak of large products"},
+	{NULL, "gemm_efficiency_fp32", CFG_NUM, 0, 0, 0, 1, NULL, E(gemm_efficiency_fp32), NULL, "the same for fp32 (SIMT) products, 0 = gemm_efficiency"},
+	{NULL, "gemm_efficiency_tf32", CFG_NUM, 0, 0, 0, 1, NULL, E(gemm_efficiency_tf32), NULL, "the same for TF32 products, 0 = gemm_efficiency"},
 	{NULL, "gemm_half_dim", CFG_NUM, 0, 0, 0, 1e6, NULL, E(gemm_half_dim), NULL, "dimension of half shape efficiency"},
 	{NULL, "memory_efficiency", CFG_NUM, 0, 0, 0.01, 1, NULL, E(memory_efficiency), NULL, "fraction of memory bandwidth"},
 	{NULL, "kernel_gap", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(kernel_gap), NULL, "GPU time between kernels"},
+	{NULL, "gpu_variation", CFG_NUM, 0, 0, 0, 1, NULL, E(gpu_variation), NULL, "speed spread of same-model GPUs (max - min over the median)"},
+	{NULL, "overlap_slowdown", CFG_NUM, 0, 0, 0, 1, NULL, E(overlap_slowdown), NULL, "compute slowdown while a collective runs"},
 	{NULL, "dispatch_eager", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_eager), NULL, "host time per forward op"},
 	{NULL, "dispatch_autograd", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_autograd), NULL, "host time per backward op"},
 	{NULL, "dispatch_native", CFG_NUM, UNIT_TIME, 0, 0, 1, NULL, E(dispatch_native), NULL, "host time per kernel, C runtime"},
@@ -36,6 +40,7 @@ static const struct cfg_key keys[] = {
 	{NULL, "attn_cudnn_fwd", CFG_NUM, 0, 0, 0.01, 1, NULL, E(attn_eff[AK_CUDNN][0]), NULL, "cuDNN fused attention forward"},
 	{NULL, "attn_cudnn_bwd", CFG_NUM, 0, 0, 0.01, 1, NULL, E(attn_eff[AK_CUDNN][1]), NULL, "cuDNN fused attention backward"},
 	{NULL, "attn_seq_half_fwd", CFG_NUM, 0, 0, 0, 1e6, NULL, E(attn_seq_half[0]), NULL, "sequence length of half the forward efficiency"},
+	{NULL, "attn_exp_ratio", CFG_NUM, 0, 0, 0, 1e5, NULL, E(attn_exp_ratio), NULL, "product FLOPs per exp the device does in the same time"},
 	{NULL, "attn_seq_half_bwd", CFG_NUM, 0, 0, 0, 1e6, NULL, E(attn_seq_half[1]), NULL, "sequence length of half the backward efficiency"},
 	{NULL, "host_link", CFG_STR, 0, 0, 0, 0, NULL, E(host_link_name), NULL, "links.ini entry between host and GPU"},
 	{NULL, "host_memory_bandwidth", CFG_NUM, UNIT_BW, 0, 1e6, 1e14, NULL, E(host_memory_bandwidth), NULL, "host DRAM bandwidth per node"},
@@ -96,28 +101,43 @@ int compute_load(const char *gpu_name, struct compute_eff *ce, struct err *e)
 	return rc;
 }
 
-double compute_gemm_eff(const struct compute_eff *ce, double m, double n, double k)
+double compute_gemm_asymptote(const struct compute_eff *ce, int prec)
 {
-	double h = ce->gemm_half_dim;
-
-	return ce->gemm_efficiency * (m / (m + h)) * (n / (n + h)) * (k / (k + h));
+	if (prec == PREC_FP32 && ce->gemm_efficiency_fp32 > 0)
+		return ce->gemm_efficiency_fp32;
+	if (prec == PREC_TF32 && ce->gemm_efficiency_tf32 > 0)
+		return ce->gemm_efficiency_tf32;
+	return ce->gemm_efficiency;
 }
 
-double compute_roofline(const struct compute_eff *ce, double peak, double mem_bw, double flops,
+double compute_gemm_eff(const struct compute_eff *ce, int prec, double m, double n, double k)
+{
+	double h = ce->gemm_half_dim, g = compute_gemm_asymptote(ce, prec);
+
+	return g * (m / (m + h)) * (n / (n + h)) * (k / (k + h));
+}
+
+double compute_roofline(const struct compute_eff *ce, int prec, double peak, double mem_bw, double flops,
 			double m, double n, double k, double bytes)
 {
-	double eff = m > 0 && n > 0 && k > 0 ? compute_gemm_eff(ce, m, n, k) : 1.0;
+	double eff = m > 0 && n > 0 && k > 0 ? compute_gemm_eff(ce, prec, m, n, k) : 1.0;
 	double tf = flops > 0 ? flops / (peak * eff) : 0;
 	double tm = bytes > 0 ? bytes / (mem_bw * ce->memory_efficiency) : 0;
 
 	return fmax(tf, tm);
 }
 
-double compute_attention(const struct compute_eff *ce, int kernel, int dir, double peak,
-			 double flops, double seq)
+double compute_straggle(const struct compute_eff *ce, double n)
 {
-	double half = ce->attn_seq_half[dir];
-	double eff = ce->attn_eff[kernel][dir] * seq / (seq + half);
+	return n > 1 ? 1 + ce->gpu_variation / 2 * (n - 1) / (n + 1) : 1;
+}
+
+double compute_attention(const struct compute_eff *ce, int kernel, int dir, double peak,
+			 double flops, double seq, double hd)
+{
+	double half = ce->attn_seq_half[dir], c = dir ? 10 : 4, x = ce->attn_exp_ratio;
+	double eff = ce->attn_eff[kernel][dir] * seq / (seq + half) *
+		(c * hd / (c * hd + x)) / (c * 128 / (c * 128 + x));
 
 	return flops > 0 && eff > 0 ? flops / (peak * eff) : 0;
 }

@@ -7,6 +7,14 @@
  * the set of collectives in a bandwidth phase changes, each one's progress is
  * brought up to now at its old rate, the rates are recomputed from how many
  * collectives share each link, and their ends are rescheduled.
+ *
+ * Interference: from the moment a collective enters a bandwidth phase until no
+ * collective is in flight any more (a next one on the same NCCL stream starts
+ * as the previous ends, so back-to-back collectives keep it on), compute tasks
+ * run slow times longer: one starting then takes slow x its duration, and
+ * those running when it begins or ends have their remaining time stretched by
+ * slow or shrunk by it, their end rescheduled (EV_DONE carrying the task's
+ * version, as EV_FLOW does).
  */
 #include "des.h"
 
@@ -24,6 +32,7 @@ int des_create(struct des *d)
 {
 	memset(d, 0, sizeof *d);
 	d->first_n = -1;
+	d->slow = 1;
 	return evq_create(&d->q, 256);
 }
 
@@ -36,6 +45,7 @@ void des_reset(struct des *d)
 	d->ncolls = 0;
 	d->nactive = 0;
 	d->expose_rank = 0;
+	d->slow = 1;
 	memset(&d->tot, 0, sizeof d->tot);
 	evq_clear(&d->q);
 }
@@ -131,11 +141,18 @@ static inline void start(struct run *r, int i)
 {
 	struct des *d = r->d;
 	const struct des_first *f = &d->first[i];
+	double t = r->now + f->delay;
 
 	d->tasks[i].start = r->now;
 	r->compute_busy += f->flag & DES_ON_COMPUTE;
 	r->comm_busy += (f->flag & DES_ON_COMM) != 0;
-	push(r, r->now + f->delay, f->kind, i);
+	if (f->cls == DES_COMPUTE) {
+		if (d->slowed)
+			t = r->now + f->delay * d->slow;
+		d->run_task[d->tasks[i].stream] = i;
+		d->run_end[d->tasks[i].stream] = t;
+	}
+	push(r, t, f->kind, i);
 }
 
 /* Successor to of a task that ended: it starts if that was the last it waited for. */
@@ -240,6 +257,32 @@ static void remove_active(struct des *d, int c)
 		}
 }
 
+/* The first collective entered a bandwidth phase (f = slow) or the last one
+ * left it (f = 1/slow): the compute tasks running now have the rest of their
+ * time scaled by f; their old end events become stale. */
+static void restretch(struct run *r, double f)
+{
+	struct des *d = r->d;
+	int s, i;
+
+	d->slowed = f > 1;
+	for (s = 0; s < d->nstreams; s++) {
+		if (d->streams[s].cls != DES_COMPUTE || (i = d->run_task[s]) < 0 || d->tasks[i].end >= 0)
+			continue;
+		d->run_end[s] = r->now + (d->run_end[s] - r->now) * f;
+		d->tasks[i].ver = (d->tasks[i].ver + 1) & 0x3fffffffu;
+		push(r, d->run_end[s], EV_DONE | (d->tasks[i].ver << 2), i);
+	}
+}
+
+/* After a collective ended (and its successors started): interference ends
+ * when no collective is in flight. */
+static void calm(struct run *r)
+{
+	if (r->d->slowed && r->comm_busy == 0 && r->d->nactive == 0)
+		restretch(r, 1 / r->d->slow);
+}
+
 static void on_latency(struct run *r, int i)
 {
 	struct des *d = r->d;
@@ -249,12 +292,15 @@ static void on_latency(struct run *r, int i)
 	next_phase(k);
 	if (k->phase < 0) {
 		finish(r, i);
+		calm(r);
 		return;
 	}
 	if (add_active(d, d->tasks[i].coll)) {
 		r->oom = 1;
 		return;
 	}
+	if (!d->slowed && d->slow != 1)
+		restretch(r, d->slow);
 	reschedule(r);
 }
 
@@ -270,6 +316,7 @@ static void on_flow(struct run *r, int i, uint32_t ver)
 	if (k->phase < 0) {
 		remove_active(d, d->tasks[i].coll);
 		finish(r, i);
+		calm(r);
 	}
 	reschedule(r);
 }
@@ -323,10 +370,15 @@ static int prepare(struct des *d)
 	if ((d->first_n != d->ntasks || d->first_rank != d->expose_rank) && structure(d))
 		return -1;
 	for (i = 0; i < d->ntasks; i++) {  /* durations and latencies may have changed */
-		const struct des_task *t = &d->tasks[i];
+		struct des_task *t = &d->tasks[i];
 		d->first[i].waiting = t->npred;
 		d->first[i].delay = t->coll < 0 ? t->dur : d->colls[t->coll].c.latency;
+		t->end = -1;  /* not finished (restretch) */
+		t->ver = 0;
 	}
+	for (i = 0; i < DES_MAX_STREAMS; i++)
+		d->run_task[i] = -1;
+	d->slowed = 0;
 	for (i = 0; i < d->ncolls; i++) {
 		d->colls[i].phase = -1;
 		d->colls[i].ver = 0;
@@ -388,6 +440,7 @@ static void loop(struct run *r)
 	int nleft = r->nleft, oom = 0, i, k, n, to;
 	uint64_t seq = q->seq, events = 0;
 	double now = 0, last = 0, exposed = 0, dt, t;
+	double slow = d->slowed ? d->slow : 1;  /* on compute tasks starting now */
 
 	q->has_slot = 0;
 	while (!oom) {
@@ -402,7 +455,7 @@ static void loop(struct run *r)
 		events++;
 		memcpy(&now, &x.t, sizeof now);
 		dt = now - last;  /* exposure since the last event (account()) */
-		exposed += (dt > 0) & (comm_busy > 0) & (compute_busy == 0) ? dt : 0.0;
+		exposed += ((dt > 0) & (comm_busy > 0) & (compute_busy == 0)) ? dt : 0.0;
 		last = now;
 		if (EV_KIND(x.kind) != EV_DONE) {
 			q->slot = slot;
@@ -424,10 +477,13 @@ static void loop(struct run *r)
 			compute_busy = r->compute_busy;
 			comm_busy = r->comm_busy;
 			nleft = r->nleft;
+			slow = d->slowed ? d->slow : 1;
 			continue;
 		}
-		/* finish(x.id) */
+		/* finish(x.id), unless rescheduled since (restretch) */
 		i = (int)x.id;
+		if (EV_VER(x.kind) != tasks[i].ver)
+			continue;
 		tasks[i].end = now;
 		compute_busy -= first[i].flag & DES_ON_COMPUTE;
 		comm_busy -= (first[i].flag & DES_ON_COMM) != 0;
@@ -442,6 +498,11 @@ static void loop(struct run *r)
 			compute_busy += first[to].flag & DES_ON_COMPUTE;
 			comm_busy += (first[to].flag & DES_ON_COMM) != 0;
 			t = now + first[to].delay;
+			if (first[to].cls == DES_COMPUTE) {
+				t = now + first[to].delay * slow;
+				d->run_task[tasks[to].stream] = to;
+				d->run_end[tasks[to].stream] = t;
+			}
 			ev.seq = seq++;
 			ev.kind = first[to].kind;
 			ev.id = (uint32_t)to;

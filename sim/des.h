@@ -10,8 +10,14 @@
  * collectives are in a bandwidth phase at once, each link is shared equally
  * among those using it (processor sharing, SimGrid's fluid network model in its
  * simplest form), so overlapping collectives slow each other where they really
- * share a link. The run pops events from an evq ordered by (time, insertion
- * count): the same graph always gives the same times, bit for bit.
+ * share a link. A rank's compute kernels also slow down while a collective
+ * is moving data: NCCL's kernels hold SMs (one thread block per channel) and
+ * memory bandwidth that the compute kernels then lack, so a compute task's
+ * remaining work runs `slow` times longer from the moment a collective enters
+ * its bandwidth phase until none is in flight (des.c; the factor is the
+ * caller's, from measurements of overlapped compute: compute.h). The run pops events from an evq ordered by
+ * (time, insertion count): the same graph always gives the same times, bit for
+ * bit.
  *
  * All state is in struct des. Its arrays grow while a graph is built and are
  * kept by des_reset, so a sweep reuses one struct des without allocating.
@@ -53,6 +59,7 @@ struct des_task {
 	int edge;          /* first outgoing edge, -1 none */
 	int label;         /* caller's (e.g. the graph op) */
 	int tag;           /* caller's (what kind of task) */
+	uint32_t ver;      /* compute tasks: bumped when their end is rescheduled */
 };
 
 struct des_edge {
@@ -109,6 +116,11 @@ struct des {
 	int *active;       /* collectives in a bandwidth phase */
 	int nactive, capactive;
 	struct evq q;
+	double slow;       /* >= 1: factor on a compute task's remaining time while
+			      collectives run (1 = no interference) */
+	int slowed;        /* the factor applies now (des_run) */
+	int run_task[DES_MAX_STREAMS]; /* compute streams: the task started last */
+	double run_end[DES_MAX_STREAMS];/* s: its scheduled end */
 	int expose_rank;   /* the rank whose exposure and busy times are totalled */
 	struct des_totals tot;
 };
@@ -169,6 +181,7 @@ static inline int des_issue(struct des *d, int stream, double dur, int coll, int
 	t->edge = -1;
 	t->label = label;
 	t->tag = tag;
+	t->ver = 0;
 	if (des_dep(d, d->streams[stream].last, i))
 		return -1;
 	d->streams[stream].last = i;

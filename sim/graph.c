@@ -398,7 +398,7 @@ static int mlp(struct bld *b, int x)
 		b->g->ops[act].flops_bwd = (m->activation == ACT_RELU ? 1 : 16) * S * f;
 		if (m->activation == ACT_RELU) {
 			save(b, act, out(b, act));
-		} else if (b->eager && m->family == FAM_DECODER) {
+		} else if (b->eager && m->activation == ACT_GELU_NEW) {
 			/* gelu_new: 0.5*x*(1+tanh(c*(x+0.044715*x^3))); pow upcasts */
 			save(b, act, up);
 			save_new(b, act, "tanh", S * f, b->U);
@@ -524,6 +524,25 @@ static int stack_blocks(struct bld *b, int x, long nlayers, int stack, int enc_o
 	return x;
 }
 
+/* BertForSequenceClassification's head: the pooler on the first token (dense +
+ * tanh), dropout and a num_labels-way classifier, cross-entropy over the labels. */
+static void classifier_and_loss(struct bld *b, int x)
+{
+	const struct model *m = b->m;
+	double h = (double)m->hidden, S = b->S, L = (double)m->num_labels;
+	int o;
+
+	b->S = 1;
+	x = linear(b, "pooler", x, h, h, 1, 0);
+	x = dropout(b, "cls_drop", x);
+	x = linear(b, "classifier", x, h, L, 1, 0);
+	o = op(b, OP_LOSS, "cross_entropy", x, -1, -1, L, b->eager ? 4 : b->A);
+	b->g->ops[o].flops_fwd = 5 * L;
+	b->g->ops[o].flops_bwd = 3 * L;
+	save(b, o, out(b, o));
+	b->S = S;
+}
+
 /* LM head and cross-entropy over S positions (Megatron splits the vocabulary). */
 static void head_and_loss(struct bld *b, int x)
 {
@@ -603,6 +622,8 @@ double graph_param_count(const struct model *m)
 		p += (double)m->vocab;
 	if (m->pooler)
 		p += h * h + h;
+	if (m->num_labels > 0)  /* the classifier of a sequence-classification head */
+		p += h * (double)m->num_labels + (double)m->num_labels;
 	return p;
 }
 
@@ -647,7 +668,10 @@ int graph_build(struct graph *g, const struct model *m, const struct graph_opts 
 	}
 	if (x < 0 || !g->ops || !g->t)
 		goto nomem;
-	head_and_loss(&b, x);
+	if (m->family == FAM_ENCODER && m->num_labels > 0)
+		classifier_and_loss(&b, x);
+	else
+		head_and_loss(&b, x);
 	if (!g->block_first && g->nblocks)
 		goto nomem;
 
@@ -659,7 +683,7 @@ int graph_build(struct graph *g, const struct model *m, const struct graph_opts 
 	}
 	g->params_backbone = graph_param_count(m);
 	g->params = g->params_backbone;
-	if (m->family == FAM_ENCODER)  /* MLM transform + decoder bias + NSP classifier */
+	if (m->family == FAM_ENCODER && m->num_labels == 0)  /* MLM transform + decoder bias + NSP classifier */
 		g->params += (double)m->hidden * m->hidden + m->hidden + 2.0 * m->hidden +
 			(double)m->vocab + 2.0 * m->hidden + 2;
 	return 0;

@@ -117,7 +117,12 @@ static int hf_gpt2(const struct imp_json *j, struct model *m, struct err *e)
 		return e->code;
 	m->kv_heads = m->heads;
 	m->ffn = inner > 0 ? inner : 4 * m->hidden;   /* GPT2MLP: n_inner or 4 * n_embd */
-	m->activation = strcmp(acts[act], "relu") == 0 ? ACT_RELU : ACT_GELU;
+	/* transformers' ACT2FN: gelu_new, gelu_fast and quick_gelu are Python formulas
+	 * (NewGELUActivation, FastGELUActivation, QuickGELUActivation), gelu and
+	 * gelu_pytorch_tanh one fused kernel */
+	m->activation = strcmp(acts[act], "relu") == 0 ? ACT_RELU :
+		strcmp(acts[act], "gelu") == 0 || strcmp(acts[act], "gelu_pytorch_tanh") == 0 ? ACT_GELU :
+		ACT_GELU_NEW;
 	m->norm = NORM_LAYERNORM;
 	m->positions = POS_LEARNED;
 	m->qkv_bias = m->out_bias = m->mlp_bias = 1;  /* Conv1D layers carry biases */
@@ -148,7 +153,7 @@ static int hf_bert(const struct imp_json *j, struct model *m, struct err *e)
 	    head_width(j, "hidden_size", "num_attention_heads", m, e))
 		return e->code;
 	m->kv_heads = m->heads;
-	m->activation = act == 2 ? ACT_RELU : ACT_GELU;
+	m->activation = act == 2 ? ACT_RELU : act == 1 ? ACT_GELU_NEW : ACT_GELU;
 	m->norm = NORM_LAYERNORM;
 	m->positions = POS_LEARNED;
 	m->qkv_bias = m->out_bias = m->mlp_bias = 1;

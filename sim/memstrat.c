@@ -453,10 +453,13 @@ static void units_param_grads(struct wk *w, int i)
 
 /* PyTorch's post-backward reduction of unit u: the per-parameter gradients are
  * copied into one flat reduce-scatter input, reduced into a shard in the reduce
- * dtype, cast to fp32 and accumulated into the sharded .grad. */
+ * dtype, cast to fp32 and accumulated into the sharded .grad. A reduce_dtype
+ * unlike the gradients' adds a cast copy of the flat gradient, which lives
+ * with it until the reduction is done (_post_backward_hook keeps the autograd
+ * gradient until then). */
 static void pt_reduce(struct wk *w, int u, int op)
 {
-	int64_t sh = shard(w, w->u[u].elems), flat = sh * w->N * w->wug;
+	int64_t sh = shard(w, w->u[u].elems), flat = sh * w->N * w->wug, cast = sh * w->N * w->wfc;
 	int i, k, n, p;
 	int64_t sz[3];
 
@@ -470,8 +473,12 @@ static void pt_reduce(struct wk *w, int u, int op)
 				w->pg[i * 3 + k] = 0;
 			}
 	}
+	if (cast)
+		alloc(w, MEM_BUFFERS, W_RS_OUT, op, cast);
 	if (w->N > 1 && w->wrs)
 		alloc(w, MEM_BUFFERS, W_RS_OUT, op, sh * w->wrs);
+	if (cast)
+		release(w, MEM_BUFFERS, W_RS_OUT, op, cast);
 	release(w, MEM_BUFFERS, W_RS_OUT, op, flat);
 	if (w->wsg && !w->usg[u]) {
 		alloc(w, MEM_GRADS, W_GRAD_SHARD, op, sh * w->wsg);
@@ -1206,6 +1213,7 @@ static int configure_units(struct wk *w)
 	w->wmp = p->w.gather_src;
 	w->wagb = p->w.gather_buf;
 	w->agheld = w->rsheld = -1;
+	w->wfc = p->w.flat_cast;
 	return build_units(w, p->wrap);
 }
 

@@ -58,7 +58,7 @@ struct wk {
 	int agheld, rsheld;   /* FSDP2: the unit whose all-gather buffer (forward) and
 				 reduce-scatter input are kept for the next one, -1 none */
 	int reshard_fwd, fwd_prefetch, bwd_prefetch;
-	int wgat, wug, wsg, wrs, wstage, wmp, wagb;
+	int wgat, wug, wsg, wrs, wstage, wmp, wagb, wfc;
 	int64_t *G, *pers;    /* ZeRO-3: fetched elements, persistent elements per op */
 	char *zl;             /* ZeRO-3: gathered */
 	int64_t zlive;        /* ZeRO-3: gathered elements */

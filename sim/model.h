@@ -14,7 +14,9 @@
 #include "err.h"
 
 enum family { FAM_DECODER, FAM_ENCODER, FAM_ENCODER_DECODER };
-enum activation { ACT_GELU, ACT_RELU, ACT_SWIGLU, ACT_GATED_GELU };
+/* ACT_GELU: one fused kernel (nn.GELU, F.gelu, exact or tanh); ACT_GELU_NEW: the
+ * tanh formula written in Python (GPT-2's NewGELUActivation), eight kernels */
+enum activation { ACT_GELU, ACT_RELU, ACT_SWIGLU, ACT_GATED_GELU, ACT_GELU_NEW };
 enum norm { NORM_LAYERNORM, NORM_RMSNORM };
 enum positions { POS_LEARNED, POS_ROTARY, POS_RELATIVE };
 
@@ -29,12 +31,18 @@ struct model {
 	int64_t ffn;               /* MLP intermediate width */
 	int activation;            /* enum activation */
 	int norm;                  /* enum norm */
+	int norm_python;           /* LayerNorm written as tensor expressions (mean, var,
+				      sub, div, scale, shift), not nn.LayerNorm */
+	int flash_unpad;           /* calls flash-attn's varlen kernel on unpadded tokens
+				      (llm-foundry's MPT with attn_impl flash) */
 	int positions;             /* enum positions */
 	int64_t max_positions;
 	int64_t relative_buckets;
 	int qkv_bias, out_bias, mlp_bias, lm_head_bias, tied_embeddings;
 	int64_t type_vocab;
 	int embed_norm, pooler, final_norm;
+	int64_t num_labels;        /* encoder: a sequence-classification head of this many
+				      classes on the pooled first token (0: pre-training heads) */
 	double dropout;            /* probability */
 	int64_t param_count;       /* published count, 0 when none (a check, not an input) */
 	char param_source[CFG_STR_MAX];

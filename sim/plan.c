@@ -144,14 +144,6 @@ static void groups(struct plan *p, const struct scn_settings *st, int64_t world)
 
 /* ---- FSDP2 ---------------------------------------------------------------------------- */
 
-/* MixedPrecisionPolicy.reduce_dtype: None (default) reduces in the
- * parameters' dtype, fp32 (PyTorch 2.15, _fsdp_api.py; before 2.15 it
- * followed param_dtype). */
-static int reduce_dtype_bytes(int d)
-{
-	return d == FDT_BF16 || d == FDT_FP16 ? 2 : 4;
-}
-
 /* fully_shard's reshard_after_forward (_fully_shard.py,
  * _fsdp_init.py _get_post_forward_mesh_info) and prefetching
  * (_fsdp_param_group.py): None frees the blocks after forward, not the
@@ -164,13 +156,41 @@ static void fsdp2(struct plan *p, const struct scn_training *t)
 
 	p->layout = LAYOUT_PER_PARAM;
 	p->handoff = 1;
-	p->reduce_dtype = t->fsdp_reduce_dtype;
 	if (r >= 2 && r >= p->shard_n)
 		r = -2;
 	p->reshard_fwd = r != 0 && r != 1;
 	p->reshard_root = r == -2 || r >= 2;
 	p->reshard_group = r >= 2 ? r : 0;
 	p->limit_all_gathers = 0;
+}
+
+/* ---- FSDP's gradient reduction ---------------------------------------------------------- */
+
+/* PyTorch FSDP reduces in MixedPrecision's reduce_dtype (None: param_dtype,
+ * the compute dtype) and divides by the data-parallel size in two steps
+ * around the collective, to keep low-precision sums in range: before it by f,
+ * starting at 1 and doubled while n % f == 0 and n / f > f
+ * (default_hooks.DefaultState._get_gradient_predivide_factor: 4 for n = 8,
+ * 8 for 64, 16 for 128), after it by n / f; n counts the replicas of hybrid
+ * sharding too (fsdp/_init_utils.py _init_process_group_state).
+ * FSDP2 reduces in MixedPrecisionPolicy's reduce_dtype (None: the
+ * parameters' own dtype, fp32, since PyTorch 2.15, _fsdp_api.py; before, it
+ * followed param_dtype); fp32 and bf16 divide inside the collective
+ * (ReduceOp.AVG), fp16 splits the division as FSDP1 does
+ * (_fsdp_collectives.py _get_gradient_divide_factors). */
+static void fsdp_reduction(struct plan *p, const struct scn_training *t)
+{
+	int64_t n = p->dp, f = 1;
+	int d = t->fsdp_reduce_dtype, fsdp2 = p->layout == LAYOUT_PER_PARAM;
+
+	p->reduce_bytes = d == FDT_FP32 ? 4 : d == FDT_DEFAULT ? (p->mixed && !fsdp2 ? 2 : 4) : 2;
+	p->grad_predivide = p->grad_postdivide = 1;
+	if (p->engine != FW_PYTORCH || p->mech != MECH_UNITS || n < 2 || (fsdp2 && d != FDT_FP16))
+		return;
+	while (n % f == 0 && n / f > f)
+		f *= 2;
+	p->grad_predivide = (double)f;
+	p->grad_postdivide = (double)n / (double)f;
 }
 
 /* ---- bytes per element --------------------------------------------------------------- */
@@ -192,12 +212,15 @@ static void widths(struct plan *p)
 		w->master = 0;
 		w->gathered = p->sharding == SHARD_NONE && !p->mixed ? 0 : act;
 		w->gather_src = p->mixed && p->sharding != SHARD_NONE ? 2 : 0;
-		w->unsharded_grad = w->reduced = act;
+		w->unsharded_grad = act;
+		w->reduced = p->reduce_bytes;
+		w->flat_cast = p->reduce_bytes != act ? p->reduce_bytes : 0;
 		w->grad_shard = p->offload ? 0 : 4;  /* the fp32 sharded .grad, on the host with offload */
 		w->staging = p->offload ? 4 : 0;
-		if (p->layout == LAYOUT_PER_PARAM) {  /* FSDP2: the flat all-gather buffer, reduce_dtype */
+		if (p->layout == LAYOUT_PER_PARAM) {  /* FSDP2: the flat all-gather buffer; its
+							 reduce-scatter input is in reduce_dtype */
 			w->gather_buf = w->gathered;
-			w->reduced = reduce_dtype_bytes(p->reduce_dtype);
+			w->flat_cast = 0;
 		}
 	} else if (p->mech == MECH_UNITS) {
 		w->gathered = p->gathers ? w->params : 0;
@@ -212,9 +235,8 @@ static void widths(struct plan *p)
 	w->kernel_weights = act;
 	w->kernel_grads = p->autocast ? 4 : act;
 	w->comm_params = p->mech == MECH_DP && p->autocast ? 4 : act;  /* replicate() broadcasts fp32 */
-	w->comm_grads = p->autocast ? 4 : act;
-	if (p->layout == LAYOUT_PER_PARAM)  /* FSDP2 reduce-scatters in reduce_dtype */
-		w->comm_grads = w->reduced;
+	w->comm_grads = p->layout == LAYOUT_PER_PARAM ? w->reduced  /* FSDP2 reduce-scatters in reduce_dtype */
+		: p->mech == MECH_UNITS && pytorch ? p->reduce_bytes : p->autocast ? 4 : act;
 }
 
 /* ---- the optimizer and the checkpoint ---------------------------------------------- */
@@ -299,6 +321,7 @@ void plan_derive(struct plan *p, const struct scn_settings *st, int64_t world, d
 	p->ddp_bucket_view = p->reduce == REDUCE_DDP && t->ddp_gradient_as_bucket_view;
 	p->allgather_after_step = p->zero_stage == 1 || p->zero_stage == 2;
 	optimizer(p, t, cc);
+	fsdp_reduction(p, t);
 	widths(p);
 	checkpoint(p, st);
 }
@@ -337,8 +360,6 @@ static int check_fsdp2(const struct scenario *s, struct err *e)
 	if (t->strategy != STRAT_FSDP || t->fsdp_version != 2) {
 		if (t->fsdp_reshard_after_forward != -1)
 			return scenario_error(s, e, "training", "fsdp_reshard_after_forward", "%s", "is FSDP2's (strategy = fsdp, fsdp_version = 2); FSDP1 reshards by fsdp_sharding_strategy");
-		if (t->fsdp_reduce_dtype != FDT_DEFAULT)
-			return scenario_error(s, e, "training", "fsdp_reduce_dtype", "%s", "is FSDP2's MixedPrecisionPolicy (strategy = fsdp, fsdp_version = 2)");
 		return 0;
 	}
 	if (t->fsdp_sharding != SHARD_FULL && t->fsdp_sharding != SHARD_HYBRID)
@@ -349,8 +370,6 @@ static int check_fsdp2(const struct scenario *s, struct err *e)
 		return scenario_error(s, e, "training", "offload", "%s", "fsdp_version = 2's CPUOffloadPolicy is not modelled; use fsdp_version = 1");
 	if (t->fsdp_backward_prefetch != PREFETCH_BACKWARD_PRE)
 		return scenario_error(s, e, "training", "fsdp_backward_prefetch", "%s", "is FSDP1's: FSDP2 always prefetches the previous module in backward (backward_pre)");
-	if (t->fsdp_reduce_dtype != FDT_DEFAULT && t->framework == FW_SHARDCAST)
-		return scenario_error(s, e, "training", "fsdp_reduce_dtype", "%s", "framework = shardcast reduces in its gradients' dtype (leave default)");
 	return 0;
 }
 
@@ -401,6 +420,8 @@ static int check(const struct scenario *s, struct err *e)
 		return scenario_error(s, e, "training", "framework", "%s", "deepspeed runs single, ddp (stage 0) and zero1-3; dp and fsdp are PyTorch's (framework = pytorch or shardcast)");
 	if (check_fsdp2(s, e))
 		return e->code;
+	if (t->fsdp_reduce_dtype != FDT_DEFAULT && (t->strategy != STRAT_FSDP || t->framework != FW_PYTORCH))
+		return scenario_error(s, e, "training", "fsdp_reduce_dtype", "%s", "is PyTorch FSDP's MixedPrecision (strategy = fsdp, framework = pytorch); the others reduce in their gradients' dtype");
 	if (s->gpu.peak[t->precision] <= 0) {
 		snprintf(d, sizeof d, "%s has no %s support (peak_%s = 0 in its catalog entry)", s->gpu.name,
 			 scenario_precision_name(t->precision), scenario_precision_name(t->precision));

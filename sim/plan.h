@@ -64,7 +64,9 @@
  *  widths      bytes per element of every tensor class (struct plan_widths):
  *              PyTorch mixed precision is autocast over fp32 weights and
  *              gradients (torch.amp) or FSDP MixedPrecision over an fp32 flat
- *              shard (16-bit gathers and reductions, fp32 sharded .grad);
+ *              shard (16-bit gathers, reductions in MixedPrecision's reduce_dtype:
+ *              the compute dtype by default, fp32 as Composer's DEFAULT and
+ *              torchtitan set it; fp32 sharded .grad);
  *              DeepSpeed and the shardcast runtime hold 16-bit weights and
  *              gradients with fp32 masters (ZeRO's 2 + 2 + K, Rajbhandari et
  *              al. 2020 §3; engine.get_data_types).
@@ -132,7 +134,9 @@ struct plan_widths {
 	int gather_buf;     /* FSDP2's flat all-gather buffer (the per-parameter copy-out's source) */
 	int unsharded_grad; /* a unit's unsharded gradient before its reduce-scatter */
 	int grad_shard;     /* the sharded gradient kept between backward and the step */
-	int reduced;        /* reduce-scatter input (FSDP2) and output: the reduce dtype */
+	int reduced;        /* reduce-scatter output, FSDP2's input too (FSDP: reduce_dtype) */
+	int flat_cast;      /* a unit's flat gradient cast to the reduce dtype for its reduction
+			       (FSDP MixedPrecision, reduce_dtype unlike the gradients'); 0 none */
 	int staging;        /* host<->device staging of an offloaded shard */
 	int kernel_weights; /* weights read by compute kernels */
 	int kernel_grads;   /* weight gradients written by compute kernels */
@@ -181,7 +185,6 @@ struct plan {
 				    ranks after forward (0: none) */
 	int handoff;             /* FSDP2's stream handoff of the all-gather and reduce-scatter
 				    buffers (layout) */
-	int reduce_dtype;        /* enum fsdp_dtype: FSDP2 MixedPrecisionPolicy.reduce_dtype */
 
 	/* gradients and the step */
 	int reduce;              /* enum plan_reduce */
@@ -195,6 +198,13 @@ struct plan {
 				    fused (DeepSpeed, shardcast), foreach (PyTorch 2 on CUDA), for_loop */
 	int opt_groups;          /* enum plan_opt_groups: what one optimizer tensor is */
 	int grad_scaler;         /* torch.amp.GradScaler's unscale pass (PyTorch fp16) */
+	int reduce_bytes;        /* FSDP: bytes per gradient element reduced (reduce_dtype;
+				    default FSDP1 the gradients' own, FSDP2 the parameters' fp32) */
+	double grad_predivide;   /* PyTorch FSDP: the unsharded gradient is divided by this before
+				    its reduction and the result by grad_postdivide after it (1 =
+				    no pass): DefaultState's split of the data-parallel size
+				    (FSDP2: fp16 only; fp32 and bf16 reduce with ReduceOp.AVG) */
+	double grad_postdivide;
 
 	struct plan_widths w;
 

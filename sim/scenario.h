@@ -22,8 +22,10 @@
 enum strategy { STRAT_SINGLE, STRAT_DP, STRAT_DDP, STRAT_ZERO1, STRAT_ZERO2, STRAT_ZERO3, STRAT_FSDP };
 enum fsdp_sharding { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE, SHARD_HYBRID, SHARD_HYBRID_ZERO2 };
 enum fsdp_wrap { WRAP_TRANSFORMER, WRAP_SIZE, WRAP_NONE };
-enum fsdp_dtype { FDT_DEFAULT, FDT_FP32, FDT_BF16, FDT_FP16 };
 enum fsdp_prefetch { PREFETCH_BACKWARD_PRE, PREFETCH_BACKWARD_POST, PREFETCH_NONE };
+/* [training] fsdp_reduce_dtype: MixedPrecision's (FSDP1) or MixedPrecisionPolicy's (FSDP2)
+ * reduce_dtype; default: FSDP1 the compute dtype, FSDP2 the parameters' own (fp32) */
+enum fsdp_dtype { FDT_DEFAULT, FDT_FP32, FDT_BF16, FDT_FP16 };
 enum offload { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER_AND_PARAMS };
 enum optimizer { OPT_SGD, OPT_SGD_MOMENTUM, OPT_ADAM, OPT_ADAMW };
 enum recompute { RECOMPUTE_NONE, RECOMPUTE_FULL, RECOMPUTE_SELECTIVE };
@@ -70,7 +72,7 @@ struct scn_training {
 	int fsdp_forward_prefetch;
 	int fsdp_limit_all_gathers;
 	int64_t fsdp_reshard_after_forward; /* FSDP2: -1 default, -2 true, 0 false, N ranks */
-	int fsdp_reduce_dtype;    /* enum fsdp_dtype (FSDP2 MixedPrecisionPolicy) */
+	int fsdp_reduce_dtype;    /* enum fsdp_dtype (FSDP1 MixedPrecision, FSDP2 MixedPrecisionPolicy) */
 	int offload;              /* enum offload */
 	int precision;            /* PREC_* */
 	int optimizer;            /* enum optimizer */

@@ -65,12 +65,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eager.h"
 #include "units.h"
 #include "vec.h"
 
 enum tag {
 	T_DISPATCH, T_WAIT, T_FWD, T_BWD, T_RECOMP, T_OPT, T_AG, T_RS, T_AR, T_TP, T_BCAST,
-	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_ISSUE_COLL, T_HOOKS, T_COPY, T_COUNT
+	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_ISSUE_COLL, T_HOOKS, T_COPY, T_FLAT, T_SHARD_CAST,
+	T_COUNT
 };
 
 struct step_unit {
@@ -105,8 +107,11 @@ struct bld {
 	const struct compute_eff *ce;
 	const struct plan *p;      /* what the strategy does (s->plan) */
 	int tp, dp, gpn, nodes, accum, algo, recompute;
+	int flat;                  /* PyTorch FSDP's flat parameters (FlatParamHandle) */
 	double B;                  /* micro-batch, samples */
+	int prec;                  /* enum precision of the products */
 	double peak, peak_vec;     /* FLOP/s: products at the precision, other ops (CUDA cores) */
+	double straggle;           /* >= 1: the slowest of the job's GPUs against a median one */
 	double mem_bw;             /* bytes/s achievable */
 	double wbytes, gbytes;     /* bytes per weight read / gradient written by kernels */
 	double pcomm, gcomm;       /* bytes per element of gathered parameters / reduced gradients */
@@ -269,6 +274,7 @@ static void op_times(struct bld *b)
 	const struct model *m = &b->s->model;
 	double a = (double)(m->heads / b->tp), hd = (double)m->head_dim, gap = b->ce->kernel_gap;
 	double bw = b->mem_bw * b->ce->memory_efficiency;
+	const struct eager_extra *ex;
 	int i, j;
 
 	for (i = 0; i < g->nops; i++) {
@@ -303,24 +309,30 @@ static void op_times(struct bld *b)
 			w = 0;  /* a lookup reads the rows it returns (counted in act) */
 		} else if (o->kind == OP_ATTN) {
 			/* a fused kernel: compute-bound at its own efficiency (compute.h) */
-			f = compute_attention(b->ce, o->attn, 0, b->peak, o->flops_fwd * b->B, o->n);
-			bk = compute_attention(b->ce, o->attn, 1, b->peak, o->flops_bwd * b->B, o->n);
-			b->ss->tf[i] = f > 0 ? f + gap : 0;
-			b->ss->tb[i] = bk > 0 ? bk + gap : 0;
+			f = compute_attention(b->ce, o->attn, 0, b->peak, o->flops_fwd * b->B, o->n, hd);
+			bk = compute_attention(b->ce, o->attn, 1, b->peak, o->flops_bwd * b->B, o->n, hd);
+			ex = &b->ss->ex[i];  /* the varlen interface's copies (eager.h) */
+			f += ex->bytes_fwd * b->B / bw + ex->kernels_fwd * gap;
+			bk += ex->bytes_bwd * b->B / bw + ex->kernels_bwd * gap;
+			b->ss->tf[i] = f > 0 ? (f + gap) * b->straggle : 0;
+			b->ss->tb[i] = bk > 0 ? (bk + gap) * b->straggle : 0;
 			continue;
 		}
-		f = compute_roofline(b->ce, peak, b->mem_bw, o->flops_fwd * b->B, mm, nn, kk,
+		f = compute_roofline(b->ce, b->prec, peak, b->mem_bw, o->flops_fwd * b->B, mm, nn, kk,
 				     act + w * b->wbytes);
-		bk = compute_roofline(b->ce, peak, b->mem_bw, o->flops_bwd * b->B, mm, nn, kk,
+		bk = compute_roofline(b->ce, b->prec, peak, b->mem_bw, o->flops_bwd * b->B, mm, nn, kk,
 				      2 * act + w * b->wbytes + o->params * b->gbytes);
+		ex = &b->ss->ex[i];  /* formulas written as tensor expressions */
+		f += ex->bytes_fwd * b->B / bw + ex->kernels_fwd * gap;
+		bk += ex->bytes_bwd * b->B / bw + ex->kernels_bwd * gap;
 		if (b->cast_weights && o->kind == OP_MATMUL && o->params > 0) {
 			/* autocast: fp32 weight -> 16-bit copy in forward (4 + 2 bytes), its
 			 * gradient 16-bit -> fp32 in backward (2 + 4 bytes), separate kernels */
 			f += o->params * 6 / bw + gap;
 			bk += o->params * 6 / bw + gap;
 		}
-		b->ss->tf[i] = f > 0 ? f + gap : 0;
-		b->ss->tb[i] = bk > 0 ? bk + gap : 0;
+		b->ss->tf[i] = f > 0 ? (f + gap) * b->straggle : 0;
+		b->ss->tb[i] = bk > 0 ? (bk + gap) * b->straggle : 0;
 	}
 }
 
@@ -484,10 +496,20 @@ static const struct coll_group *shard_group(const struct bld *b)
 	return b->p->hybrid ? &b->gshard : &b->gdp;
 }
 
-/* A memory-bound pass of bytes read plus written. */
+/* A memory-bound pass of bytes read plus written, at the slowest GPU's pace. */
 static double pass_time(const struct bld *b, double bytes)
 {
-	return bytes / (b->mem_bw * b->ce->memory_efficiency) + b->ce->kernel_gap;
+	return (bytes / (b->mem_bw * b->ce->memory_efficiency) + b->ce->kernel_gap) * b->straggle;
+}
+
+/* FSDP MixedPrecision's 16-bit copy of a unit's fp32 shard before its
+ * all-gather (flat_param.py _use_low_precision_shard: a read of the shard, a
+ * write of the copy), on FSDP's pre-unshard stream, which the all-gather
+ * follows: a task before it on the NCCL stream. */
+static void shard_cast(struct bld *b, double n)
+{
+	if (des_work(b->d, b->pg, pass_time(b, n * (4 + b->p->w.gather_src)), -1, T_SHARD_CAST) < 0)
+		b->oom = 1;
 }
 
 /* FSDP2's copy-in before a unit's all-gather, on the all-gather stream: the
@@ -521,6 +543,8 @@ static void gather(struct bld *b, int u)
 		h2d = copy(b, b->h2d, un->params / b->shard_n * b->pcomm, -1, u, T_H2D);
 	if (b->per_param)
 		copy_in(b, u);
+	else if (b->flat && b->p->w.gather_src)
+		shard_cast(b, un->params / b->shard_n);
 	un->ag = collective(b, b->pg, COLL_ALLGATHER, un->post ? &b->gpost : shard_group(b), un->params * b->pcomm,
 			    h2d, u, T_AG);
 	un->gathered = 1;
@@ -660,6 +684,41 @@ static void reduce_grads(struct bld *b, double n, int after, int label)
 		copy(b, b->d2h, n / b->shard_n * b->gcomm, d2h_after, label, T_D2H);
 }
 
+/* One unit's flat-gradient passes (step.h), issued on the compute stream. */
+int step_flat_grad(const struct plan *p, double n, double *bytes)
+{
+	double g = p->w.unsharded_grad, r = p->reduce_bytes, sh = n / (double)p->shard_n;
+	int k = 1;
+
+	*bytes = 2 * n * g;
+	if (p->w.flat_cast) {
+		*bytes += n * (g + p->w.flat_cast);
+		k++;
+	}
+	if (p->grad_predivide > 1) {
+		*bytes += 2 * n * r;
+		k++;
+	}
+	if (p->grad_postdivide > 1) {
+		*bytes += 2 * sh * r;
+		k++;
+	}
+	if (r != p->w.grad_shard && p->w.grad_shard) {
+		*bytes += sh * (r + p->w.grad_shard);
+		k++;
+	}
+	return k;
+}
+
+static int flat_grad(struct bld *b, int u)
+{
+	double bytes;
+	int k = step_flat_grad(b->p, b->u[u].params, &bytes);
+
+	return kernel(b, (bytes / (b->mem_bw * b->ce->memory_efficiency) + k * b->ce->kernel_gap) * b->straggle,
+		      k * b->disp_op, -1, T_FLAT);
+}
+
 static void post_backward(struct bld *b, int u, int last_kernel)
 {
 	if (b->wrapped) {
@@ -670,6 +729,8 @@ static void post_backward(struct bld *b, int u, int last_kernel)
 		}
 		if (b->p->bwd_prefetch == PREFETCH_BACKWARD_POST)
 			prefetch(b, u, -1);
+		if (b->flat && b->u[u].params > 0)
+			last_kernel = flat_grad(b, u);
 		reduce_grads(b, b->u[u].params, last_kernel, u);
 		return;
 	}
@@ -723,6 +784,28 @@ static void grad_ready(struct bld *b, int i, int k, int sync)
 
 /* ---- passes ---------------------------------------------------------------------- */
 
+/* Host time to issue op i's forward: a module's Python call, or one aten op
+ * for a copy made inside another op, plus the aten ops its Python issues
+ * beyond the module's (eager.h). */
+static double disp_fwd(const struct bld *b, int i)
+{
+	return (b->ss->internal[i] ? b->disp_op : b->disp_f) + b->ss->ex[i].calls_fwd * b->disp_op;
+}
+
+static double disp_bwd(const struct bld *b, int i)
+{
+	return (b->ss->internal[i] ? b->disp_op : b->disp_b) + b->ss->ex[i].calls_bwd * b->disp_op;
+}
+
+/* Issues op i's forward kernel (tag T_FWD or T_RECOMP): the host first waits
+ * for the GPU where the op needs a value from it (eager.h sync_fwd). */
+static int fwd_kernel(struct bld *b, int i, int tag)
+{
+	if (b->ss->ex[i].sync_fwd)
+		host_wait(b, last_on(b, b->gpu));
+	return kernel(b, b->ss->tf[i], disp_fwd(b, i), i, tag);
+}
+
 static void forward(struct bld *b)
 {
 	const struct graph *g = b->g;
@@ -734,7 +817,7 @@ static void forward(struct bld *b)
 		if (u >= 0 && (b->u[u].first == i || (b->u[u].root && i == 0)))
 			pre_forward(b, u);
 		if (b->ss->tf[i] > 0)
-			k = kernel(b, b->ss->tf[i], b->disp_f, i, T_FWD);
+			k = fwd_kernel(b, i, T_FWD);
 		if (tp_forward_allreduce(b, o))
 			tp_allreduce(b, o->out >= 0 ? graph_tensor_bytes(g, o->out) : 0, k, i);
 		if (u >= 0 && b->u[u].last == i)
@@ -760,7 +843,7 @@ static void recompute(struct bld *b, int gu)
 		if (u >= 0)
 			pre_forward(b, u);
 		if (b->ss->tf[i] > 0)
-			k = kernel(b, b->ss->tf[i], b->disp_f, i, T_RECOMP);
+			k = fwd_kernel(b, i, T_RECOMP);
 		if (u >= 0)
 			post_forward(b, u, k);
 		if (b->recompute == RECOMPUTE_FULL && tp_forward_allreduce(b, &b->g->ops[i]))
@@ -783,7 +866,7 @@ static void backward(struct bld *b, int sync)
 		if (o->unit > 0 && b->ss->glast[o->unit] == i)
 			recompute(b, o->unit);
 		if (b->ss->tb[i] > 0)
-			k = kernel(b, b->ss->tb[i], b->disp_b, i, T_BWD);
+			k = kernel(b, b->ss->tb[i], disp_bwd(b, i), i, T_BWD);
 		grad_ready(b, i, k, sync);
 		if (b->ss->tpb[i] > 0)
 			tp_allreduce(b, b->ss->tpx[i], k, i);
@@ -853,7 +936,7 @@ static int opt_pass(struct bld *b, int impl, double p, double bytes, int depth, 
 	double k = impl == OPTI_FOR_LOOP ? T : mta_launches(depth, T, p);
 	double host = impl == OPTI_FOR_LOOP ? T * b->disp_op : b->disp_op + (k - 1) * b->ce->dispatch_native;
 
-	return kernel(b, p * bytes / bw + k * gap, host, label, T_OPT);
+	return kernel(b, (p * bytes / bw + k * gap) * b->straggle, host, label, T_OPT);
 }
 
 /* GradScaler.unscale_ (fp16 under torch.amp): a pass over the gradients, then
@@ -1017,7 +1100,13 @@ static int grow_ops(struct step_sim *ss, int nops, int ng)
 		int *uo = realloc(ss->unit_of, (size_t)nops * sizeof *uo);
 		if (uo)
 			ss->unit_of = uo;
-		if (!tf || !tb || !tpb || !tpx || !pos || !bkt || !uo)
+		struct eager_extra *ex = realloc(ss->ex, (size_t)nops * sizeof *ex);
+		if (ex)
+			ss->ex = ex;
+		unsigned char *in = realloc(ss->internal, (size_t)nops);
+		if (in)
+			ss->internal = in;
+		if (!tf || !tb || !tpb || !tpx || !pos || !bkt || !uo || !ex || !in)
 			return -1;
 		ss->capops = nops;
 	}
@@ -1107,6 +1196,8 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 	b->recompute = t->recompute;
 	b->offload = p->offload;
 	b->B = (double)micro_batch;
+	b->prec = p->precision;
+	b->straggle = compute_straggle(&s->eff, (double)s->world);
 	b->peak = s->gpu.peak[p->precision];
 	b->peak_vec = s->gpu.peak[PREC_FP32];
 	b->mem_bw = s->gpu.memory_bandwidth;
@@ -1133,6 +1224,7 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 	b->disp_ub = native ? 0 : s->eff.dispatch_unit_bwd;
 	b->wrapped = p->units;
 	b->per_param = p->units && p->layout == LAYOUT_PER_PARAM;
+	b->flat = p->units && p->engine == FW_PYTORCH && !b->per_param;
 	b->modules = p->mech == MECH_ZERO3;
 	/* what the optimizer steps (plan.h opt_groups): FSDP's FlatParameters (one
 	 * per unit, counted once the units exist), a flat partition, every tensor */
@@ -1143,6 +1235,15 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 		return -1;
 	groups(b);
 	return 0;
+}
+
+/* The model calls flash-attn's varlen kernel on unpadded tokens: its
+ * flash_unpad with the flash-attn package's kernels (not SDPA's). */
+static int varlen(const struct bld *b)
+{
+	int a = b->s->s.training.attention;
+
+	return b->s->model.flash_unpad && b->g->o.flavor == GRAPH_EAGER && (a == ATTN_FLASH || a == ATTN_FLASH3);
 }
 
 static int streams(struct bld *b)
@@ -1174,9 +1275,16 @@ static int build(struct bld *b)
 	int m, last;
 
 	des_reset(b->d);
+	b->d->slow = 1 + b->ce->overlap_slowdown;
 	b->ss->ndyn = 0;
 	if (streams(b))
 		return -1;
+	for (m = 0; m < b->g->nops; m++) {  /* what eager PyTorch adds to each op (eager.h) */
+		eager_extra(b->g, &b->s->model, m, &b->ss->ex[m]);
+		if (varlen(b))
+			eager_varlen(b->g, m, &b->ss->ex[m]);
+		b->ss->internal[m] = (unsigned char)eager_internal(b->g, m);
+	}
 	op_times(b);
 	tp_marks(b);
 	graph_units(b);
@@ -1277,6 +1385,8 @@ void step_sim_delete(struct step_sim *ss)
 	free(ss->tpb);
 	free(ss->tpx);
 	free(ss->pos);
+	free(ss->ex);
+	free(ss->internal);
 	free(ss->dyn);
 	free(ss->kern);
 	free(ss->sums);
@@ -1514,7 +1624,8 @@ static const char *task_name(void *ctx, const struct des_task *t, char *buf, siz
 	static const char *const what[T_COUNT] = {"issue ", "wait", "", "bwd ", "recompute ",
 		"optimizer step", "all-gather", "reduce-scatter", "all-reduce", "TP all-reduce",
 		"broadcast", "gather", "reduce", "copy to GPU", "copy to host",
-		"optimizer step (host)", "issue ", "FSDP unit hooks", "FSDP2 copy-in/out"};
+		"optimizer step (host)", "issue ", "FSDP unit hooks", "FSDP2 copy-in/out",
+		"FSDP flat gradient", "FSDP shard cast"};
 	char size[32];
 
 	if (t->coll >= 0) {

@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "des.h"
+#include "eager.h"
 #include "graph.h"
 #include "predict.h"
 #include "scenario.h"
@@ -68,6 +69,8 @@ struct step_sim {
 	struct scn_cluster bcluster;
 	int64_t bdp, bworld;
 	unsigned char *pos;         /* (nops) which of tf, tb, tpb were > 0 */
+	struct eager_extra *ex;     /* (nops) eager kernels beyond each op's own (eager.h) */
+	unsigned char *internal;    /* (nops) 1: a copy made inside another op (eager.h) */
 	struct step_dyn *dyn;       /* collectives whose bytes scale with the micro-batch */
 	int ndyn, capdyn;
 	int *kern, nkern, capkern;  /* its kernel tasks (re-timed) */
@@ -123,6 +126,27 @@ int step_trace_write(const struct step_sim *ss, const char *path, struct err *e)
  * host optimizer grow by the period; the batch and the rates follow. */
 void step_extend(const struct step_result *a, const struct step_result *b, int64_t ga,
 		 struct step_result *out);
+
+/* PyTorch FSDP's (FSDP1) passes over the flat gradient of a unit of n
+ * elements on its way to the reduction (torch/distributed/fsdp,
+ * _runtime_utils.py, flat_param.py): the unit's parameters are views of one
+ * flat parameter, so autograd's SplitWithSizesBackward concatenates their
+ * gradients into the flat gradient (a read and a write of it); the
+ * post-backward hook casts it to MixedPrecision's reduce_dtype where that
+ * differs (flat_param.grad.to) and divides it by the predivide factor
+ * (_reduce_grad, _div_if_needed) before the reduce-scatter; after it, the
+ * shard is divided by the postdivide factor and cast to the fp32 parameters'
+ * dtype (_cast_grad_to_param_dtype). Sets *bytes (read and written) and
+ * returns the kernels. The step issues them after the unit's backward: the
+ * hook runs them on its post-backward stream beside the next unit's backward,
+ * and being memory-bound passes over every SM they are taken to hold the GPU
+ * for their time, the shard's (1/shard_n of the traffic) counted with the
+ * others rather than after the reduction. Left out: from the second
+ * micro-step on the shard is also added to the saved one
+ * (_accumulate_sharded_grad: 12 bytes per element of the shard, 8 to 16 % of
+ * these passes at 8 ranks, less beyond), which would make the first
+ * micro-step unlike the others (step_extend). */
+int step_flat_grad(const struct plan *p, double n, double *bytes);
 
 /* predict_run's entry: fills p->step at p->micro_batch (1 when the memory model
  * has not set it; p->step.batch_assumed says so); more than STEP_ACCUM_FULL

@@ -32,7 +32,7 @@ done
 
 # the harness: a line per row and the summary
 if bench/published.sh "$bin" >"$tmp/table" 2>"$tmp/err"; then
-	n=$(grep -cE '(tok/s/GPU|tok/s|s/step|TFLOP/s/GPU) \(sim (fast|slow)\)$' "$tmp/table")
+	n=$(grep -cE '(tok/s/GPU|tok/s|samples/s|s/step|TFLOP/s/GPU) \(sim (fast|slow)\)$' "$tmp/table")
 	if [ "$n" -eq "$rows" ]; then ok; else bad "harness printed $n rows, the table has $rows"; fi
 	if grep -q '^median absolute error [0-9.]* %; worst row ' "$tmp/table"; then ok; else bad "no summary line: $(tail -2 "$tmp/table")"; fi
 	srcs=$(sed -n 's/^\([0-9]*\) rows from \([0-9]*\) independent sources.*/\2/p' "$tmp/table")

@@ -294,6 +294,71 @@ Test(des, sharing_ends_when_one_finishes)
 	des_delete(&d);
 }
 
+Test(des, compute_slows_while_a_collective_moves_data)
+{
+	/* a 2 s kernel; a collective issued after a 1 s host task: from 1 s + its
+	 * latency L to the end of its bandwidth phase (W long) the kernel advances
+	 * at 1/slow, so it ends W (1 - 1/slow) late; a kernel starting while the
+	 * collective runs takes slow x its time until the collective ends */
+	struct des d;
+	struct coll_group g;
+	struct coll_cost c;
+	int gs, hs, cs, k, h, x, k2, gs2;
+	double W, slow = 1.25;
+
+	cr_assert_eq(des_create(&d), 0);
+	coll_group_make(&g, 8, 1, &nvl, &ib, 1, 1);
+	coll_cost(COLL_ALLREDUCE, COLL_RING, 5e10, &g, &c);
+	W = c.ph[0].work[COLL_INTRA];
+	cr_assert_lt(c.latency + W, 0.9, "the collective ends inside the kernel");
+	d.slow = slow;
+	gs = des_stream(&d, 0, DES_COMPUTE, "gpu");
+	gs2 = des_stream(&d, 0, DES_COMPUTE, "gpu 2");
+	hs = des_stream(&d, 0, DES_CPU, "host");
+	cs = des_stream(&d, 0, DES_COMM, "nccl");
+	k = des_work(&d, gs, 2.0, 0, 0);
+	h = des_work(&d, hs, 1.0, 0, 0);
+	x = des_coll(&d, cs, &c, 0, 0);
+	cr_assert_eq(des_dep(&d, h, x), 0);
+	k2 = des_work(&d, gs2, 0.1, 0, 0);
+	cr_assert_eq(des_dep(&d, h, k2), 0);  /* starts with the collective's latency */
+	cr_assert_eq(des_run(&d), 0);
+	cr_expect_float_eq(d.tasks[x].end, 1.0 + c.latency + W, 1e-12, "the collective is not slowed");
+	cr_expect_float_eq(d.tasks[k].end, 2.0 + W * (1 - 1 / slow), 1e-12);
+	/* k2 starts at 1 s before the bandwidth phase: L at full speed, the rest slowed */
+	cr_expect_float_eq(d.tasks[k2].end, 1.0 + c.latency + (0.1 - c.latency) * slow, 1e-12);
+	des_delete(&d);
+}
+
+Test(des, back_to_back_collectives_keep_the_slowdown)
+{
+	/* two collectives in a row on one NCCL stream: the second starts as the
+	 * first ends, so its latency does not lift the slowdown; a 10 s kernel
+	 * loses W1 + L2 + W2 scaled by (1 - 1/slow) from the first bandwidth phase
+	 * to the second's end */
+	struct des d;
+	struct coll_group g;
+	struct coll_cost c;
+	int gs, cs, k, x1, x2;
+	double W, slow = 1.5;
+
+	cr_assert_eq(des_create(&d), 0);
+	coll_group_make(&g, 8, 1, &nvl, &ib, 1, 1);
+	coll_cost(COLL_ALLREDUCE, COLL_RING, 5e10, &g, &c);
+	W = c.ph[0].work[COLL_INTRA];
+	d.slow = slow;
+	gs = des_stream(&d, 0, DES_COMPUTE, "gpu");
+	cs = des_stream(&d, 0, DES_COMM, "nccl");
+	k = des_work(&d, gs, 10.0, 0, 0);
+	x1 = des_coll(&d, cs, &c, 0, 0);
+	x2 = des_coll(&d, cs, &c, 0, 0);
+	cr_assert_eq(des_run(&d), 0);
+	cr_expect_float_eq(d.tasks[x2].end, 2 * (c.latency + W), 1e-12);
+	cr_expect_float_eq(d.tasks[k].end, 10 + (W + c.latency + W) * (1 - 1 / slow), 1e-12);
+	(void)x1;
+	des_delete(&d);
+}
+
 Test(des, stream_order_and_dependencies)
 {
 	/* compute 1 s then 2 s on one stream; a copy waiting for the first kernel;

@@ -145,6 +145,25 @@ static void put(const char *dir, const char *name, const char *text)
  * device and two links given as files, and a failure catalog, all beside a
  * scenario in a temporary folder. Their values differ from every catalog
  * entry, so the assertions show which file was read. */
+/* A classification head needs an encoder with a pooler (BertForSequenceClassification
+ * classifies the pooled first token): a decoder with num_labels is refused,
+ * naming the file. */
+Test(loader, num_labels_needs_an_encoder)
+{
+	char dir[64], file[128];
+	struct model m;
+	struct err e = {0};
+
+	snprintf(dir, sizeof dir, "/tmp/shardcast-labels-%d", (int)getpid());
+	put(dir, "dec.ini", "[model]\nfamily = decoder\nvocab_size = 256\nhidden = 64\nlayers = 3\n"
+	    "heads = 4\nkv_heads = 4\nhead_dim = 16\nffn = 256\nactivation = gelu_new\nnorm = layernorm\n"
+	    "positions = learned\nmax_positions = 64\nnum_labels = 2\n");
+	snprintf(file, sizeof file, "%s/dec.ini", dir);
+	cr_expect_neq(model_load(file, &m, NULL, 0, &e), 0);
+	cr_expect(strstr(e.msg, "num_labels") != NULL, "%s", e.msg);
+	cr_expect(strstr(e.msg, "dec.ini") != NULL, "the file is named: %s", e.msg);
+}
+
 Test(loader, paths_are_relative_to_the_scenario_file)
 {
 	char dir[64], scn[128];

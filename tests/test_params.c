@@ -26,6 +26,8 @@ static const struct published table[] = {
 	{"gpt2-xl", 1557611200, "HF GPT2Model gpt2-xl"},
 	{"bert-base", 109482240, "HF BertModel bert-base-uncased"},
 	{"bert-large", 335141888, "HF BertModel bert-large-uncased"},
+	/* BertForSequenceClassification: BertModel's count + a 1024 x 2 classifier and its bias */
+	{"bert-large-cls", 335141888 + 1024 * 2 + 2, "HF BertModel bert-large-uncased + classifier"},
 	{"t5-small", 60506624, "HF T5ForConditionalGeneration t5-small"},
 	{"t5-base", 222903552, "HF t5-base"},
 	{"t5-large", 737668096, "HF t5-large"},
@@ -50,6 +52,7 @@ static const struct published table[] = {
 	{"mpt-30b-2k", 29975214080, "llm-foundry benchmarking README, NumParams"},
 	/* Raschka, Build a Large Language Model (From Scratch), ch. 4 */
 	{"gpt-124m-llmfs", 163009536, "LLMs-from-scratch GPT_CONFIG_124M, untied head"},
+	{"gpt-124m-llmfs-torch", 163009536, "the same with nn.LayerNorm and nn.GELU"},
 };
 
 Test(params, every_catalog_model_matches_its_published_count)

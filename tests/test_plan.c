@@ -358,3 +358,53 @@ Test(plan, optimizer_implementation)
 	plan_derive(&p, &st, 16, 8.0);
 	cr_expect_eq(p.opt_impl, OPTI_FUSED, "as asked");
 }
+
+/* FSDP's gradient reduction. MixedPrecision(reduce_dtype=None) reduces in
+ * param_dtype (torch/distributed/fsdp/api.py MixedPrecision); Composer's
+ * mixed_precision DEFAULT and torchtitan's mixed_precision_reduce set fp32,
+ * which upcasts a copy of each flat gradient (_runtime_utils.py
+ * _post_backward_hook: flat_param.grad.to(reduce_dtype)). The division by the
+ * data-parallel size n is split as f before and n / f after the collective, f
+ * doubled from 1 while n % f == 0 and n / f > f
+ * (default_hooks.DefaultState._get_gradient_predivide_factor), n counting
+ * hybrid sharding's replicas (_init_utils.py _init_process_group_state). */
+Test(plan, fsdp_reduce_dtype_and_divide_factors)
+{
+	static const struct { int prec, rd; int64_t gpn, nodes; int hybrid; int bytes, cast; double pre, post; } c[] = {
+		{BF16, FDT_DEFAULT, 8, 1, 0, 2, 0, 4, 2},   /* n = 8: 4 x 2 */
+		{BF16, FDT_FP32, 8, 1, 0, 4, 4, 4, 2},      /* Composer DEFAULT: fp32 copy */
+		{FP32, FDT_DEFAULT, 8, 1, 0, 4, 0, 4, 2},   /* no MixedPrecision: fp32 */
+		{FP32, FDT_BF16, 8, 1, 0, 2, 2, 4, 2},      /* reduce_dtype only: a bf16 copy */
+		{BF16, FDT_FP32, 8, 8, 0, 4, 4, 8, 8},      /* n = 64: 8 x 8 */
+		{BF16, FDT_DEFAULT, 8, 16, 1, 2, 0, 16, 8}, /* hybrid, n = 128: 16 x 8 */
+		{BF16, FDT_DEFAULT, 2, 1, 0, 2, 0, 2, 1},   /* n = 2: 2 x 1 (no postdivide) */
+	};
+
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		struct scn_settings st;
+		struct plan p;
+
+		settings(&st, c[i].hybrid ? "fsdp:hybrid_shard" : "fsdp", PT, c[i].prec, NONE);
+		st.cluster.gpus_per_node = c[i].gpn;
+		st.cluster.nodes = c[i].nodes;
+		st.training.fsdp_reduce_dtype = c[i].rd;
+		plan_derive(&p, &st, c[i].gpn * c[i].nodes, 8.0);
+		cr_expect_eq(p.reduce_bytes, c[i].bytes, "case %zu: reduce bytes %d", i, p.reduce_bytes);
+		cr_expect_eq(p.w.reduced, c[i].bytes, "case %zu: reduce-scatter output", i);
+		cr_expect_eq(p.w.comm_grads, c[i].bytes, "case %zu: on the wire", i);
+		cr_expect_eq(p.w.flat_cast, c[i].cast, "case %zu: cast copy %d", i, p.w.flat_cast);
+		cr_expect_eq(p.grad_predivide, c[i].pre, "case %zu: predivide %g", i, p.grad_predivide);
+		cr_expect_eq(p.grad_postdivide, c[i].post, "case %zu: postdivide %g", i, p.grad_postdivide);
+	}
+	{
+		/* the shardcast runtime's units reduce in their gradients' dtype, undivided here */
+		struct scn_settings st;
+		struct plan p;
+
+		settings(&st, "fsdp", SC, BF16, NONE);
+		plan_derive(&p, &st, 16, 8.0);
+		cr_expect_eq(p.grad_predivide, 1);
+		cr_expect_eq(p.w.flat_cast, 0);
+		cr_expect_eq(p.w.comm_grads, 2);
+	}
+}

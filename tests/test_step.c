@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "compute.h"
 #include "predict.h"
 #include "scenario.h"
 #include "step.h"
@@ -354,13 +355,15 @@ Test(step, fsdp_backward_prefetch_hides_all_gathers)
 {
 	/* BACKWARD_PRE issues the next unit's all-gather before this unit's
 	 * reduce-scatter on the shared NCCL stream; NONE issues it after, so it waits
-	 * for the reduce-scatter, which waits for the unit's backward */
+	 * for the reduce-scatter, which waits for the unit's backward. At micro-batch
+	 * 8 the GPU sets the pace (at 4, FSDP's per-unit hooks on the host do, and
+	 * where the all-gathers go hardly changes the step) */
 	struct run pre, none;
 
 	sim(&pre, "cluster.nodes=2", "cluster.gpus_per_node=8", "training.strategy=fsdp",
-	    "training.precision=bf16", "training.micro_batch=4", NULL);
+	    "training.precision=bf16", "training.micro_batch=8", NULL);
 	sim(&none, "cluster.nodes=2", "cluster.gpus_per_node=8", "training.strategy=fsdp",
-	    "training.precision=bf16", "training.micro_batch=4", "training.fsdp_backward_prefetch=none", NULL);
+	    "training.precision=bf16", "training.micro_batch=8", "training.fsdp_backward_prefetch=none", NULL);
 	cr_expect_lt(pre.r.exposed_comm, none.r.exposed_comm);
 	cr_expect_lt(pre.r.time, none.r.time);
 }
@@ -385,17 +388,59 @@ static void gpt2_params(double *blocks, double *all)
 	scenario_free(&s);
 }
 
+
+/* One step of minimal.ini with sets, overlap_slowdown and gpu_variation as given. */
+static void sim_eff(struct step_result *r, const char *const *sets, int n, double slowdown, double variation)
+{
+	struct scenario s;
+	struct graph g;
+	struct graph_opts o;
+	struct step_sim ss;
+	struct err e = {0};
+
+	cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
+	s.eff.overlap_slowdown = slowdown;
+	s.eff.gpu_variation = variation;
+	predict_graph_opts(&s, &o);
+	cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+	cr_assert_eq(step_sim_create(&ss), 0);
+	cr_assert_eq(step_simulate(&ss, &s, &g, s.s.training.micro_batch, r, &e), 0, "%s", e.msg);
+	step_sim_delete(&ss);
+	graph_free(&g);
+	scenario_free(&s);
+}
+
+Test(step, collectives_slow_the_compute_they_overlap)
+{
+	/* FSDP on 2 nodes, GPU-bound (micro-batch 8): with overlap_slowdown s the
+	 * kernels that run beside collectives take (1 + s) x longer, so the step
+	 * grows, by at most s x the collectives' time; the variation between GPUs
+	 * stretches every kernel by compute_straggle (16 GPUs: 1 + 0.04 x 15/17) */
+	static const char *const sets[] = {"cluster.nodes=2", "cluster.gpus_per_node=8", "training.strategy=fsdp",
+					   "training.precision=bf16", "training.micro_batch=8"};
+	struct step_result a, b, v;
+
+	sim_eff(&a, sets, 5, 0, 0);
+	sim_eff(&b, sets, 5, 0.189, 0);
+	sim_eff(&v, sets, 5, 0, 0.08);
+	cr_expect_gt(b.time, a.time * 1.01);
+	cr_expect_leq(b.time, a.time + 0.189 * b.comm + 1e-9);
+	cr_expect_float_eq(v.compute - v.optimizer, (a.compute - a.optimizer) * (1 + 0.04 * 15 / 17),
+			   1e-6 * a.compute, "every forward and backward kernel stretched");
+}
+
 /* FSDP2's memory-bound passes on the compute stream (step.c header,
  * _fsdp_collectives.py): the reduce-scatter copy-in reads the bf16
  * gradients and writes the input in reduce_dtype, so fp32 instead of bf16
  * adds 2 bytes per parameter; without resharding after forward, backward has
  * no all-gathers, and so no copy-out of 2 + 2 bytes per block parameter
- * (12 blocks: 12 kernel gaps). */
+ * (12 blocks: 12 kernel gaps). Kernels beside collectives are not slowed
+ * and every GPU runs at one pace (overlap_slowdown = gpu_variation = 0). */
 Test(step, fsdp2_copy_passes)
 {
 	const char *base[] = {"cluster.nodes=2", "cluster.gpus_per_node=4", "training.strategy=fsdp",
 			      "training.fsdp_version=2", "training.precision=bf16", "training.micro_batch=2", NULL, NULL};
-	struct run f32, b16, keep;
+	struct step_result f32, b16, keep;
 	struct scenario s;
 	struct err e = {0};
 	double blocks, all, bw, gap;
@@ -405,18 +450,18 @@ Test(step, fsdp2_copy_passes)
 	bw = s.gpu.memory_bandwidth * s.eff.memory_efficiency;
 	gap = s.eff.kernel_gap;
 	scenario_free(&s);
-	sim_list(&f32, base, 6);
+	sim_eff(&f32, base, 6, 0, 0);
 	base[6] = "training.fsdp_reduce_dtype=bf16";
-	sim_list(&b16, base, 7);
+	sim_eff(&b16, base, 7, 0, 0);
 	base[6] = "training.fsdp_reshard_after_forward=false";
-	sim_list(&keep, base, 7);
-	cr_expect_float_eq(f32.r.compute - b16.r.compute, 2 * all / bw, 1e-9 * f32.r.compute,
-			   "fp32 reduce: %g s more, expected %g", f32.r.compute - b16.r.compute, 2 * all / bw);
-	cr_expect_gt(f32.r.comm, b16.r.comm, "the fp32 reduce-scatter moves twice the bytes");
-	cr_expect_float_eq(f32.r.compute - keep.r.compute, 4 * blocks / bw + 12 * gap, 1e-9 * f32.r.compute,
-			   "no backward copy-out: %g s less, expected %g", f32.r.compute - keep.r.compute,
+	sim_eff(&keep, base, 7, 0, 0);
+	cr_expect_float_eq(f32.compute - b16.compute, 2 * all / bw, 1e-9 * f32.compute,
+			   "fp32 reduce: %g s more, expected %g", f32.compute - b16.compute, 2 * all / bw);
+	cr_expect_gt(f32.comm, b16.comm, "the fp32 reduce-scatter moves twice the bytes");
+	cr_expect_float_eq(f32.compute - keep.compute, 4 * blocks / bw + 12 * gap, 1e-9 * f32.compute,
+			   "no backward copy-out: %g s less, expected %g", f32.compute - keep.compute,
 			   4 * blocks / bw + 12 * gap);
-	cr_expect_lt(keep.r.comm, f32.r.comm, "no backward all-gathers");
+	cr_expect_lt(keep.comm, f32.comm, "no backward all-gathers");
 }
 
 Test(step, tensor_parallel_all_reduces_per_layer)
@@ -530,6 +575,56 @@ Test(step, grad_scaler_and_clipping_passes)
 			   "GradScaler %g s", fp.r.optimizer - bf.r.optimizer);
 	cr_expect_float_eq(cl.r.optimizer - bf.r.optimizer, P * 12 / bw + 12 * bf.s.eff.kernel_gap, 1e-6,
 			   "clipping %g s", cl.r.optimizer - bf.r.optimizer);
+}
+
+/* PyTorch FSDP's passes over each unit's flat gradient (step.h
+ * step_flat_grad, following torch/distributed/fsdp): on 8 ranks the
+ * predivide factor is 4 and the postdivide 2 (plan.c). bf16 gradients reduced
+ * in bf16: autograd's cat (2 + 2 bytes per element), the predivide (2 + 2),
+ * the shard's postdivide (2 + 2 per shard element) and its upcast to the fp32
+ * .grad (2 + 4): 9.25 bytes per element in 4 kernels. Reduced in fp32
+ * (Composer's DEFAULT): cat 4, upcast copy 2 + 4, predivide 4 + 4, postdivide
+ * of the fp32 shard 8 / 8: 19 bytes. The step pays them on its compute stream,
+ * so fp32 reductions lengthen compute by at least the difference over the
+ * model's parameters (every unit's, the root's too). */
+Test(step, fsdp_flat_gradient_passes)
+{
+	struct run bf, f32;
+	double P = 124439808, bytes, b32, bw;
+
+	sim(&bf, "training.strategy=fsdp", "cluster.gpus_per_node=8", "training.precision=bf16",
+	    "training.micro_batch=4", NULL);
+	sim(&f32, "training.strategy=fsdp", "cluster.gpus_per_node=8", "training.precision=bf16",
+	    "training.micro_batch=4", "training.fsdp_reduce_dtype=fp32", NULL);
+	cr_expect_eq(step_flat_grad(&bf.s.plan, 800, &bytes), 4);
+	cr_expect_float_eq(bytes, 800 * 9.25, 1e-9);
+	cr_expect_eq(step_flat_grad(&f32.s.plan, 800, &b32), 4);
+	cr_expect_float_eq(b32, 800 * 19.0, 1e-9);
+	bw = bf.s.gpu.memory_bandwidth * bf.s.eff.memory_efficiency;
+	cr_expect_geq(f32.r.compute - bf.r.compute, P * (19 - 9.25) / bw * compute_straggle(&bf.s.eff, 8),
+		      "compute %g s vs %g s", f32.r.compute, bf.r.compute);
+	cr_expect_gt(f32.r.time, bf.r.time);
+	basic_invariants(&f32, "fsdp reduce fp32");
+}
+
+/* llm-foundry's MPT with attn_impl flash unpads q, k, v on every batch (model
+ * key flash_unpad, eager.h eager_varlen): with attention = flash the step is
+ * longer than with SDPA's flash kernel, which takes the padded tensors as they
+ * are; the kernels are the same. */
+Test(step, flash_varlen_costs_over_sdpa)
+{
+	struct run fl, sd;
+	double copies = 12 * 4 * (7 * 3 + 5) * 2048.0 * 768 * 2;  /* 12 layers, batch 4 (test_eager.c) */
+
+	sim(&fl, "model.name=mpt-125m-2k", "model.seq_len=2048", "training.strategy=single",
+	    "training.precision=bf16", "training.micro_batch=4", "training.attention=flash", NULL);
+	sim(&sd, "model.name=mpt-125m-2k", "model.seq_len=2048", "training.strategy=single",
+	    "training.precision=bf16", "training.micro_batch=4", "training.attention=sdpa_flash", NULL);
+
+	cr_expect_geq(fl.r.compute - sd.r.compute,
+		      copies / (fl.s.gpu.memory_bandwidth * fl.s.eff.memory_efficiency),
+		      "flash %g s, sdpa %g s", fl.r.compute, sd.r.compute);
+	basic_invariants(&fl, "mpt flash varlen");
 }
 
 /* Host time of the forward and backward ops of the graph of minimal.ini with

@@ -21,9 +21,9 @@ class Unsupported(Exception):
 def kind(m: Dict[str, Any]) -> str:
     """gpt2 | bert | t5 | llama, from the architecture's fields."""
     fam, pos, norm, act = m["family"], m["positions"], m["norm"], m["activation"]
-    if fam == "decoder" and pos == "learned" and norm == "layernorm" and act == "gelu":
+    if fam == "decoder" and pos == "learned" and norm == "layernorm" and act in ("gelu", "gelu_new"):
         return "gpt2"
-    if fam == "encoder" and pos == "learned" and norm == "layernorm" and act == "gelu":
+    if fam == "encoder" and pos == "learned" and norm == "layernorm" and act in ("gelu", "gelu_new"):
         return "bert"
     if fam == "encoder_decoder" and pos == "relative" and norm == "rmsnorm":
         return "t5"
@@ -41,12 +41,13 @@ def config(m: Dict[str, Any], dropout: float, attention: str) -> Any:
     if k == "gpt2":
         c = tf.GPT2Config(vocab_size=m["vocab"], n_positions=m["max_positions"], n_embd=m["hidden"],
                           n_layer=m["layers"], n_head=m["heads"], n_inner=m["ffn"],
-                          activation_function="gelu_new", resid_pdrop=dropout, embd_pdrop=dropout,
+                          activation_function=m["activation"], resid_pdrop=dropout, embd_pdrop=dropout,
                           attn_pdrop=dropout, tie_word_embeddings=bool(m["tied_embeddings"]))
     elif k == "bert":
         c = tf.BertConfig(vocab_size=m["vocab"], hidden_size=m["hidden"], num_hidden_layers=m["layers"],
                           num_attention_heads=m["heads"], intermediate_size=m["ffn"],
                           max_position_embeddings=m["max_positions"], type_vocab_size=m["type_vocab"],
+                          hidden_act=m["activation"],
                           hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     elif k == "t5":
         proj = {"relu": "relu", "gelu": "gelu", "gated_gelu": "gated-gelu", "swiglu": "gated-silu"}
