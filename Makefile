@@ -67,7 +67,7 @@ TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/te
              tests/test_ckpt.c tests/test_calib.c tests/test_plan.c
 # the real runtime (host side and the cpu backend)
 RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c runtime/stratfsdp2.c \
-               runtime/rtckpt.c runtime/search.c runtime/pyref.c cuda/gemm.c
+               runtime/rtckpt.c runtime/search.c runtime/pyref.c runtime/pyref_cache.c cuda/gemm.c
 ifneq ($(NVCC),)
 RT_LIB_SRCS += runtime/backend_cuda.c
 CUDA_SRCS := cuda/kernels.cu
@@ -251,6 +251,7 @@ pyref-test: $(BIN)/validate
 	cd runtime/pytorch && ../../$(PYREF)/current/bin/python -m unittest test_pyref
 	cd runtime/pytorch && ../../$(PYREF)/1.13/bin/python -m unittest test_pyref.Models  # 1.13's trace: README
 	tests/pyref_grid.sh $(BIN)
+	tests/pyref_grid.sh $(BIN) tests/pyref/fsdp2.txt  # FSDP2 (fully_shard), current stack
 
 # rewrite the whole-scenario snapshots on purpose (review and commit the diff)
 snapshots: deps

@@ -15,6 +15,7 @@
 
 #include "alloc.h"
 #include "graph.h"
+#include "memory.h"
 #include "model.h"
 #include "predict.h"
 #include "record.h"
@@ -92,7 +93,13 @@ static char *spec_json(const struct scenario *s, const struct pyref_opts *o)
 				scenario_enum_name("training", "fsdp_sharding_strategy", t->fsdp_sharding));
 	cJSON_AddStringToObject(x, "fsdp_auto_wrap_policy",
 				scenario_enum_name("training", "fsdp_auto_wrap_policy", t->fsdp_wrap));
+	cJSON_AddNumberToObject(x, "fsdp_min_num_params", t->fsdp_min_num_params);
+	cJSON_AddStringToObject(x, "fsdp_backward_prefetch",
+				scenario_enum_name("training", "fsdp_backward_prefetch", t->fsdp_backward_prefetch));
 	cJSON_AddNumberToObject(x, "fsdp_forward_prefetch", t->fsdp_forward_prefetch);
+	cJSON_AddNumberToObject(x, "fsdp_limit_all_gathers", t->fsdp_limit_all_gathers);
+	cJSON_AddNumberToObject(x, "ddp_bucket_mb", t->ddp_bucket_mb);
+	cJSON_AddNumberToObject(x, "ddp_gradient_as_bucket_view", t->ddp_gradient_as_bucket_view);
 	fsdp2_json(x, s);
 	out = cJSON_PrintUnformatted(r);
 	cJSON_Delete(r);
@@ -107,10 +114,11 @@ static int check(const struct scenario *s, const struct pyref_opts *o, struct er
 	if (s->plan.framework != FW_PYTORCH)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] framework = %s: --backend pytorch measures "
 			       "framework = pytorch", scenario_enum_name("training", "framework", s->plan.framework));
-	if ((s->plan.mech != MECH_REPL || !s->plan.one_process) && s->plan.fsdp_version != 2)
+	if (s->plan.engine != FW_PYTORCH || (s->plan.mech != MECH_REPL && !(s->plan.mech == MECH_UNITS &&
+	    s->plan.strategy == STRAT_FSDP)))
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] strategy = %s: the PyTorch reference runs "
-			       "strategy = single and FSDP2 (DDP and FSDP1 under a fake process group are not done yet)",
-			       s->plan.name);
+			       "single, ddp and fsdp (DeepSpeed is not in its stacks and cannot run on meta "
+			       "tensors; nn.DataParallel needs real devices)", s->plan.name);
 	if (t->tensor_parallel > 1 || t->offload != OFFLOAD_NONE)
 		return err_set(e, ERR_INPUT, s->file, 0, "[training] %s: not run by the PyTorch reference",
 			       t->tensor_parallel > 1 ? "tensor_parallel > 1" : "offload");
@@ -255,17 +263,10 @@ static const char *str(const cJSON *o, const char *k)
 	return v ? v : "";
 }
 
-/* The phase of the predicted peak, from its binding line ("..., backward op"). */
+/* The phase of the predicted tensor peak, named as the tracer's are. */
 static const char *predicted_phase(const struct prediction *p)
 {
-	static const char *const phases[] = {"forward", "backward", "optimizer", "setup"};
-	const char *c = strrchr(p->mem.binding, ',');
-	size_t i;
-
-	for (i = 0; c && i < sizeof phases / sizeof *phases; i++)
-		if (!strncmp(c + 2, phases[i], strlen(phases[i])))
-			return phases[i];
-	return "?";
+	return mem_phase_name(p->mem.tensor_phase);
 }
 
 /* The tracer's phases named as the simulator's (the inputs are made in forward,
@@ -289,19 +290,34 @@ static int predict_at(struct scenario *s, int64_t b, struct prediction *p, struc
 	return rc ? rc : predict_run(s, p, e);
 }
 
-/* The predicted tensor bytes at the peak: the peak less what is not a tensor
- * of the trace (context, workspaces, NCCL, allocator slack). */
+/* The predicted tensor bytes at their peak: what the trace can see (no
+ * context, workspaces, NCCL or allocator slack). */
 static double predicted_tensors(const struct prediction *p)
 {
-	return p->mem.peak - p->mem.overhead;
+	return p->mem.tensor_peak;
 }
 
 struct cmp {
 	double meas[2], pred[2];       /* tensor bytes at the steady peak, per batch */
 	double slope_m, slope_p, fixed_m;
 	double reserved, emu_alloc;    /* the emulator replaying the trace of batch 2 */
+	double capacity;               /* what the emulator may take (bytes) */
+	int fits;                      /* the trace ran within it */
 	const char *phase_m, *phase_p;
 };
+
+/* The trace of run r (the second micro-batch): its events, where its steady
+ * peak is, and the live bytes per category there. */
+static void trace_summary(cJSON *m, const cJSON *r)
+{
+	cJSON *t = cJSON_AddObjectToObject(m, "trace");
+
+	cJSON_AddNumberToObject(t, "events", num(r, "events"));
+	cJSON_AddStringToObject(t, "peak_op", str(r, "steady_peak_op"));
+	cJSON_AddStringToObject(t, "peak_module", str(r, "steady_peak_module"));
+	cJSON_AddNumberToObject(t, "end_of_forward_bytes", num(r, "end_of_forward_bytes"));
+	cJSON_AddItemToObject(t, "at_peak", cJSON_Duplicate(cJSON_GetObjectItem(r, "at_peak"), 1));
+}
 
 static char *measured_json(const cJSON *root, const struct cmp *c, const struct pyref_opts *o)
 {
@@ -315,10 +331,15 @@ static char *measured_json(const cJSON *root, const struct cmp *c, const struct 
 	cJSON_AddNumberToObject(m, "per_sample_bytes", c->slope_m);
 	cJSON_AddNumberToObject(m, "fixed_bytes", c->fixed_m);
 	cJSON_AddNumberToObject(m, "reserved_bytes_emulated", c->reserved);
+	cJSON_AddNumberToObject(m, "allocator_capacity_bytes", c->capacity);
+	cJSON_AddBoolToObject(m, "fits", c->fits);
 	cJSON_AddNumberToObject(m, "allocated_bytes_emulated", c->emu_alloc);
 	cJSON_AddStringToObject(m, "peak_phase", c->phase_m);
 	cJSON_AddItemToObject(m, "stack", cJSON_Duplicate(st, 1));
 	cJSON_AddStringToObject(m, "attention", o->attention);
+	trace_summary(m, run_of(root, o->batches[1]));
+	cJSON_AddNumberToObject(m, "substitutions",
+				cJSON_GetArraySize(cJSON_GetObjectItem(root, "substitutions")));
 	out = cJSON_PrintUnformatted(m);
 	cJSON_Delete(m);
 	return out;
@@ -328,7 +349,7 @@ static void print_text(const struct scenario *s, const cJSON *root, const struct
 		       const struct pyref_opts *o)
 {
 	const cJSON *st = cJSON_GetObjectItem(root, "stack");
-	char a[32], b[32];
+	char a[32], b[32], d[32];
 	int i;
 
 	printf("shardcast validate — %s\n\n", s->file);
@@ -345,8 +366,9 @@ static void print_text(const struct scenario *s, const cJSON *root, const struct
 	printf("  per-sample bytes          %16.0f %16.0f %+8.2f%%\n", c->slope_m, c->slope_p,
 	       c->slope_p ? 100 * (c->slope_m - c->slope_p) / c->slope_p : 0);
 	printf("  peak phase                %16s %16s\n", c->phase_m, c->phase_p);
-	printf("  reserved (emulated)       %16s    (allocated %s)\n",
-	       units_format(a, sizeof a, c->reserved, UNIT_BYTES), units_format(b, sizeof b, c->emu_alloc, UNIT_BYTES));
+	printf("  reserved (emulated)       %16s    (allocated %s; %s %s for the allocator)\n",
+	       units_format(a, sizeof a, c->reserved, UNIT_BYTES), units_format(b, sizeof b, c->emu_alloc, UNIT_BYTES),
+	       c->fits ? "fits in the" : "does not fit in the", units_format(d, sizeof d, c->capacity, UNIT_BYTES));
 }
 
 static int compare(struct scenario *s, const cJSON *root, const char *csv, const struct pyref_opts *o,
@@ -371,16 +393,32 @@ static int compare(struct scenario *s, const cJSON *root, const char *csv, const
 	c->slope_m = (c->meas[1] - c->meas[0]) / (double)(o->batches[1] - o->batches[0]);
 	c->slope_p = (c->pred[1] - c->pred[0]) / (double)(o->batches[1] - o->batches[0]);
 	c->fixed_m = c->meas[0] - c->slope_m * (double)o->batches[0];
-	rc = pyref_replay_csv(csv, (int64_t)1 << 50, &al, &re, e);
+	/* the trace through the emulated allocator with what the device leaves
+	 * it: its capacity less the context, workspaces and NCCL the profile
+	 * predicts (which the trace cannot see); out of memory there, what it
+	 * would need */
+	c->capacity = (double)s->capacity - p->mem.fixed_overhead;
+	c->fits = 1;
+	rc = pyref_replay_csv(csv, (int64_t)c->capacity, &al, &re, e);
+	if (rc == ERR_SYSTEM && strstr(e->msg, "ran out of memory")) {
+		c->fits = 0;
+		memset(e, 0, sizeof *e);
+		rc = pyref_replay_csv(csv, (int64_t)1 << 50, &al, &re, e);
+	}
 	c->reserved = (double)re;
 	c->emu_alloc = (double)al;
 	return rc;
 }
 
+static const char *stack_name(const struct scenario *s)
+{
+	return s->s.training.framework_version == FWV_1_13 ? "1.13" : "current";
+}
+
 static int find_python(const struct scenario *s, const struct pyref_opts *o, char *py, size_t n,
 		       struct err *e)
 {
-	const char *stack = s->s.training.framework_version == FWV_1_13 ? "1.13" : "current";
+	const char *stack = stack_name(s);
 
 	snprintf(py, n, "%s/build/pyref/%s/bin/python", o->root, stack);
 	if (access(py, X_OK))
@@ -402,6 +440,11 @@ static char *output_json(const struct scenario *s, const cJSON *root, const stru
 	cJSON_AddItemToObject(r, "predicted", *pj ? cJSON_Parse(*pj) : cJSON_CreateNull());
 	cJSON_AddItemToObject(r, "measured", cJSON_Parse(meas));
 	cJSON_AddItemToObject(r, "substitutions", cJSON_Duplicate(cJSON_GetObjectItem(root, "substitutions"), 1));
+	x = cJSON_AddObjectToObject(r, "predicted_tensors");  /* the peak less what the tracer cannot see */
+	cJSON_AddNumberToObject(x, "peak_bytes", c->pred[1]);
+	cJSON_AddNumberToObject(x, "peak_bytes_b1", c->pred[0]);
+	cJSON_AddNumberToObject(x, "per_sample_bytes", c->slope_p);
+	cJSON_AddStringToObject(x, "peak_phase", c->phase_p);
 	x = cJSON_AddObjectToObject(r, "error");
 	cJSON_AddNumberToObject(x, "peak_bytes_rel", c->pred[1] ? (c->meas[1] - c->pred[1]) / c->pred[1] : 0);
 	cJSON_AddNumberToObject(x, "per_sample_rel", c->slope_p ? (c->slope_m - c->slope_p) / c->slope_p : 0);
@@ -411,12 +454,44 @@ static char *output_json(const struct scenario *s, const cJSON *root, const stru
 	return out;
 }
 
+/* The tracer's output for spec sj in *res: from the cache (pyref_cache.c),
+ * or a run of the tracer, kept in the cache; with o->prepare, the spec of a
+ * case not cached is written there and its --batch line printed instead (*res
+ * stays NULL). spec and csv receive the temporary files made when there is
+ * no cache. */
+static int trace(const struct scenario *s, const struct pyref_opts *o, const char *py, const char *sj,
+		 struct pyref_cache *cc, char *spec, char *csv, char **res, struct err *e)
+{
+	int rc;
+
+	pyref_cache_open(cc, o->root, stack_name(s), sj, o->batches);
+	if (pyref_cache_read(cc, res))
+		return 0;
+	if (o->prepare) {
+		if (pyref_cache_spec(cc, sj))
+			return err_set(e, ERR_SYSTEM, cc->spec, 0, "cannot write the tracer's spec: %s",
+				       cc->on ? strerror(errno) : "no cache directory");
+		printf("%s %s %s %s %lld,%lld\n", stack_name(s), cc->spec, cc->json, cc->csv,
+		       (long long)o->batches[0], (long long)o->batches[1]);
+		return 0;
+	}
+	rc = write_temp(spec, 512, ".json", sj, e);
+	if (!rc && !cc->on)
+		rc = write_temp(csv, 512, ".csv", "", e);
+	if (!rc)
+		rc = run_tracer(o, py, spec, cc->on ? cc->csv : csv, res, e);
+	if (!rc)
+		pyref_cache_store(cc, *res);
+	return rc;
+}
+
 int pyref_validate(const struct pyref_opts *o, struct err *e)
 {
 	struct scenario s;
 	struct prediction p;
 	struct pyref_opts given;
 	struct cmp c = {0};
+	struct pyref_cache cc;
 	char py[4096], spec[512] = "", csv[512] = "";
 	char *sj = NULL, *res = NULL, *mj = NULL, *pj = NULL, *out = NULL;
 	cJSON *root = NULL;
@@ -436,15 +511,19 @@ int pyref_validate(const struct pyref_opts *o, struct err *e)
 	if (!rc && !(sj = spec_json(&s, o)))
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory writing the spec");
 	if (!rc)
-		rc = write_temp(spec, sizeof spec, ".json", sj, e);
-	if (!rc)
-		rc = write_temp(csv, sizeof csv, ".csv", "", e);
-	if (!rc)
-		rc = run_tracer(o, py, spec, csv, &res, e);
+		rc = trace(&s, o, py, sj, &cc, spec, csv, &res, e);
+	if (!rc && o->prepare)
+		goto out;
 	if (!rc && !(root = cJSON_Parse(res)))
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "the tracer's output is not JSON");
+	if (!rc && cJSON_IsString(cJSON_GetObjectItem(root, "failed")))
+		rc = err_set(e, ERR_SYSTEM, NULL, 0, "the PyTorch tracer failed: %s",
+			     cJSON_GetStringValue(cJSON_GetObjectItem(root, "failed")));
+	if (!rc && cJSON_IsString(cJSON_GetObjectItem(root, "error")))
+		rc = err_set(e, ERR_INPUT, o->scenario, 0, "the PyTorch reference cannot run this scenario: %s",
+			     cJSON_GetStringValue(cJSON_GetObjectItem(root, "error")));
 	if (!rc)
-		rc = compare(&s, root, csv, o, &c, &p, e);
+		rc = compare(&s, root, cc.on ? cc.csv : csv, o, &c, &p, e);
 	if (!rc && (!(mj = measured_json(root, &c, o)) || !(out = output_json(&s, root, &p, mj, &c, &pj)) || !pj))
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory writing JSON");
 	if (!rc && o->db)
@@ -453,6 +532,7 @@ int pyref_validate(const struct pyref_opts *o, struct err *e)
 		printf("%s\n", out);
 	else if (!rc)
 		print_text(&s, root, &c, o);
+out:
 	if (*spec)
 		unlink(spec);
 	if (*csv)

@@ -23,8 +23,34 @@ struct pyref_opts {
 	const char *root;       /* the checkout (runtime/pytorch/pyref.py, build/pyref) */
 	const char *attention;  /* eager | sdpa; NULL = the scenario's [training] attention */
 	int json;
+	int prepare;            /* only write the spec of a case not yet traced (pyref_cache.c)
+				   and print its line for pyref.py --batch */
 	int64_t batches[2];     /* micro-batches traced (the slope needs two) */
 };
+
+/* The cache entry of one tracer run (pyref_cache.c). */
+struct pyref_cache {
+	int on;                 /* 0: no cache (no directory, no sources to key on) */
+	char dir[4096];
+	char key[17];           /* 64-bit FNV-1a of the stack, spec, batches and tracer sources */
+	char json[4200], csv[4200], spec[4200];
+};
+
+/* Fills c for a run of spec (JSON text) in stack at batches; makes the cache
+ * directory. Returns c->on. */
+int pyref_cache_open(struct pyref_cache *c, const char *root, const char *stack, const char *spec,
+		     const int64_t batches[2]);
+
+/* The cached tracer output (malloc'd, NUL-terminated) in *out: returns 1,
+ * or 0 when the entry is not there. */
+int pyref_cache_read(const struct pyref_cache *c, char **out);
+
+/* Keeps out (the tracer's output) as the entry (its trace already written to
+ * c->csv). Returns 0, or -1 when it cannot be written (the run goes on). */
+int pyref_cache_store(const struct pyref_cache *c, const char *out);
+
+/* Writes the entry's spec (for pyref.py --batch). Returns 0 or -1. */
+int pyref_cache_spec(const struct pyref_cache *c, const char *spec);
 
 /* Runs the reference for o; prints the comparison. Returns 0 or fills e
  * (ERR_INPUT: bad scenario, stack not installed, strategy the tracer cannot

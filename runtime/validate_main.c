@@ -44,6 +44,10 @@ static void usage(FILE *f)
 		"                         pytorch: trace the scenario in real PyTorch on meta tensors and\n"
 		"                         compare the framework = pytorch profile with it; make pyref-deps)\n"
 		"  --attention eager|sdpa the attention PyTorch runs (--backend pytorch; default: the scenario's)\n"
+		"  --batches A,B          the two micro-batches traced (--backend pytorch; default 1,2)\n"
+		"  --prepare              (--backend pytorch) trace nothing: write the spec of a case whose\n"
+		"                         result is not in the cache (build/pyref/cache) and print its line\n"
+		"                         for runtime/pytorch/pyref.py --batch (STACK SPEC JSON CSV A,B)\n"
 		"  --json                 print the validate JSON object of docs/CONTRACT.md\n"
 		"  --db FILE              record the run (predicted and measured) in this SQLite database; the\n"
 		"                         predictions use the device's latest calibration in it (named in the\n"
@@ -72,6 +76,8 @@ struct opts {
 	int nset, json, calibrate, emulate, steps, warmup, no_calib;
 	double limit;          /* bytes, 0 = the scenario's */
 	long max_batch;
+	long batches[2];       /* --backend pytorch: micro-batches traced */
+	int prepare;           /* --backend pytorch --prepare */
 };
 
 static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
@@ -84,6 +90,7 @@ static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
 		{"max-batch", required_argument, NULL, 'x'}, {"calibrate", no_argument, NULL, 'c'},
 		{"device", required_argument, NULL, 'D'}, {"version", no_argument, NULL, 'V'},
 		{"no-calibration", no_argument, NULL, 'N'}, {"attention", required_argument, NULL, 'A'},
+		{"batches", required_argument, NULL, 'B'}, {"prepare", no_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	char *end;
 	int c;
@@ -94,6 +101,8 @@ static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
 	o->steps = 5;
 	o->warmup = 2;
 	o->max_batch = 4096;
+	o->batches[0] = 1;
+	o->batches[1] = 2;
 	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
 		switch (c) {
 		case 'j': o->json = 1; break;
@@ -106,6 +115,13 @@ static int parse_args(int argc, char **argv, struct opts *o, struct err *e)
 		case 'b': o->backend = optarg; break;
 		case 'D': o->device = optarg; break;
 		case 'A': o->attention = optarg; break;
+		case 'P': o->prepare = 1; break;
+		case 'B':
+			if (sscanf(optarg, "%ld,%ld%c", &o->batches[0], &o->batches[1], &(char){0}) != 2 ||
+			    o->batches[0] < 1 || o->batches[1] <= o->batches[0] || o->batches[1] > 1000000)
+				return err_set(e, ERR_INPUT, NULL, 0, "--batches %s: expected two micro-batches "
+					       "A,B with 1 <= A < B, e.g. 1,2", optarg);
+			break;
 		case 'c': o->calibrate = 1; break;
 		case 'N': o->no_calib = 1; break;
 		case 'm':
@@ -366,7 +382,8 @@ out:
 static int run_pytorch(const struct opts *o, const char *argv0, struct err *e)
 {
 	struct pyref_opts po = {.scenario = o->scenario, .sets = o->sets, .nset = o->nset, .db = o->db,
-		.attention = o->attention, .json = o->json, .batches = {1, 2}};
+		.attention = o->attention, .json = o->json, .prepare = o->prepare,
+		.batches = {o->batches[0], o->batches[1]}};
 	char root[4096];
 	const char *slash = strrchr(argv0, '/');
 
@@ -393,6 +410,8 @@ int main(int argc, char **argv)
 		rc = calib_run(o.db ? o.db : "results/results.db", o.device, stdout, &e);
 	} else if (!rc && !strcmp(o.backend, "pytorch")) {
 		rc = run_pytorch(&o, argv[0], &e);
+	} else if (!rc && (o.prepare || o.batches[0] != 1 || o.batches[1] != 2)) {
+		rc = err_set(&e, ERR_INPUT, NULL, 0, "--prepare and --batches go with --backend pytorch");
 	} else if (!rc) {
 		rc = backend_open(o.backend, &be, &world, &e);
 		if (!rc)

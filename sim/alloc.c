@@ -4,9 +4,9 @@
  *
  * Blocks live in one array and refer to each other by index (a segment is a
  * doubly linked list of blocks in address order). Each pool's free blocks are
- * a sorted array of indices: by (size, address) as the allocator's BlockPool
- * set orders them, so best fit is a binary search; expandable segments keep
- * their unmapped ranges by address. Addresses are virtual: segments never
+ * ordered by (size, address) as the allocator's BlockPool set orders them, in
+ * size classes (below), so best fit is a binary search; expandable segments
+ * keep their unmapped ranges by address. Addresses are virtual: segments never
  * touch, so only the links decide what merges.
  */
 #include "alloc.h"
@@ -44,24 +44,27 @@ static int64_t page_size(int pool)
 
 /* ---- ordered sets of blocks ------------------------------------------------ */
 
-/* x before y: by (size, address) or by address alone. */
-static int before(const struct alloc *a, int x, int y, int by_size)
-{
-	const struct alloc_block *p = &a->b[x], *q = &a->b[y];
+/* A set by address (expandable segments' unmapped ranges) is one sorted array.
+ * A set by (size, address) (a pool's free blocks, the allocator's BlockPool)
+ * is split into size classes, 8 per power of two, each a sorted array: sizes
+ * of different classes never interleave, so the classes in order are the set
+ * in order, and an insertion moves only its class's entries. */
 
-	if (by_size && p->size != q->size)
-		return p->size < q->size;
-	return p->addr < q->addr;
+static int size_class(int64_t size)
+{
+	int e = 63 - __builtin_clzll((unsigned long long)size);
+
+	return e < 3 ? 0 : e * 8 + (int)((size >> (e - 3)) & 7);
 }
 
-/* The first position whose block is not before h. */
-static int position(const struct alloc *a, const struct alloc_set *s, int h, int by_size)
+/* Where block h goes in sorted keys v[0..n): the first entry not before it. */
+static int key_position(const struct alloc_key *v, int n, int64_t k, int64_t addr)
 {
-	int lo = 0, hi = s->n, mid;
+	int lo = 0, hi = n, mid;
 
 	while (lo < hi) {
 		mid = (lo + hi) / 2;
-		if (before(a, s->v[mid], h, by_size))
+		if (v[mid].k < k || (v[mid].k == k && v[mid].addr < addr))
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -69,45 +72,167 @@ static int position(const struct alloc *a, const struct alloc_set *s, int h, int
 	return lo;
 }
 
-static int set_insert(struct alloc *a, struct alloc_set *s, int h, int by_size)
+static int keys_insert(struct alloc *a, struct alloc_key **v, int *n, int *cap, int64_t k, int h)
 {
 	int i;
 
-	if (vec_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v)) {
+	if (vec_grow((void **)v, cap, *n + 1, sizeof **v)) {
 		a->nomem = 1;
 		return -1;
 	}
-	i = position(a, s, h, by_size);
-	memmove(s->v + i + 1, s->v + i, (size_t)(s->n - i) * sizeof *s->v);
-	s->v[i] = h;
-	s->n++;
+	i = key_position(*v, *n, k, a->b[h].addr);
+	memmove(*v + i + 1, *v + i, (size_t)(*n - i) * sizeof **v);
+	(*v)[i] = (struct alloc_key){.k = k, .addr = a->b[h].addr, .h = h};
+	(*n)++;
+	return 0;
+}
+
+static int keys_erase(const struct alloc *a, struct alloc_key *v, int *n, int64_t k, int h)
+{
+	int i = key_position(v, *n, k, a->b[h].addr);
+
+	if (i < *n && v[i].h == h) {
+		memmove(v + i, v + i + 1, (size_t)(*n - i - 1) * sizeof *v);
+		(*n)--;
+		return 1;
+	}
+	return 0;
+}
+
+static int set_insert(struct alloc *a, struct alloc_set *s, int h, int by_size)
+{
+	struct alloc_bucket *bk;
+	int c;
+
+	if (!by_size)
+		return keys_insert(a, &s->v, &s->n, &s->cap, a->b[h].addr, h);
+	if (!s->bk && !(s->bk = calloc(ALLOC_CLASSES, sizeof *s->bk))) {
+		a->nomem = 1;
+		return -1;
+	}
+	c = size_class(a->b[h].size);
+	bk = &s->bk[c];
+	if (keys_insert(a, &bk->v, &bk->n, &bk->cap, a->b[h].size, h))
+		return -1;
+	s->used[c / 64] |= (uint64_t)1 << (c % 64);
+	s->count++;
 	return 0;
 }
 
 static void set_erase(const struct alloc *a, struct alloc_set *s, int h, int by_size)
 {
-	int i = position(a, s, h, by_size);
+	struct alloc_bucket *bk;
+	int c;
 
-	if (i < s->n && s->v[i] == h) {
-		memmove(s->v + i, s->v + i + 1, (size_t)(s->n - i - 1) * sizeof *s->v);
-		s->n--;
+	if (!by_size) {
+		keys_erase(a, s->v, &s->n, a->b[h].addr, h);
+		return;
 	}
+	c = size_class(a->b[h].size);
+	bk = s->bk ? &s->bk[c] : NULL;
+	if (!bk || !keys_erase(a, bk->v, &bk->n, a->b[h].size, h))
+		return;
+	s->count--;
+	if (bk->n == 0)
+		s->used[c / 64] &= ~((uint64_t)1 << (c % 64));
 }
 
-/* The first free block of the pool with size >= size. */
-static int lower_bound(const struct alloc *a, int pool, int64_t size)
+/* A place in a set by size: class c, entry i; c < 0 = past the end. */
+struct pos {
+	int c, i;
+};
+
+/* The first non-empty class at or above c (-1 none). */
+static int next_class(const struct alloc_set *s, int c)
+{
+	int w;
+	uint64_t m;
+
+	for (w = c / 64; c >= 0 && w < ALLOC_CLASSES / 64; w++, c = w * 64) {
+		m = s->used[w] & (~(uint64_t)0 << (c % 64));
+		if (m)
+			return w * 64 + __builtin_ctzll(m);
+	}
+	return -1;
+}
+
+/* The last non-empty class at or below c (-1 none). */
+static int prev_class(const struct alloc_set *s, int c)
+{
+	int w;
+	uint64_t m;
+
+	for (w = c / 64; c >= 0 && w >= 0; w--, c = w * 64 + 63) {
+		m = s->used[w] & (~(uint64_t)0 >> (63 - c % 64));
+		if (m)
+			return w * 64 + 63 - __builtin_clzll(m);
+	}
+	return -1;
+}
+
+static int at(const struct alloc_set *s, struct pos p)
+{
+	return s->bk[p.c].v[p.i].h;
+}
+
+static struct pos next_pos(const struct alloc_set *s, struct pos p)
+{
+	if (++p.i < s->bk[p.c].n)
+		return p;
+	p.c = p.c + 1 < ALLOC_CLASSES ? next_class(s, p.c + 1) : -1;
+	p.i = 0;
+	return p;
+}
+
+/* Erases the entry at p (as set_erase would). */
+static void erase_at(struct alloc_set *s, struct pos p)
+{
+	struct alloc_bucket *bk = &s->bk[p.c];
+
+	memmove(bk->v + p.i, bk->v + p.i + 1, (size_t)(bk->n - p.i - 1) * sizeof *bk->v);
+	bk->n--;
+	s->count--;
+	if (bk->n == 0)
+		s->used[p.c / 64] &= ~((uint64_t)1 << (p.c % 64));
+}
+
+/* The first free block of the pool with size >= size (c < 0: none). */
+static struct pos lower_bound(const struct alloc *a, int pool, int64_t size)
 {
 	const struct alloc_set *s = &a->free_[pool];
-	int lo = 0, hi = s->n, mid;
+	struct pos p = {next_class(s, size_class(size)), 0};
 
-	while (lo < hi) {
-		mid = (lo + hi) / 2;
-		if (a->b[s->v[mid]].size < size)
-			lo = mid + 1;
-		else
-			hi = mid;
+	if (p.c >= 0 && p.c == size_class(size)) {
+		p.i = key_position(s->bk[p.c].v, s->bk[p.c].n, size, INT64_MIN);
+		if (p.i == s->bk[p.c].n)
+			p = next_pos(s, (struct pos){p.c, p.i - 1});
 	}
-	return lo;
+	return p;
+}
+
+/* The largest free block of the pool (c < 0: none). */
+static struct pos last_pos(const struct alloc_set *s)
+{
+	struct pos p = {prev_class(s, ALLOC_CLASSES - 1), 0};
+
+	if (p.c >= 0)
+		p.i = s->bk[p.c].n - 1;
+	return p;
+}
+
+/* Copies the blocks of set s (by size) to a->scratch, in order; their count, or -1. */
+static int set_copy(struct alloc *a, const struct alloc_set *s)
+{
+	struct pos p;
+	int n = 0;
+
+	if (vec_grow((void **)&a->scratch, &a->capscratch, s->count + 1, sizeof *a->scratch)) {
+		a->nomem = 1;
+		return -1;
+	}
+	for (p = (struct pos){next_class(s, 0), 0}; p.c >= 0; p = next_pos(s, p))
+		a->scratch[n++] = at(s, p);
+	return n;
 }
 
 /* ---- blocks ------------------------------------------------------------------ */
@@ -204,6 +329,20 @@ static void release_block(struct alloc *a, int h)
 
 /* ---- expandable segments ------------------------------------------------------- */
 
+/* garbage_collect_cached_blocks runs only under a memory fraction
+ * (DeviceCachingAllocator::malloc: set_fraction && threshold > 0). */
+static int gc_on(const struct alloc *a)
+{
+	return a->c.gc_threshold > 0 && a->c.allowed > 0;
+}
+
+/* What cudaMalloc may hold: the capacity, or the fraction's maximum. */
+static int64_t limit(const struct alloc *a)
+{
+	return a->c.allowed > 0 && a->c.allowed < a->c.capacity ? a->c.allowed : a->c.capacity;
+}
+
+
 /* map_block: maps pages from the start of unmapped block h to cover size;
  * the mapped part joins free neighbours. Returns 0 when the device is full. */
 static int map_block(struct alloc *a, int h, int64_t size)
@@ -213,7 +352,7 @@ static int map_block(struct alloc *a, int h, int64_t size)
 
 	if (m > a->b[h].size)
 		m = a->b[h].size;
-	if (a->reserved + m > a->c.capacity)
+	if (a->reserved + m > limit(a))
 		return 0;
 	set_erase(a, &a->unmapped[pool], h, 0);
 	if (m < a->b[h].size) {
@@ -274,7 +413,7 @@ static int find_expandable(struct alloc *a, int pool, int64_t size)
 		a->has_seg[pool] = 1;
 	}
 	for (i = 0; i < u->n; i++) {
-		c = u->v[i];
+		c = u->v[i].h;
 		if (a->b[c].prev >= 0 && !a->b[a->b[c].prev].allocated)
 			c = a->b[c].prev;
 		for (bytes = 0, x = c; bytes < size && x >= 0 && !a->b[x].allocated; x = a->b[x].next)
@@ -319,22 +458,24 @@ static int64_t expandable_size(const struct alloc *a, int h)
 static int get_free_block(struct alloc *a, int pool, int64_t size)
 {
 	struct alloc_set *s = &a->free_[pool];
-	int i = lower_bound(a, pool, size), h;
+	struct pos p = lower_bound(a, pool, size), q;
 	int64_t ms = a->c.max_split;
+	int h;
 
-	if (a->c.gc_threshold > 0)
+	if (gc_on(a))
 		a->gc_calls[pool]++;
-	if (i == s->n)
+	if (p.c < 0)
 		return -1;
 	if (a->c.expandable)  /* a block that can grow counts at its grown size */
-		while (i + 1 < s->n && expandable_size(a, s->v[i + 1]) < expandable_size(a, s->v[i]))
-			i++;
-	h = s->v[i];
+		for (q = next_pos(s, p); q.c >= 0 && expandable_size(a, at(s, q)) < expandable_size(a, at(s, p));
+		     q = next_pos(s, q))
+			p = q;
+	h = at(s, p);
 	if (ms > 0 && size < ms && a->b[h].size >= ms)
 		return -1;
 	if (ms > 0 && size >= ms && a->b[h].size >= size + ALLOC_LARGE_BUFFER)
 		return -1;
-	set_erase(a, s, h, 1);
+	erase_at(s, p);
 	return h;
 }
 
@@ -346,7 +487,7 @@ static int alloc_block(struct alloc *a, int pool, int64_t size)
 
 	if (a->c.expandable)
 		return alloc_expandable(a, pool, size);
-	if (a->reserved + seg > a->c.capacity)
+	if (a->reserved + seg > limit(a))
 		return ALLOC_EOOM;
 	h = new_block(a, pool, a->next_addr, seg, 1);
 	if (h < 0)
@@ -362,18 +503,18 @@ static int release_available(struct alloc *a, int pool, int64_t size)
 {
 	struct alloc_set *s = &a->free_[pool];
 	int64_t ms = a->c.max_split, key = size < ms ? ms : size, total = 0;
-	int i;
+	struct pos p;
 
 	if (ms <= 0 || a->c.expandable)
 		return 0;
-	i = lower_bound(a, pool, key);
-	if (i < s->n) {
-		release_block(a, s->v[i]);
+	p = lower_bound(a, pool, key);
+	if (p.c >= 0) {
+		release_block(a, at(s, p));
 		return 1;
 	}
-	for (i = s->n - 1; i >= 0 && total < key && a->b[s->v[i]].size >= ms; i--) {
-		total += a->b[s->v[i]].size;
-		release_block(a, s->v[i]);
+	for (p = last_pos(s); p.c >= 0 && total < key && a->b[at(s, p)].size >= ms; p = last_pos(s)) {
+		total += a->b[at(s, p)].size;
+		release_block(a, at(s, p));
 	}
 	return total >= key;
 }
@@ -381,29 +522,18 @@ static int release_available(struct alloc *a, int pool, int64_t size)
 /* release_cached_blocks: every unsplit free block (expandable: its pages). */
 void alloc_empty_cache(struct alloc *a)
 {
-	struct alloc_set *s;
 	int pool, i, n;
 
 	for (pool = 0; pool < 2; pool++) {
-		s = &a->free_[pool];
-		if (!a->c.expandable) {
-			for (i = 0; i < s->n;)
-				if (!is_split(a, s->v[i]))
-					release_block(a, s->v[i]);
-				else
-					i++;
-			continue;
-		}
-		/* unmapping reshapes the set; a free block is never merged away
-		 * (its neighbours are allocated or unmapped), so a copy is safe */
-		if (vec_grow((void **)&a->scratch, &a->capscratch, s->n, sizeof *a->scratch)) {
-			a->nomem = 1;
-			return;
-		}
-		n = s->n;
-		memcpy(a->scratch, s->v, (size_t)n * sizeof *s->v);
+		/* releasing and unmapping reshape the set: from a copy (a free
+		 * block is never merged away: its neighbours are allocated or
+		 * unmapped) */
+		n = set_copy(a, &a->free_[pool]);
 		for (i = 0; i < n; i++)
-			unmap_block(a, a->scratch[i], a->seg_base[pool]);
+			if (a->c.expandable)
+				unmap_block(a, a->scratch[i], a->seg_base[pool]);
+			else if (!is_split(a, a->scratch[i]))
+				release_block(a, a->scratch[i]);
 	}
 }
 
@@ -411,33 +541,35 @@ void alloc_empty_cache(struct alloc *a)
  * the average, until reserved memory is back under the threshold. */
 static void garbage_collect(struct alloc *a)
 {
-	struct alloc_set *s = &a->free_[LARGE];
-	int64_t thr = (int64_t)(a->c.gc_threshold * (double)a->c.capacity), reclaimed = 0, age, target;
+	int64_t thr = (int64_t)(a->c.gc_threshold * (double)a->c.allowed), reclaimed = 0, age, target;
 	double total_age = 0;
-	int i, h, count = 0, freed = 1;
+	int i, h, n, count = 0, freed = 1;
 
-	if (a->c.expandable || a->reserved <= thr)
+	if (a->c.expandable || a->reserved <= thr || (n = set_copy(a, &a->free_[LARGE])) < 0)
 		return;
 	target = a->reserved - thr;
-	for (i = 0; i < s->n; i++)
-		if (!is_split(a, s->v[i])) {
-			total_age += (double)(a->gc_calls[LARGE] - a->b[s->v[i]].gc_base);
+	for (i = 0; i < n; i++)
+		if (!is_split(a, a->scratch[i])) {
+			total_age += (double)(a->gc_calls[LARGE] - a->b[a->scratch[i]].gc_base);
 			count++;
+		} else {
+			a->scratch[i] = -1;  /* never a candidate */
 		}
 	while (reclaimed < target && freed && count > 0) {
 		double avg = total_age / count;
 		freed = 0;
-		for (i = 0; i < s->n;) {
-			h = s->v[i];
+		for (i = 0; i < n; i++) {  /* past the target too, as PyTorch does */
+			h = a->scratch[i];
+			if (h < 0)
+				continue;
 			age = a->gc_calls[LARGE] - a->b[h].gc_base;
-			if (!is_split(a, h) && (double)age >= avg) {
+			if ((double)age >= avg) {
 				freed = 1;
 				reclaimed += a->b[h].size;
 				total_age -= (double)age;
 				count--;
 				release_block(a, h);
-			} else {
-				i++;
+				a->scratch[i] = -1;
 			}
 		}
 	}
@@ -461,7 +593,7 @@ int alloc_malloc(struct alloc *a, int64_t request)
 		return ALLOC_ESYS;
 	h = get_free_block(a, pool, size);
 	if (h < 0) {
-		if (a->c.gc_threshold > 0)
+		if (gc_on(a))
 			garbage_collect(a);
 		h = alloc_block(a, pool, size);
 		if (h == ALLOC_EOOM && release_available(a, pool, size))
@@ -518,7 +650,13 @@ void alloc_reset(struct alloc *a, const struct alloc_cfg *c)
 	a->nb = 0;
 	a->nspare = 0;
 	for (i = 0; i < 2; i++) {
-		a->free_[i].n = 0;
+		struct alloc_set *f = &a->free_[i];
+		int k;
+		while ((k = next_class(f, 0)) >= 0) {  /* empty only the used buckets */
+			f->bk[k].n = 0;
+			f->used[k / 64] &= ~((uint64_t)1 << (k % 64));
+		}
+		f->count = 0;
 		a->unmapped[i].n = 0;
 		a->has_seg[i] = 0;
 		a->gc_calls[i] = 0;
@@ -544,6 +682,10 @@ void alloc_release(struct alloc *a)
 	free(a->spare);
 	free(a->scratch);
 	for (i = 0; i < 2; i++) {
+		int c;
+		for (c = 0; a->free_[i].bk && c < ALLOC_CLASSES; c++)
+			free(a->free_[i].bk[c].v);
+		free(a->free_[i].bk);
 		free(a->free_[i].v);
 		free(a->unmapped[i].v);
 	}

@@ -20,11 +20,12 @@
  *    handed out whole: memory_allocated() counts its full size;
  *  - a free block is merged with free neighbours of its segment (free_block,
  *    try_merge_blocks) and goes back to its pool; nothing is returned to CUDA;
- *  - cudaMalloc fails when the device's capacity would be exceeded; then, in
- *    order: garbage_collect_cached_blocks (only with garbage_collection_threshold
- *    > 0, before the first cudaMalloc attempt, once reserved memory exceeds the
- *    threshold x capacity: unsplit large-pool blocks older than the average
- *    age), release_available_cached_blocks (only with max_split_size: free
+ *  - cudaMalloc fails when the device's capacity would be exceeded, or with a
+ *    memory fraction set (set_fraction) the allowed maximum; then, in order:
+ *    garbage_collect_cached_blocks (only with a memory fraction set and
+ *    garbage_collection_threshold > 0, before the first cudaMalloc attempt,
+ *    once reserved memory exceeds the threshold x the allowed maximum: unsplit
+ *    large-pool blocks older than the average age), release_available_cached_blocks (only with max_split_size: free
  *    oversize blocks, the smallest that suffices or the largest first) and
  *    retry, release_cached_blocks (every unsplit free block of both pools) and
  *    retry; a failure after that is CUDA out of memory;
@@ -55,6 +56,9 @@ struct alloc_cfg {
 	int64_t max_split;     /* bytes: max_split_size; <= 0 = unlimited (the default) */
 	int expandable;        /* expandable_segments:True */
 	double gc_threshold;   /* garbage_collection_threshold (0..1); 0 = off */
+	int64_t allowed;       /* bytes: set_per_process_memory_fraction x the device's memory
+				  (allowed_memory_maximum); 0 = not set: no limit but capacity,
+				  and no garbage collection */
 };
 
 struct alloc_block {
@@ -64,9 +68,25 @@ struct alloc_block {
 	int8_t allocated, small, mapped, used;
 };
 
-struct alloc_set {             /* block indices, ordered (by size then address, or address) */
-	int *v;
+struct alloc_key {             /* a set's entry: its block and the block's sort key */
+	int64_t k;             /* size, or address (a set by address alone) */
+	int64_t addr;          /* address: the tie-break of a set by size */
+	int h;
+};
+
+struct alloc_bucket {          /* the blocks of one size class, by (size, address) */
+	struct alloc_key *v;
 	int n, cap;
+};
+
+#define ALLOC_CLASSES 512      /* size classes: 8 per power of two */
+
+struct alloc_set {             /* blocks, ordered (by size then address, or address) */
+	struct alloc_key *v;   /* by address: the blocks, in order */
+	int n, cap;
+	struct alloc_bucket *bk;       /* by size: (ALLOC_CLASSES) buckets, ascending sizes */
+	uint64_t used[ALLOC_CLASSES / 64];  /* by size: the non-empty buckets */
+	int count;             /* by size: blocks in all buckets */
 };
 
 struct alloc {

@@ -43,6 +43,10 @@ struct bld {
 	int U;          /* bytes of autocast's fp32 ops (= A without autocast) */
 	int stack, layer, unit;
 	int module;     /* enum op_module of the ops being built */
+	int old;        /* the 1.13 stack: transformers 4.26's modules */
+	int mask;       /* the stack's additive causal mask (eager, current stack), -1 none */
+	int pbias;      /* the stack's relative position bias (T5), -1 none */
+	int xbias;      /* T5 cross-attention's zero position bias, -1 none */
 	double S;       /* tokens of the current stack */
 	struct err *e;
 };
@@ -136,6 +140,24 @@ static void save_new(struct bld *b, int o, const char *what, double elems, int d
 	save(b, o, t);
 }
 
+/* A tensor op o makes, of elems elements in all (not per sample), that no
+ * gradient flows into: an index or mask of the sequence. Returns it. */
+static int made_fixed(struct bld *b, int o, const char *what, double elems, int dsize, int saved)
+{
+	char name[40];
+	int t;
+
+	snprintf(name, sizeof name, "%s.%s", b->g->ops[o].name, what);
+	t = tensor(b, name, elems, dsize, o);
+	if (t < 0)
+		return -1;
+	b->g->t[t].fixed = 1;
+	b->g->t[t].nograd = 1;
+	if (saved)
+		save(b, o, t);
+	return t;
+}
+
 /* The input a matmul saves: under autocast a cast copy to the compute dtype. */
 static int cast_in(struct bld *b, int x, const char *name)
 {
@@ -196,12 +218,20 @@ static int norm(struct bld *b, const char *name, int x)
 		b->g->ops[o].flops_fwd = 4 * b->S * h;
 		b->g->ops[o].flops_bwd = 8 * b->S * h;
 		save(b, o, x32);
+		if (m->positions == POS_RELATIVE)  /* T5LayerNorm: x * rsqrt(var) takes x itself */
+			save(b, o, x);
 		save_new(b, o, "rsqrt", b->S, 4);
-		ob = op(b, OP_MUL, "norm_w", out(b, o), -1, -1, b->S * h, b->U);
+		if (b->old)  /* torch 1.13's MeanBackward1 keeps its input: the fp32 x^2 */
+			save_new(b, o, "pow", b->S * h, 4);
+		/* weight * hidden.to(input or weight dtype): a 16-bit model saves
+		 * that cast, autocast's fp32 one the normalised tensor itself */
+		x32 = out(b, o);
+		if (b->U != 4)
+			x32 = out(b, op(b, OP_COPY, "norm_cast", x32, -1, -1, b->S * h, b->U));
+		ob = op(b, OP_MUL, "norm_w", x32, -1, -1, b->S * h, b->U);
 		b->g->ops[ob].params = h;
 		b->g->ops[ob].rows = h;
-		/* weight * hidden.to(weight dtype): the cast (or fp32 tensor) is saved */
-		save(b, ob, out(b, o));
+		save(b, ob, x32);
 		return out(b, ob);
 	}
 }
@@ -217,45 +247,36 @@ static int dropout(struct bld *b, const char *name, int x)
 	return out(b, o);
 }
 
-/* Attention's eager core over q, k, v (the outputs of the projections): the
- * reshape copies for bmm, QK^T, softmax (fp32 where the module asks for it),
- * dropout and PV, then the merge of the heads. Returns the context tensor. */
-static int eager_core(struct bld *b, int q, int k, int v, double Sq, double Sk)
+/* The bmm operand of q, k or v: a copy in the compute dtype made contiguous
+ * for bmm (a permuted view; repeat_kv's copy under grouped-query attention),
+ * except a KV-cache copy already contiguous in that dtype. */
+static int operand(struct bld *b, int x, const char *name, double elems, int cached)
+{
+	int o;
+
+	if (cached && b->g->t[x].dsize == b->A && b->g->t[x].elems == elems)
+		return x;
+	/* the copies are made by matmul inside the attention function, so
+	 * selective checkpointing recomputes them with the core */
+	o = op(b, OP_COPY, name, x, -1, -1, elems, b->A);
+	b->g->ops[o].attn_core = 1;
+	return out(b, o);
+}
+
+/* The softmax and what follows it: the cast back to the compute dtype,
+ * dropout (a 1-byte mask), and the product with v. */
+static int softmax_pv(struct bld *b, int y, int mask, int vc, double Sq, double Sk)
 {
 	const struct model *m = b->m;
-	int tp = b->o->tp;
-	double a = (double)(m->heads / tp), d = (double)m->head_dim;
-	double hq = a * d, hkv = (double)(m->kv_heads / tp) * d;
-	int qc, kc, vc, sc, sm, ctx, y;
+	double a = (double)(m->heads / b->o->tp), d = (double)m->head_dim;
 	/* softmax in fp32: under autocast (its fp32 op list), and always in the
-	 * Hugging Face Llama (softmax(..., dtype=torch.float32)) and T5
-	 * (softmax(scores.float())) implementations */
-	int softmax_bytes = b->eager && (b->o->autocast || m->positions != POS_LEARNED) ? 4 : b->A;
+	 * Hugging Face Llama (softmax(..., dtype=torch.float32)) and transformers
+	 * 4.26's T5 (softmax(scores.float())) */
+	int softmax_bytes = b->eager && (b->o->autocast || m->positions == POS_ROTARY ||
+					 (m->positions == POS_RELATIVE && b->old)) ? 4 : b->A;
+	int sm, ctx;
 
-	if (b->eager) {
-		/* reshape copies of the permuted heads for bmm (GQA: repeat_kv copies) */
-		double kv_elems = m->kv_heads < m->heads ? Sk * hq : Sk * hkv;
-		qc = out(b, op(b, OP_COPY, "q_bmm", q, -1, -1, Sq * hq, b->A));
-		kc = out(b, op(b, OP_COPY, "k_bmm", k, -1, -1, kv_elems, b->A));
-		vc = out(b, op(b, OP_COPY, "v_bmm", v, -1, -1, kv_elems, b->A));
-	} else {
-		qc = q;
-		kc = k;
-		vc = v;
-	}
-	sc = op(b, OP_ATTN_SCORE, "scores", qc, kc, -1, a * Sq * Sk, b->A);
-	b->g->ops[sc].flops_fwd = 2 * a * Sq * Sk * d;
-	b->g->ops[sc].flops_bwd = 4 * a * Sq * Sk * d;
-	b->g->ops[sc].attn_core = 1;
-	save(b, sc, qc);
-	save(b, sc, kc);
-	y = out(b, sc);
-	if (softmax_bytes == 4 && m->positions == POS_RELATIVE && b->A != 4) {
-		/* T5: softmax(scores.float()) — an fp32 copy of the scores */
-		y = out(b, op(b, OP_COPY, "scores_f32", y, -1, -1, a * Sq * Sk, 4));
-		b->g->ops[b->g->nops - 1].attn_core = 1;
-	}
-	sm = op(b, OP_SOFTMAX, "softmax", y, -1, -1, a * Sq * Sk, softmax_bytes);
+	sm = op(b, OP_SOFTMAX, "softmax", y, mask, -1, a * Sq * Sk, softmax_bytes);
 	b->g->ops[sm].flops_fwd = 5 * a * Sq * Sk;
 	b->g->ops[sm].flops_bwd = 3 * a * Sq * Sk;
 	b->g->ops[sm].attn_core = 1;
@@ -272,13 +293,51 @@ static int eager_core(struct bld *b, int q, int k, int v, double Sq, double Sk)
 		b->g->ops[b->g->nops - 1].attn_core = 1;
 		y = out(b, dr);
 	}
-	ctx = op(b, OP_ATTN_CTX, "ctx", y, vc, -1, Sq * hq, b->A);
+	ctx = op(b, OP_ATTN_CTX, "ctx", y, vc, -1, Sq * a * d, b->A);
 	b->g->ops[ctx].flops_fwd = 2 * a * Sq * Sk * d;
 	b->g->ops[ctx].flops_bwd = 4 * a * Sq * Sk * d;
 	b->g->ops[ctx].attn_core = 1;
 	save(b, ctx, y);
 	save(b, ctx, vc);
-	y = out(b, ctx);
+	return out(b, ctx);
+}
+
+/* Attention's eager core over q, k, v (the projections, or the KV cache's
+ * copies when cached): the operands for bmm, QK^T (plus the position bias
+ * bias, -1 none), the additive mask (-1 none), softmax, dropout and PV, then
+ * the merge of the heads. Returns the context tensor. */
+static int eager_core(struct bld *b, int q, int k, int v, double Sq, double Sk, int cached,
+		      int bias, int mask)
+{
+	const struct model *m = b->m;
+	int tp = b->o->tp;
+	double a = (double)(m->heads / tp), d = (double)m->head_dim;
+	double hq = a * d, hkv = (double)(m->kv_heads / tp) * d;
+	int qc = q, kc = k, vc = v, sc, y;
+
+	if (b->eager) {
+		double kv_elems = m->kv_heads < m->heads ? Sk * hq : Sk * hkv;
+		qc = operand(b, q, "q_bmm", Sq * hq, 0);
+		kc = operand(b, k, "k_bmm", kv_elems, cached);
+		vc = operand(b, v, "v_bmm", kv_elems, cached);
+	}
+	sc = op(b, OP_ATTN_SCORE, "scores", qc, kc, bias, a * Sq * Sk, b->A);
+	b->g->ops[sc].flops_fwd = 2 * a * Sq * Sk * d;
+	b->g->ops[sc].flops_bwd = 4 * a * Sq * Sk * d;
+	b->g->ops[sc].attn_core = 1;
+	save(b, sc, qc);
+	save(b, sc, kc);
+	if (b->eager && b->old && m->family == FAM_DECODER && m->positions == POS_LEARNED)
+		/* transformers 4.26 GPT-2: bias[..].to(torch.bool), a copy of the
+		 * causal buffer's slice that torch.where saves */
+		made_fixed(b, sc, "causal", Sq * Sk, 1, 1);
+	y = out(b, sc);
+	if (b->eager && m->positions == POS_RELATIVE && b->old && b->A != 4) {
+		/* T5 (4.26): softmax(scores.float()) — an fp32 copy of the scores */
+		y = out(b, op(b, OP_COPY, "scores_f32", y, -1, -1, a * Sq * Sk, 4));
+		b->g->ops[b->g->nops - 1].attn_core = 1;
+	}
+	y = softmax_pv(b, y, mask, vc, Sq, Sk);
 	if (b->eager)  /* transpose(1, 2).contiguous() before the output projection */
 		y = out(b, op(b, OP_COPY, "merge_heads", y, -1, -1, Sq * hq, b->A));
 	return y;
@@ -313,8 +372,19 @@ static int fused_core(struct bld *b, int q, int k, int v, double Sq, double Sk, 
 	double a = (double)(m->heads / b->o->tp), d = (double)m->head_dim, hq = a * d;
 	double n = ceil(Sq / 128), frac = causal && Sq == Sk ? (n + 1) / (2 * n) : 1;
 	double lse_rows = b->o->attn == AK_MEM_EFFICIENT ? round_up(Sq, 32) : Sq;
-	int o = op(b, OP_ATTN, "attn", q, k, v, Sq * hq, b->A);
-	struct gop *p = &b->g->ops[o];
+	int o;
+	struct gop *p;
+
+	/* autocast casts the kernel's fp32 inputs (rotary's output, an fp32 KV
+	 * cache) to the compute dtype; the casts are what the kernel saves */
+	if (b->g->t[q].dsize != b->A)
+		q = cast_in(b, q, "q_cast");
+	if (b->g->t[k].dsize != b->A)
+		k = cast_in(b, k, "k_cast");
+	if (b->g->t[v].dsize != b->A)
+		v = cast_in(b, v, "v_cast");
+	o = op(b, OP_ATTN, "attn", q, k, v, Sq * hq, b->A);
+	p = &b->g->ops[o];
 
 	p->m = Sq;
 	p->n = Sk;
@@ -335,37 +405,113 @@ static int fused_core(struct bld *b, int q, int k, int v, double Sq, double Sk, 
 	return out(b, o);
 }
 
+/* The rotary embedding of q or k (Llama): (x * cos) + (rotate_half(x) * sin)
+ * with cos and sin in the dtype of the hidden states, so under autocast the
+ * result is fp32 (transformers' LlamaRotaryEmbedding returns cos/sin in x's
+ * dtype, and x is the fp32 residual stream). Saves nothing of x's size. */
+static int rope(struct bld *b, int x, const char *name)
+{
+	if (!b->eager || b->m->positions != POS_ROTARY)
+		return x;
+	return out(b, op(b, OP_MUL, name, x, -1, -1, b->g->t[x].elems, b->U));
+}
+
+/* transformers' KV cache (DynamicLayer.update: torch.cat onto an empty tensor
+ * of the key's dtype): copies of k and v held to the end of the step. */
+static int cache_copy(struct bld *b, int x, const char *name, double elems, int dsize)
+{
+	int t = out(b, op(b, OP_COPY, name, x, -1, -1, elems, dsize));
+
+	b->g->t[t].held = 1;
+	return t;
+}
+
+/* T5's position bias of the stack's first self-attention (its relative
+ * buckets, an int64 (Sq, Sk) index tensor the embedding saves) or the zero
+ * bias of its first cross-attention; one (1, heads, Sq, Sk) fp32 tensor every
+ * layer of the stack adds to its scores. */
+static int position_bias(struct bld *b, int cross, double Sq, double Sk)
+{
+	const struct model *m = b->m;
+	double a = (double)(m->heads / b->o->tp);
+	int o, t;
+
+	if (m->positions != POS_RELATIVE || b->layer != 0)
+		return cross ? b->xbias : b->pbias;
+	if (!b->eager) {  /* the runtime's graph: the table only */
+		if (!cross) {
+			o = op(b, OP_EMBED, "rel_bias", -1, -1, -1, 0, 0);
+			b->g->ops[o].params = (double)m->relative_buckets * a;
+			b->g->ops[o].rows = (double)m->relative_buckets;
+		}
+		return -1;
+	}
+	o = op(b, cross ? OP_COPY : OP_EMBED, cross ? "xpos_bias" : "rel_bias", -1, -1, -1, a * Sq * Sk, 4);
+	t = out(b, o);
+	b->g->t[t].fixed = 1;
+	b->g->t[t].nograd = cross;
+	if (!cross) {
+		b->g->ops[o].params = (double)m->relative_buckets * a;
+		b->g->ops[o].rows = (double)m->relative_buckets;
+		made_fixed(b, o, "buckets", Sq * Sk, 8, 1);
+	}
+	if (b->old) {  /* 4.26 adds the extended attention mask: (B, heads, Sq, Sk) */
+		t = out(b, op(b, OP_ADD, cross ? "xbias_mask" : "bias_mask", t, -1, -1, a * Sq * Sk, b->U));
+		b->g->t[t].nograd = cross;
+	}
+	return cross ? (b->xbias = t) : (b->pbias = t);
+}
+
+/* q, k and v of the current stack's attention (kv_src = -1: self). */
+static void qkv(struct bld *b, int x, int kv_src, double Sk, int *q, int *k, int *v)
+{
+	const struct model *m = b->m;
+	double h = (double)m->hidden, hq = (double)(m->heads / b->o->tp) * m->head_dim;
+	double hkv = (double)(m->kv_heads / b->o->tp) * m->head_dim, Sq = b->S;
+
+	if (kv_src < 0 && !b->eager) {
+		/* runtime: one fused qkv projection, q/k/v are views of its output */
+		*q = *k = *v = linear(b, "qkv", x, h, hq + 2 * hkv, m->qkv_bias, 0);
+	} else if (kv_src < 0 && m->family == FAM_DECODER && m->positions == POS_LEARNED) {
+		/* GPT-2's Conv1D c_attn: one product, q/k/v are views */
+		*q = *k = *v = linear(b, "c_attn", x, h, hq + 2 * hkv, m->qkv_bias, 0);
+	} else {
+		*q = linear(b, "q", x, h, hq, m->qkv_bias, 0);
+		b->S = Sk;
+		*k = linear(b, "k", kv_src < 0 ? x : kv_src, h, hkv, m->qkv_bias, 0);
+		*v = linear(b, "v", kv_src < 0 ? x : kv_src, h, hkv, m->qkv_bias, 0);
+		b->S = Sq;
+		*q = rope(b, *q, "q_rope");
+		*k = rope(b, *k, "k_rope");
+	}
+}
+
 /* Self- or cross-attention of the current stack; kv_src = -1 for self. */
 static int attention(struct bld *b, int x, int kv_src, double Sk, int causal)
 {
 	const struct model *m = b->m;
-	int tp = b->o->tp;
-	double h = (double)m->hidden, a = (double)(m->heads / tp), d = (double)m->head_dim;
-	double hq = a * d, hkv = (double)(m->kv_heads / tp) * d;
+	double h = (double)m->hidden, hq = (double)(m->heads / b->o->tp) * m->head_dim;
+	double hkv = (double)(m->kv_heads / b->o->tp) * m->head_dim;
 	double Sq = b->S, saveS = b->S;
-	int q, k, v, y, kvx = kv_src < 0 ? x : kv_src;
-	int bias = m->qkv_bias;
+	int decoder = m->family == FAM_DECODER || (m->family == FAM_ENCODER_DECODER && b->stack == 0);
+	int cached = b->eager && decoder && b->o->kv_cache && !b->old;
+	int q, k, v, y, bias;
 
 	b->module = kv_src < 0 ? MOD_ATTN : MOD_XATTN;
-	if (kv_src < 0 && !b->eager) {
-		/* runtime: one fused qkv projection, q/k/v are views of its output */
-		q = linear(b, "qkv", x, h, hq + 2 * hkv, bias, 0);
-		k = v = q;
-	} else if (kv_src < 0 && m->family == FAM_DECODER && m->positions == POS_LEARNED) {
-		/* GPT-2's Conv1D c_attn: one product, q/k/v are views */
-		q = linear(b, "c_attn", x, h, hq + 2 * hkv, bias, 0);
-		k = v = q;
-	} else {
-		q = linear(b, "q", x, h, hq, bias, 0);
-		b->S = Sk;
-		k = linear(b, "k", kvx, h, hkv, bias, 0);
-		v = linear(b, "v", kvx, h, hkv, bias, 0);
-		b->S = Sq;
+	qkv(b, x, kv_src, Sk, &q, &k, &v);
+	if (cached) {  /* transformers 5: the cache's copies are what attention reads */
+		k = cache_copy(b, k, "k_cache", Sk * hkv, b->g->t[k].dsize);
+		v = cache_copy(b, v, "v_cache", Sk * hkv, b->g->t[k].dsize);
+	} else if (b->eager && decoder && b->o->kv_cache) {
+		/* transformers 4.26: present = (key, value), views of the products */
+		b->g->t[k].held = 1;
+		b->g->t[v].held = 1;
 	}
+	bias = position_bias(b, kv_src >= 0, Sq, Sk);
 	if (b->o->attn != AK_EAGER)
 		y = fused_core(b, q, k, v, Sq, Sk, causal);
 	else
-		y = eager_core(b, q, k, v, Sq, Sk);
+		y = eager_core(b, q, k, v, Sq, Sk, cached, bias, kv_src < 0 ? b->mask : -1);
 	y = linear(b, "attn_out", y, hq, h, m->out_bias, 1);
 	b->S = saveS;
 	b->module = MOD_NONE;
@@ -399,8 +545,13 @@ static int mlp(struct bld *b, int x)
 		if (m->activation == ACT_RELU) {
 			save(b, act, out(b, act));
 		} else if (b->eager && m->activation == ACT_GELU_NEW) {
-			/* gelu_new: 0.5*x*(1+tanh(c*(x+0.044715*x^3))); pow upcasts */
-			save(b, act, up);
+			/* gelu_new: 0.5*x*(1+tanh(c*(x+0.044715*x^3))); pow is on
+			 * autocast's fp32 list, so under autocast the x it saves is
+			 * an fp32 copy (and x itself is not saved) */
+			if (b->U != b->A)
+				save_new(b, act, "x_f32", S * f, b->U);
+			else
+				save(b, act, up);
 			save_new(b, act, "tanh", S * f, b->U);
 			save_new(b, act, "1p_tanh", S * f, b->U);
 			save_new(b, act, "half_x", S * f, b->A);
@@ -488,21 +639,35 @@ static int embed(struct bld *b, int ids, int stack)
 		b->g->ops[p].rows = b->g->ops[p].params / h;
 		x = out(b, p);
 	}
-	if (m->positions == POS_RELATIVE) {
-		/* T5: relative bias table in the stack's first layer; bias (B, H, S, S) */
-		int p = op(b, OP_EMBED, stack ? "enc.rel_bias" : "rel_bias", -1, -1, -1, 0, 0);
-		b->g->ops[p].params = (double)m->relative_buckets * (double)(m->heads / b->o->tp);
-		b->g->ops[p].rows = (double)m->relative_buckets;
-	}
 	if (m->embed_norm)
 		x = norm(b, "embed_norm", x);
 	return dropout(b, stack ? "enc.embed_drop" : "embed_drop", x);
+}
+
+/* transformers 5's additive causal mask for eager attention (create_causal_mask:
+ * (B, 1, S, S) in the hidden states' dtype), made once per stack and read by
+ * every layer; SDPA and FlashAttention take is_causal instead. transformers
+ * 4.26's GPT-2 slices its causal buffer in each layer instead (eager_core). */
+static int causal_mask(struct bld *b, int stack)
+{
+	const struct model *m = b->m;
+	int t;
+
+	if (!b->eager || b->old || b->o->attn != AK_EAGER ||
+	    !(m->family == FAM_DECODER || (m->family == FAM_ENCODER_DECODER && stack == 0)))
+		return -1;
+	t = out(b, op(b, OP_COPY, "causal_mask", -1, -1, -1, b->S * b->S, b->U));
+	if (t >= 0)
+		b->g->t[t].nograd = 1;
+	return t;
 }
 
 static int stack_blocks(struct bld *b, int x, long nlayers, int stack, int enc_out, double S_enc)
 {
 	long l;
 
+	b->pbias = b->xbias = -1;
+	b->mask = causal_mask(b, stack);
 	for (l = 0; l < nlayers; l++) {
 		b->stack = stack;
 		b->layer = (int)l;
@@ -522,6 +687,38 @@ static int stack_blocks(struct bld *b, int x, long nlayers, int stack, int enc_o
 			x = dropout(b, stack ? "enc.final_drop" : "final_drop", x);
 	}
 	return x;
+}
+
+/* Hugging Face's language-model loss over the logits, as PyTorch runs it:
+ *  - transformers 4.26's decoders shift the logits: logits[..., :-1, :]
+ *    .contiguous(), a copy in the logits' dtype; transformers 5 pads and shifts
+ *    the labels instead (loss_utils.py, ForCausalLMLoss);
+ *  - 16-bit logits are copied to fp32 by transformers 5's causal-LM loss
+ *    (logits.float()) and by autocast (cross_entropy is on its fp32 list); T5's
+ *    and BERT's CrossEntropyLoss in a 16-bit model without autocast (FSDP's
+ *    MixedPrecision) runs in 16 bits;
+ *  - F.cross_entropy is log_softmax, which saves its fp32 output, then
+ *    nll_loss. In backward nll_loss_backward makes a gradient of the
+ *    log-probabilities' size (zeros, then a scatter), and log_softmax_backward
+ *    makes its input's gradient while that one and the log-probabilities are
+ *    still alive (aten/src/ATen/native/LossNLL.cpp, SoftMax.cpp). */
+static void loss_eager(struct bld *b, int logits)
+{
+	const struct model *m = b->m;
+	double V = (double)m->vocab / b->o->tp, S = b->S, rows = S;
+	int x = logits, lsm;
+
+	if (b->old && m->family == FAM_DECODER) {
+		rows = S - 1;
+		x = out(b, op(b, OP_COPY, "shift_logits", x, -1, -1, rows * V, b->g->t[x].dsize));
+	}
+	if (b->g->t[x].dsize != 4 && (b->o->autocast || (!b->old && m->family == FAM_DECODER)))
+		x = out(b, op(b, OP_COPY, "logits_f32", x, -1, -1, rows * V, 4));
+	lsm = op(b, OP_SOFTMAX, "log_softmax", x, -1, -1, rows * V, b->g->t[x].dsize);
+	b->g->ops[lsm].flops_fwd = 5 * S * V;
+	b->g->ops[lsm].flops_bwd = 3 * S * V;
+	save(b, lsm, out(b, lsm));
+	op(b, OP_LOSS, "nll_loss", out(b, lsm), -1, -1, 0, 0);
 }
 
 /* BertForSequenceClassification's head: the pooler on the first token (dense +
@@ -548,10 +745,18 @@ static void head_and_loss(struct bld *b, int x)
 {
 	const struct model *m = b->m;
 	double V = (double)m->vocab / b->o->tp, h = (double)m->hidden, S = b->S;
-	int logits, l32, lsm, tied = m->tied_embeddings;
+	int logits, lsm, tied = m->tied_embeddings, pooled = -1;
 	int o;
 
+	if (b->eager)  /* last_hidden_state, referenced until the forward returns */
+		b->g->t[x].fwd_held = 1;
 	if (m->family == FAM_ENCODER) {
+		/* BertModel's pooler (dense + tanh on the first token) runs before
+		 * the heads; the NSP classifier after the MLM decoder, the losses
+		 * last: autograd's backward takes the nodes made last first */
+		b->S = 1;
+		pooled = linear(b, "pooler", x, h, h, 1, 0);
+		b->S = S;
 		/* BertForPreTraining's MLM transform: dense + gelu + LayerNorm */
 		x = linear(b, "mlm_dense", x, h, h, 1, 0);
 		o = op(b, OP_ACT, "mlm_gelu", x, -1, -1, S * h, b->A);
@@ -566,25 +771,20 @@ static void head_and_loss(struct bld *b, int x)
 		b->g->ops[o].tied = 1;
 	}
 	b->g->t[logits].held = b->eager;  /* returned in the model output */
-	l32 = logits;
-	if (b->eager) {
-		if (b->g->t[logits].dsize != 4 || b->o->autocast)
-			l32 = out(b, op(b, OP_COPY, "logits_f32", logits, -1, -1, S * V, 4));
-		if (m->family == FAM_DECODER)  /* shift_logits = logits[..., :-1, :].contiguous() */
-			l32 = out(b, op(b, OP_COPY, "shift_logits", l32, -1, -1, (S - 1) * V, 4));
-	}
-	lsm = op(b, OP_LOSS, "cross_entropy", l32, -1, -1, b->g->t[l32].elems, b->eager ? 4 : b->A);
-	b->g->ops[lsm].flops_fwd = 5 * S * V;
-	b->g->ops[lsm].flops_bwd = 3 * S * V;
-	save(b, lsm, out(b, lsm));  /* log_softmax output */
-	if (m->family == FAM_ENCODER) {
-		/* NSP head on the pooled first token: pooler dense + tanh + 2-way classifier */
+	if (m->family == FAM_ENCODER) {  /* NSP: the 2-way classifier of the pooled token */
 		b->S = 1;
-		x = linear(b, "pooler", x, h, h, 1, 0);
-		x = linear(b, "nsp", x, h, 2, 1, 0);
+		linear(b, "nsp", pooled, h, 2, 1, 0);
 		b->S = S;
 	} else if (m->pooler) {
 		b->g->ops[o].params += h * h + h;
+	}
+	if (b->eager) {
+		loss_eager(b, logits);
+	} else {
+		lsm = op(b, OP_LOSS, "cross_entropy", logits, -1, -1, S * V, b->A);
+		b->g->ops[lsm].flops_fwd = 5 * S * V;
+		b->g->ops[lsm].flops_bwd = 3 * S * V;
+		save(b, lsm, out(b, lsm));  /* log_softmax output */
 	}
 }
 
@@ -646,6 +846,8 @@ int graph_build(struct graph *g, const struct model *m, const struct graph_opts 
 	b.eager = o->flavor == GRAPH_EAGER;
 	b.A = o->act_bytes;
 	b.U = o->autocast && b.eager ? 4 : o->act_bytes;
+	b.old = b.eager && o->fwv == FWV_1_13;
+	b.mask = b.pbias = b.xbias = -1;
 	b.layer = -1;
 
 	if (m->family == FAM_ENCODER_DECODER) {
@@ -674,6 +876,10 @@ int graph_build(struct graph *g, const struct model *m, const struct graph_opts 
 		head_and_loss(&b, x);
 	if (!g->block_first && g->nblocks)
 		goto nomem;
+	if (b.old && m->family == FAM_DECODER && m->positions == POS_LEARNED)
+		/* transformers 4.26's GPT2Attention buffers: the uint8 causal
+		 * tril (max_positions^2) and masked_bias (one fp32) per layer */
+		g->buffer_bytes = (double)m->layers * ((double)m->max_positions * m->max_positions + 4);
 
 	g->tokens = (double)o->seq_len + (m->family == FAM_ENCODER_DECODER ? (double)o->target_len : 0);
 	for (i = 0; i < g->nops; i++) {

@@ -41,6 +41,11 @@ struct graph_opts {
 	int autocast;      /* PyTorch autocast: fp32 master weights, fp32 residual, norms,
 			      softmax and loss in fp32, bf16 casts before each matmul */
 	int attn;          /* enum attn_kernel */
+	int fwv;           /* enum fw_version (model.h): the transformers and PyTorch whose
+			      modules GRAPH_EAGER follows */
+	int kv_cache;      /* GRAPH_EAGER: decoder attention keeps k and v in transformers'
+			      KV cache to the end of the step (use_cache, on by default; off
+			      in checkpointed layers) */
 };
 
 enum op_kind {
@@ -62,6 +67,11 @@ struct gtensor {
 	int last_fwd_use;  /* last op (index) that reads it in forward */
 	int first_saver;   /* smallest op index that saves it for backward, -1 = none */
 	int held;          /* kept to the end of the step (model outputs such as logits) */
+	int fixed;         /* 1: elems is the whole tensor, not per sample (position biases,
+			      index tensors of the sequence) */
+	int nograd;        /* no gradient flows into it (masks, indices) */
+	int fwd_held;      /* kept to the end of the forward (the backbone's output, which the
+			      model's output object holds until the head's loss is done) */
 };
 
 struct gop {
@@ -109,6 +119,7 @@ struct graph {
 	int input;              /* token ids tensor */
 	int *block_first;       /* per block (over stacks, in forward order): its first op */
 	int *block_in;          /* per block: the tensor entering it (what full recompute keeps) */
+	double buffer_bytes;    /* the module's non-parameter buffers (bytes, whole model) */
 };
 
 /* Rows (dim 0) of op i's parameter tensor k (weight 0, bias 1) of n
@@ -121,7 +132,7 @@ static inline double graph_param_rows(const struct graph *g, int i, int k, doubl
 	return r > 0 && per == (double)(long long)per ? r : n;
 }
 
-/* Bytes per sample of tensor i. */
+/* Bytes of tensor i: per sample, or the whole tensor when it is fixed. */
 static inline double graph_tensor_bytes(const struct graph *g, int i)
 {
 	return g->t[i].elems * g->t[i].dsize;

@@ -11,7 +11,7 @@
  *  - forward: op i produces its output, then the tensors it creates for its
  *    backward (norm statistics, dropout masks), in graph order; after op i,
  *    each distinct input and each product whose last forward use is i and
- *    that nothing keeps is freed;
+ *    that nothing keeps is freed (a fwd_held one at the forward's end);
  *  - kept: a tensor some op outside a recompute region saves, or that a region
  *    reads from outside it, stays until the backward of its first keeper (fb);
  *    held tensors (the outputs a step returns) stay to the micro-step's end;
@@ -79,7 +79,7 @@ static inline int life_kept(const struct life *l, const struct graph *g, int t)
 /* Whether tensor t (an input or product of op i, -1 none) is freed right after op i's forward. */
 static inline int life_fwd_frees(const struct life *l, const struct graph *g, int i, int t)
 {
-	return t >= 0 && g->t[t].last_fwd_use == i && !life_kept(l, g, t);
+	return t >= 0 && g->t[t].last_fwd_use == i && !life_kept(l, g, t) && !g->t[t].fwd_held;
 }
 
 /* Whether tensor t (an input or product of op i, -1 none) is freed right after op

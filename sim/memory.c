@@ -156,11 +156,206 @@ static int64_t scan_peak(const struct mem_plan *p, int t, int64_t b, int64_t lim
 	return peak;
 }
 
-int64_t mem_peak(const struct mem_plan *p, int t, int64_t b)
+int64_t mem_peak_packed(const struct mem_plan *p, int t, int64_t b)
 {
 	int at;
 
 	return scan_peak(p, t, b, -1, &at);
+}
+
+/* ---- the caching allocator, emulated ---------------------------------------------- */
+
+/* The emulation's scratch: the allocator, and its live blocks by request size
+ * (a free releases the latest live block of its size): an open-addressing
+ * table of sizes, each heading a stack of block handles. */
+struct mem_emu {
+	struct alloc a;
+	int64_t *key;          /* (cap) request sizes */
+	uint32_t *gen;         /* (cap) the replay that set the slot (older: empty) */
+	uint32_t cur;          /* this replay */
+	int *top;              /* (cap) the size's latest live block, -1 none */
+	int *below;            /* (capb) per block handle: the next live block of its size */
+	int cap, capb;
+	int nomem;             /* the host ran out of memory */
+	/* the last replay that ran through at the capacity, per tape: a sweep
+	 * asks for the breakdown at the micro-batch its search just checked */
+	int64_t last_b[2], last_peak[2];
+	int last_at[2];
+	int64_t max[2];        /* the search's answer per tape, -1 not searched */
+};
+
+/* Room for a tape of n events; the table emptied (a new generation).
+ * Returns 0 or -1. */
+static int emu_prepare(struct mem_emu *m, int n)
+{
+	int cap = 64;
+
+	while (cap < 2 * n)
+		cap *= 2;
+	if (cap > m->cap) {
+		int64_t *k = realloc(m->key, (size_t)cap * sizeof *k);
+		uint32_t *g;
+		int *tp;
+		if (!k)
+			return -1;
+		m->key = k;
+		tp = realloc(m->top, (size_t)cap * sizeof *tp);
+		if (!tp)
+			return -1;
+		m->top = tp;
+		g = realloc(m->gen, (size_t)cap * sizeof *g);
+		if (!g)
+			return -1;
+		m->gen = g;
+		memset(m->gen, 0, (size_t)cap * sizeof *g);
+		m->cap = cap;
+		m->cur = 0;
+	}
+	if (++m->cur == 0) {  /* wrapped: every slot emptied for real */
+		memset(m->gen, 0, (size_t)m->cap * sizeof *m->gen);
+		m->cur = 1;
+	}
+	return 0;
+}
+
+/* The table slot of size (made when absent). */
+static int emu_slot(struct mem_emu *m, int64_t size)
+{
+	uint64_t h = (uint64_t)size * 0x9E3779B97F4A7C15ULL;
+	int i = (int)(h >> 40) & (m->cap - 1);
+
+	while (m->gen[i] == m->cur && m->key[i] != size)
+		i = (i + 1) & (m->cap - 1);
+	if (m->gen[i] != m->cur) {
+		m->gen[i] = m->cur;
+		m->key[i] = size;
+		m->top[i] = -1;
+	}
+	return i;
+}
+
+static int emu_push(struct mem_emu *m, int64_t size, int h)
+{
+	int i = emu_slot(m, size);
+
+	if (h >= m->capb) {
+		int n = 2 * h + 64, *nb = realloc(m->below, (size_t)n * sizeof *nb);
+		if (!nb)
+			return -1;
+		m->below = nb;
+		m->capb = n;
+	}
+	m->below[h] = m->top[i];
+	m->top[i] = h;
+	return 0;
+}
+
+static int emu_pop(struct mem_emu *m, int64_t size)
+{
+	int i = emu_slot(m, size), h = m->top[i];
+
+	if (h >= 0)
+		m->top[i] = m->below[h];
+	return h;
+}
+
+/* Replays tape t at b through the emulated allocator, cap bytes for its
+ * requests. Returns 0, ALLOC_EOOM (it ran out) or ALLOC_ESYS (host memory);
+ * *peak = the most it held plus what is outside it, *at = the event where it
+ * first held that with the most allocated (-1 none). */
+static int emu_replay(const struct mem_plan *p, int t, int64_t b, int64_t cap, int64_t *peak, int *at)
+{
+	const struct mem_tape *tp = &p->tape[t];
+	struct mem_emu *m = p->emu;
+	struct alloc_cfg c = p->acfg;
+	int64_t outside = 0, sz, cur, best_alloc = -1;
+	int i, h;
+
+	*peak = 0;
+	*at = -1;
+	c.capacity = cap;
+	if (emu_prepare(m, tp->n))
+		return ALLOC_ESYS;
+	alloc_reset(&m->a, &c);
+	for (i = 0; i < tp->n; i++) {
+		const struct mem_event *e = &tp->ev[i];
+		sz = e->fixed + b * e->per_sample;
+		if (!e->pooled) {
+			outside += e->sign * sz;
+		} else if (e->sign > 0) {
+			h = alloc_malloc(&m->a, sz);
+			if (h < 0)
+				return h;
+			if (emu_push(m, sz, h))
+				return ALLOC_ESYS;
+		} else if ((h = emu_pop(m, sz)) >= 0) {
+			alloc_free(&m->a, h);
+		}
+		cur = m->a.reserved + outside;
+		if (e->sign > 0 && (cur > *peak || (cur == *peak && m->a.allocated > best_alloc))) {
+			*peak = cur;
+			best_alloc = m->a.allocated;
+			*at = i;
+		}
+	}
+	return 0;
+}
+
+/* What the allocator may take: the device's capacity less what is outside it. */
+static int64_t emu_capacity(const struct mem_plan *p, int t)
+{
+	return p->capacity - p->tape[t].outside;
+}
+
+/* A replay at the capacity, remembered when it ran through. */
+static int emu_run(const struct mem_plan *p, int t, int64_t b, int64_t *peak, int *at)
+{
+	struct mem_emu *m = p->emu;
+	int rc;
+
+	if (m->last_b[t] == b) {
+		*peak = m->last_peak[t];
+		*at = m->last_at[t];
+		return 0;
+	}
+	rc = emu_replay(p, t, b, emu_capacity(p, t), peak, at);
+	if (rc == 0) {
+		m->last_b[t] = b;
+		m->last_peak[t] = *peak;
+		m->last_at[t] = *at;
+	}
+	return rc;
+}
+
+/* The emulated peak of tape t at b (mem_peak), at *at. */
+static int64_t emu_peak(const struct mem_plan *p, int t, int64_t b, int *at)
+{
+	int64_t peak;
+	/* above the searched maximum it runs out: what it would need, at once */
+	int rc = p->emu->max[t] >= 0 && b > p->emu->max[t] ? ALLOC_EOOM : emu_run(p, t, b, &peak, at);
+
+	if (rc == ALLOC_EOOM)  /* what it would need */
+		rc = emu_replay(p, t, b, (int64_t)1 << 60, &peak, at);
+	if (rc)
+		p->emu->nomem = 1;
+	return peak;
+}
+
+static int emu_fits(const struct mem_plan *p, int t, int64_t b)
+{
+	int64_t peak;
+	int at, rc = emu_run(p, t, b, &peak, &at);
+
+	if (rc == ALLOC_ESYS)
+		p->emu->nomem = 1;
+	return rc == 0;
+}
+
+int64_t mem_peak(const struct mem_plan *p, int t, int64_t b)
+{
+	int at;
+
+	return p->emulate ? emu_peak(p, t, b, &at) : scan_peak(p, t, b, -1, &at);
 }
 
 /* The composition of tape t at b after event at (live, what, slack, op, phase). */
@@ -190,7 +385,7 @@ void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d
 {
 	const struct mem_tape *tp = &p->tape[t];
 	struct pools q = {0, 0, 0, 0, 0, 0};
-	int64_t sz, cur, states = 0, what[W_NWHAT] = {0};
+	int64_t sz, cur, states = 0, tens = 0, what[W_NWHAT] = {0};
 	int i, at = -1;
 
 	memset(d, 0, sizeof *d);
@@ -198,6 +393,10 @@ void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d
 	for (i = 0; i < tp->n; i++) {
 		const struct mem_event *e = &tp->ev[i];
 		sz = replay_event(p, e, b, &q);
+		if (e->cat != MEM_OVERHEAD && (tens += e->sign * sz) > d->tensors) {
+			d->tensors = tens;
+			d->tensor_phase = e->phase;
+		}
 		what[e->what] += e->sign * sz;
 		if (what[e->what] > d->what_peak[e->what])
 			d->what_peak[e->what] = what[e->what];
@@ -213,6 +412,8 @@ void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d
 			at = i;
 		}
 	}
+	if (p->emulate)
+		d->peak = emu_peak(p, t, b, &at);
 	composition(p, t, b, at, d);
 }
 
@@ -222,7 +423,7 @@ void mem_detail_peak(const struct mem_plan *p, int t, int64_t b, struct mem_deta
 
 	memset(d, 0, sizeof *d);
 	d->op = -1;
-	d->peak = scan_peak(p, t, b, -1, &at);
+	d->peak = p->emulate ? emu_peak(p, t, b, &at) : scan_peak(p, t, b, -1, &at);
 	composition(p, t, b, at, d);
 }
 
@@ -283,6 +484,63 @@ static int64_t tape_max(const struct mem_plan *p, int t)
 	return lo;
 }
 
+/* How far below b (which does not fit) the answer likely is: what the
+ * allocator would need at b beyond the capacity, in samples of the tape's
+ * largest per-sample total; at least 1. */
+static int64_t emu_guess(const struct mem_plan *p, int t, int64_t b)
+{
+	const struct mem_tape *tp = &p->tape[t];
+	int64_t need, ps = 0, over;
+	int i, at;
+
+	if (emu_replay(p, t, b, (int64_t)1 << 60, &need, &at))
+		return 1;
+	for (i = 0; i < tp->n; i++)
+		ps = tp->cum_ps[i] > ps ? tp->cum_ps[i] : ps;
+	over = need - p->capacity;
+	return ps > 0 && over > 0 ? (over + ps - 1) / ps : 1;
+}
+
+/* The largest b that the emulated allocator runs without failing, searched
+ * from the packed model's answer (usually within a sample or two of it):
+ * gallop away from it, then bisect; never above the linear bound. */
+static int64_t tape_max_emu(const struct mem_plan *p, int t)
+{
+	int64_t ub = linear_bound(p, t), b = tape_max(p, t), lo, hi, nb, step = 1, mid;
+
+	if (ub < 1)
+		return 0;
+	b = b < 1 ? 1 : b > ub ? ub : b;
+	if (emu_fits(p, t, b)) {
+		lo = b;
+		hi = ub + 1;  /* past the bound: known not to fit */
+		while ((nb = lo + step) <= ub && emu_fits(p, t, nb)) {
+			lo = nb;
+			step *= 2;
+		}
+		if (nb <= ub)
+			hi = nb;
+	} else {
+		hi = b;
+		lo = 0;  /* 0: nothing fits */
+		step = emu_guess(p, t, b);
+		while ((nb = hi - step) >= 1 && !emu_fits(p, t, nb)) {
+			hi = nb;
+			step *= 2;
+		}
+		if (nb >= 1)
+			lo = nb;
+	}
+	while (hi - lo > 1) {
+		mid = lo + (hi - lo) / 2;
+		if (emu_fits(p, t, mid))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 int64_t mem_max_batch(const struct mem_plan *p, int *binding)
 {
 	int64_t best = -1, b;
@@ -290,7 +548,7 @@ int64_t mem_max_batch(const struct mem_plan *p, int *binding)
 
 	*binding = 0;
 	for (t = 0; t < p->ntapes; t++) {
-		b = tape_max(p, t);
+		b = p->emulate ? (p->emu->max[t] = tape_max_emu(p, t)) : tape_max(p, t);
 		if (best < 0 || b < best) {
 			best = b;
 			*binding = t;
@@ -303,7 +561,7 @@ int64_t mem_max_batch(const struct mem_plan *p, int *binding)
 
 static int cumulate(struct mem_tape *t)
 {
-	int64_t f = 0, s = 0;
+	int64_t f = 0, s = 0, o;
 	int i;
 
 	if (t->n + 1 > t->cum_cap) {  /* a rebuilt plan keeps its arrays when they are large enough */
@@ -318,7 +576,12 @@ static int cumulate(struct mem_tape *t)
 		t->cum_cap = t->n + 1;
 	}
 	t->nonneg = 1;
-	for (i = 0; i < t->n; i++) {
+	t->outside = 0;
+	for (i = 0, o = 0; i < t->n; i++) {
+		if (!t->ev[i].pooled) {  /* setup's fixed costs (context, NCCL): no per-sample part */
+			o += t->ev[i].sign * t->ev[i].fixed;
+			t->outside = o > t->outside ? o : t->outside;
+		}
 		if (t->ev[i].fixed < 0 || t->ev[i].per_sample < 0)
 			t->nonneg = 0;
 		f += t->ev[i].sign * t->ev[i].fixed;
@@ -342,12 +605,14 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 	const struct scn_training *t = &s->s.training;
 	struct mem_tape keep[2];
 	struct mem_scripts *scripts = p->scripts;
+	struct mem_emu *emu = p->emu;
 	double host = 0, h2 = 0;
 	int rc, i;
 
 	memcpy(keep, p->tape, sizeof keep);
 	memset(p, 0, sizeof *p);
 	p->scripts = scripts;
+	p->emu = emu;
 	for (i = 0; i < 2; i++) {  /* the arrays, emptied */
 		p->tape[i].ev = keep[i].ev;
 		p->tape[i].cap = keep[i].cap;
@@ -363,6 +628,15 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 		p->split_max = (int64_t)pf->large_split_max;
 		p->large_seg = (int64_t)pf->large_segment;
 		p->huge_round = (int64_t)pf->huge_round;
+		p->emulate = 1;
+		p->acfg.max_split = (int64_t)(t->max_split_size_mb * 1048576.0);
+		p->acfg.expandable = t->expandable_segments;
+		p->acfg.gc_threshold = t->gc_threshold;
+		p->acfg.allowed = (int64_t)(t->memory_fraction * s->capacity);
+		if (!p->emu && !(p->emu = calloc(1, sizeof *p->emu)))
+			return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
+		p->emu->last_b[0] = p->emu->last_b[1] = -1;  /* new tapes: nothing remembered */
+		p->emu->max[0] = p->emu->max[1] = -1;
 	}
 	p->batch_mult = s->dp * t->grad_accum;
 	if (s->plan.mech == MECH_DP && s->world > 1) {
@@ -390,6 +664,14 @@ void mem_plan_free(struct mem_plan *p)
 		free(p->tape[i].ev);
 		free(p->tape[i].cum_fixed);
 		free(p->tape[i].cum_ps);
+	}
+	if (p->emu) {
+		alloc_release(&p->emu->a);
+		free(p->emu->key);
+		free(p->emu->gen);
+		free(p->emu->top);
+		free(p->emu->below);
+		free(p->emu);
 	}
 	memset(p, 0, sizeof *p);
 }
@@ -440,6 +722,9 @@ static void fill_result(const struct mem_plan *p, const struct graph *g, const s
 	r->activations = (double)(d->live[MEM_ACT] + d->live[MEM_ACT_GRAD]);
 	r->buffers = (double)d->live[MEM_BUFFERS];
 	r->overhead = (double)(d->live[MEM_OVERHEAD] + d->slack);
+	r->fixed_overhead = (double)d->live[MEM_OVERHEAD];
+	r->tensor_peak = (double)d->tensors;
+	r->tensor_phase = d->tensor_phase;
 	r->peak = (double)d->peak;
 	r->capacity = (double)p->capacity;
 	r->fits = d->peak <= p->capacity;

@@ -10,10 +10,18 @@
  * (linear bound, then exact checks) never rebuilds anything.
  *
  * The allocator of the framework profile (profile.h) is applied when the tape is
- * evaluated: each request rounded up to the profile's alignment; with pools
- * (PyTorch's caching allocator) requests <= small_pool_max are packed into
- * small segments, those below large_split_max into large segments, larger ones
- * get a segment rounded to huge_round; the reserved total is what must fit.
+ * evaluated. With pools (PyTorch's caching allocator) the tape's requests run
+ * through its emulation (alloc.h, with the scenario's max_split_size_mb,
+ * expandable_segments, garbage_collection_threshold and memory_fraction), at
+ * the device's capacity less what is outside the allocator (CUDA context,
+ * NCCL): the reserved bytes are what it holds, and a micro-batch fits when it
+ * never runs out. A free event releases the most recent live block of its size
+ * (the tape pairs events by size, not identity). The packed-segments model —
+ * requests rounded to the alignment, those <= small_pool_max packed into small
+ * segments, those below large_split_max into large segments, larger ones a
+ * segment rounded to huge_round — is the max-batch search's fast first guess.
+ * Without pools (the shardcast runtime's arena) each request is rounded to the
+ * alignment and the live total is what must fit.
  *
  * Sources of the mechanisms are cited where they are built (memwalk.c); the
  * model-state arithmetic reproduces ZeRO (Rajbhandari et al. 2020, Table 1)
@@ -113,6 +121,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "alloc.h"
 #include "err.h"
 #include "graph.h"
 #include "predict.h"
@@ -160,9 +169,11 @@ struct mem_tape {
 	int64_t *cum_ps;       /* (n) and per-sample part */
 	int cum_cap;           /* room in cum_fixed and cum_ps */
 	int nonneg;            /* 1: no event has a negative fixed or per-sample size */
+	int64_t outside;       /* bytes: the most the events outside the allocator hold (fixed) */
 };
 
 struct mem_scripts;
+struct mem_emu;
 
 struct mem_plan {
 	struct mem_tape tape[2];
@@ -174,6 +185,9 @@ struct mem_plan {
 	int64_t batch_mult;    /* global batch = micro-batch x this (dp x grad_accum) */
 	struct mem_scripts *scripts; /* the walks to replay (memwalk.h), NULL none: set by the
 					caller, kept by mem_plan_rebuild */
+	struct alloc_cfg acfg;  /* the caching allocator's settings (capacity: per replay) */
+	int emulate;            /* 1: reserved bytes come from the allocator's emulation (alloc.h) */
+	struct mem_emu *emu;    /* its scratch, kept by mem_plan_rebuild */
 };
 
 /* The breakdown at the peak of one tape, at one micro-batch. */
@@ -187,6 +201,9 @@ struct mem_detail {
 	int64_t states_setup;  /* params + grads + optimizer kept across steps (after setup) */
 	int event;             /* index of the peak event */
 	int op, phase;         /* where the peak is: graph op (-1 none), enum mem_phase */
+	int64_t tensors;       /* the most the step's tensors hold at once (every category but
+				  the fixed overhead; sizes as the allocator hands them out) */
+	int tensor_phase;      /* enum mem_phase of that moment */
 };
 
 /* Builds the tapes of scenario s over graph g with profile pf. Returns 0 or fills
@@ -201,8 +218,16 @@ void mem_plan_free(struct mem_plan *p);
 int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct graph *g,
 		     const struct fw_profile *pf, struct err *e);
 
-/* Peak reserved bytes of tape t at micro-batch b. No allocation; the hot path. */
+/* Peak reserved bytes of tape t at micro-batch b: with emulate, what the
+ * emulated caching allocator holds (plus what is outside it) when the tape's
+ * requests run through it at the device's capacity (its cache released under
+ * pressure, as PyTorch does), or, when even that fails, what it would need
+ * unlimited; else the packed-segments model below. */
 int64_t mem_peak(const struct mem_plan *p, int t, int64_t b);
+
+/* The packed-segments model: each pool's live bytes packed into whole
+ * segments. No allocation; the search's bound. */
+int64_t mem_peak_packed(const struct mem_plan *p, int t, int64_t b);
 
 /* The breakdown at the peak of tape t at micro-batch b. */
 void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d);

@@ -879,6 +879,8 @@ static void repl_setup(struct wk *w)
 	if (pt(w)) {
 		per_tensor_states(w, MEM_PARAMS, W_PARAMS, w->wp, 1);
 		per_tensor_states(w, MEM_OPTIM, W_OPT_STATES, bytes, copies);
+		if (w->keep_grads && !bucket_view(w))
+			per_tensor_states(w, MEM_GRADS, W_GRADS, w->wg, 1);
 		if (w->pl->reduce == REDUCE_DDP)
 			ddp_buckets(w, +1, bucket_view(w) ? MEM_GRADS : MEM_BUFFERS);
 		return;
@@ -896,7 +898,8 @@ static void repl_step(struct wk *w)
 	if (!pt(w))
 		return;
 	adam_temp(w);
-	pt_free_grads(w, W_GRADS);
+	if (!w->keep_grads)
+		pt_free_grads(w, W_GRADS);
 }
 
 /* nn.DataParallel: GPU 0 holds the module, its gradients and the optimizer;
@@ -911,6 +914,8 @@ static void dp_setup(struct wk *w)
 	per_tensor_states(w, MEM_PARAMS, W_PARAMS, w->wp, 1);
 	per_tensor_states(w, MEM_OPTIM, W_MASTER, w->wm, 1);  /* 16-bit params' fp32 masters (S2) */
 	per_tensor_states(w, MEM_OPTIM, W_OPT_STATES, bytes, copies);
+	if (w->keep_grads)
+		per_tensor_states(w, MEM_GRADS, W_GRADS, w->wg, 1);
 }
 
 static void dp_micro_begin(struct wk *w)
@@ -962,7 +967,7 @@ static void dp_bwd_end(struct wk *w)
 		for (i = 0; i < w->g->nops; i++) {
 			n = param_tensors(w, i, sz);
 			for (k = 0; k < n; k++) {
-				if (w->micro) {
+				if (w->micro || w->keep_grads) {
 					alloc(w, MEM_GRADS, W_WGRAD_TEMP, -1, sz[k] * w->wg);
 					release(w, MEM_GRADS, W_WGRAD_TEMP, -1, sz[k] * w->wg);
 				} else {
@@ -993,7 +998,8 @@ static void dp_step(struct wk *w)
 	if (w->role != ROLE_DP_MASTER)
 		return;
 	adam_temp(w);
-	per_tensor_free(w, MEM_GRADS, W_GRADS, w->wg, 1);  /* zero_grad(set_to_none=True) */
+	if (!w->keep_grads)
+		per_tensor_free(w, MEM_GRADS, W_GRADS, w->wg, 1);  /* zero_grad(set_to_none=True) */
 }
 
 /* ---- ZeRO stages 1-2 --------------------------------------------------------- */
@@ -1118,7 +1124,7 @@ void memstrat_param_grads(struct wk *w, int i)
 	switch (w->mech) {
 	case MECH_REPL:
 		if (pt(w))
-			pt_param_grads(w, i, W_GRADS, bucket_view(w), 0);
+			pt_param_grads(w, i, W_GRADS, bucket_view(w) || w->keep_grads, 0);
 		break;
 	case MECH_DP:
 		pt_param_grads(w, i, W_REPLICA_GRADS, 0, 0);
@@ -1159,6 +1165,8 @@ void memstrat_setup(struct wk *w)
 	}
 	if (w->pl->loss_scale && w->role != ROLE_DP_REPLICA)
 		alloc(w, MEM_OPTIM, W_LOSS_SCALE, -1, (int64_t)w->pf->loss_scale_state);
+	if (pt(w) && w->role != ROLE_DP_REPLICA)  /* the module's non-parameter buffers */
+		alloc(w, MEM_PARAMS, W_PARAMS, -1, (int64_t)w->g->buffer_bytes);
 }
 
 void memstrat_step(struct wk *w)
@@ -1231,6 +1239,7 @@ int memstrat_configure(struct wk *w)
 	w->offload = p->offload;
 	w->zstage = p->zero_stage == 2 ? 2 : 1;
 	w->N = p->shard_n;
+	w->keep_grads = p->zero_grad_keeps;
 	w->ndp = s->world;
 	w->P = (int64_t)g->params_rank;
 	w->owner = -1;

@@ -19,7 +19,10 @@
  *    (accumulate_grad.h).
  *  - autocast (torch.amp): a matmul casts its fp32 weight to 16 bits and saves
  *    the copy for backward; the 16-bit weight gradient is cast back to fp32 by
- *    ToCopyBackward before AccumulateGrad.
+ *    ToCopyBackward before AccumulateGrad. The casts are cached until the
+ *    outermost autocast region exits (after the loss, which the model computes
+ *    inside it), also those a checkpointed region does not save
+ *    (aten/src/ATen/autocast_mode.cpp, cached_casts).
  *  - fused attention (graph.h, AK_*): the kernel's backward workspace (fp32 dQ
  *    accumulator and row sums, the separate dq/dk/dv of a fused projection) is
  *    allocated before its input gradients and freed after them (flash_api.cpp
@@ -123,11 +126,11 @@ int memwalk_grow(struct wk *w)
 	return 0;
 }
 
-static int new_block(struct wk *w, int64_t ps)
+static int new_block(struct wk *w, int tsr)
 {
 	if (w->nblk == w->capblk) {
 		int ncap = w->capblk ? w->capblk * 2 : 1024;
-		int64_t *nb = realloc(w->bsz, (size_t)ncap * sizeof *nb);
+		int *nb = realloc(w->bsz, (size_t)ncap * sizeof *nb);
 		int *nr;
 		if (!nb) {
 			w->oom = 1;
@@ -142,7 +145,7 @@ static int new_block(struct wk *w, int64_t ps)
 		w->bref = nr;
 		w->capblk = ncap;
 	}
-	w->bsz[w->nblk] = ps;
+	w->bsz[w->nblk] = tsr;
 	w->bref[w->nblk] = 1;
 	return w->nblk++;
 }
@@ -155,7 +158,7 @@ static void unref_grad(struct wk *w, int tsr, int op)
 		return;
 	w->gblk[tsr] = -1;
 	if (--w->bref[b] == 0)
-		memwalk_event(w, -1, MEM_ACT_GRAD, W_ACT_GRAD, op, 0, w->bsz[b], 1);
+		act(w, -1, W_ACT_GRAD, op, w->bsz[b], MEM_ACT_GRAD);
 }
 
 /* ---- the walk ---------------------------------------------------------------- */
@@ -212,8 +215,6 @@ static void fwd_op(struct wk *w, int i)
 		fwd_maybe_free(w, i, life_distinct_in(o, k));
 	for (p = w->lf.poff[i]; p < w->lf.poff[i + 1]; p++)
 		fwd_maybe_free(w, i, w->lf.prod[p]);
-	if (w->lf.reg[i] >= 0)  /* the cast is recomputed with the region */
-		cast_free(w, i);
 	hook(w, H_FWD_POST, i, 0);
 }
 
@@ -252,7 +253,7 @@ static void input_grads(struct wk *w, int i, int gout)
 
 	for (k = 0; k < o->nin; k++) {
 		t = life_distinct_in(o, k);
-		if (t < 0 || w->g->t[t].producer < 0)
+		if (t < 0 || w->g->t[t].producer < 0 || w->g->t[t].nograd)
 			continue;
 		if (o->kind == OP_ADD && gout >= 0) {
 			if (w->gblk[t] < 0) {  /* AddBackward passes the gradient through */
@@ -260,14 +261,14 @@ static void input_grads(struct wk *w, int i, int gout)
 				w->bref[gout]++;
 			}
 		} else if (w->gblk[t] < 0) {
-			int b = new_block(w, tbytes(w, t));
+			int b = new_block(w, t);
 			if (b < 0)
 				return;
 			w->gblk[t] = b;
-			memwalk_event(w, +1, MEM_ACT_GRAD, W_ACT_GRAD, i, 0, tbytes(w, t), 1);
+			act(w, +1, W_ACT_GRAD, i, t, MEM_ACT_GRAD);
 		} else if (w->eager) {  /* a new contribution, accumulated then freed */
-			memwalk_event(w, +1, MEM_ACT_GRAD, W_ACT_GRAD, i, 0, tbytes(w, t), 1);
-			memwalk_event(w, -1, MEM_ACT_GRAD, W_ACT_GRAD, i, 0, tbytes(w, t), 1);
+			act(w, +1, W_ACT_GRAD, i, t, MEM_ACT_GRAD);
+			act(w, -1, W_ACT_GRAD, i, t, MEM_ACT_GRAD);
 		}
 	}
 }
@@ -345,6 +346,17 @@ static void micro_step(struct wk *w, int last)
 		}
 	for (i = 0; i < g->nops; i++)
 		fwd_op(w, i);
+	/* the outermost autocast region exits after the loss and clears its cast
+	 * cache: the copies a recompute region's forward did not save go (the
+	 * recompute casts again, autocast_mode.cpp clear_cache) */
+	for (i = 0; i < g->nops; i++)
+		if (w->lf.reg[i] >= 0)
+			cast_free(w, i);
+	for (t = 0; t < g->nt; t++)  /* the forward returns: its output objects go */
+		if (g->t[t].fwd_held && w->fl[t] && !life_kept(&w->lf, g, t)) {
+			act(w, -1, act_what(w, t), g->nops - 1, t, MEM_ACT);
+			w->fl[t] = 0;
+		}
 	hook(w, H_FWD_END, -1, 0);
 	w->phase = MEM_BWD;
 	hook(w, H_BWD_BEGIN, -1, 0);

@@ -21,6 +21,7 @@ struct wk {
 	const struct plan *pl;  /* the strategy's plan (s->plan) */
 	struct mem_tape *t;
 	int role, mech, eager, mixed, offload, zstage; /* copies of the plan's */
+	int keep_grads;       /* zero_grad keeps .grad allocated (the plan's) */
 	int phase, micro;
 	int nmicro;           /* micro-steps walked (1, or 2 with accumulation) */
 	struct mem_script *rec; /* the script being recorded, NULL none */
@@ -37,7 +38,7 @@ struct wk {
 	char *fl, *rl;        /* forward copy live, replay copy live */
 	int *gblk;            /* gradient block, -1 none */
 	/* gradient blocks */
-	int64_t *bsz;
+	int *bsz;             /* the tensor whose size each block has */
 	int *bref;
 	int nblk, capblk;
 	/* per op */
@@ -116,9 +117,13 @@ static inline int64_t tbytes(const struct wk *w, int t)
 	return (int64_t)graph_tensor_bytes(w->g, t);
 }
 
+/* An event of tensor tsr's size: per sample, or fixed (graph.h). */
 static inline void act(struct wk *w, int sign, int what, int op, int tsr, int cat)
 {
-	memwalk_event(w, sign, cat, what, op, 0, tbytes(w, tsr), 1);
+	if (w->g->t[tsr].fixed)
+		memwalk_event(w, sign, cat, what, op, tbytes(w, tsr), 0, 1);
+	else
+		memwalk_event(w, sign, cat, what, op, 0, tbytes(w, tsr), 1);
 }
 
 static inline int kept(const struct wk *w, int t)

@@ -19,6 +19,9 @@ enum family { FAM_DECODER, FAM_ENCODER, FAM_ENCODER_DECODER };
 enum activation { ACT_GELU, ACT_RELU, ACT_SWIGLU, ACT_GATED_GELU, ACT_GELU_NEW };
 enum norm { NORM_LAYERNORM, NORM_RMSNORM };
 enum positions { POS_LEARNED, POS_ROTARY, POS_RELATIVE };
+/* The PyTorch + transformers stack a model runs in ([training] framework_version):
+ * what its modules allocate differs (graph.h's GRAPH_EAGER, memwalk.c). */
+enum fw_version { FWV_CURRENT, FWV_1_13 };
 
 struct model {
 	char name[CFG_STR_MAX];    /* catalog name or file path */

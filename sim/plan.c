@@ -259,6 +259,11 @@ static void optimizer(struct plan *p, const struct scn_training *t, double cc)
 	p->opt_groups = p->zero_stage > 0 ? OPT_FLAT
 		: p->strategy == STRAT_FSDP && p->layout == LAYOUT_FLAT ? OPT_PER_UNIT : OPT_PER_TENSOR;
 	p->grad_scaler = p->engine == FW_PYTORCH && p->precision == PREC_FP16;
+	/* optimizer.zero_grad(set_to_none=True) is torch.optim's default from
+	 * 2.0; 1.13 zeroed .grad in place, keeping it allocated (per-tensor
+	 * gradients: the replicated and DataParallel layouts) */
+	p->zero_grad_keeps = p->engine == FW_PYTORCH && t->framework_version == FWV_1_13 &&
+		(p->mech == MECH_REPL || p->mech == MECH_DP);
 }
 
 /* The saved training state: PyTorch mixed precision (autocast, FSDP
@@ -362,6 +367,8 @@ static int check_fsdp2(const struct scenario *s, struct err *e)
 			return scenario_error(s, e, "training", "fsdp_reshard_after_forward", "%s", "is FSDP2's (strategy = fsdp, fsdp_version = 2); FSDP1 reshards by fsdp_sharding_strategy");
 		return 0;
 	}
+	if (t->framework == FW_PYTORCH && t->framework_version == FWV_1_13)
+		return scenario_error(s, e, "training", "fsdp_version", "%s", "= 2 is fully_shard, which came with PyTorch 2.4; framework_version = 1.13 has FSDP1 only");
 	if (t->fsdp_sharding != SHARD_FULL && t->fsdp_sharding != SHARD_HYBRID)
 		return scenario_error(s, e, "training", "fsdp_sharding_strategy", "%s", "fsdp_version = 2 shards over a 1-D mesh (full_shard) or a 2-D replicate x shard mesh (hybrid_shard); shard_grad_op's behaviour is fsdp_reshard_after_forward = false");
 	if (t->fsdp_wrap == WRAP_SIZE)

@@ -198,6 +198,8 @@ struct plan {
 				    fused (DeepSpeed, shardcast), foreach (PyTorch 2 on CUDA), for_loop */
 	int opt_groups;          /* enum plan_opt_groups: what one optimizer tensor is */
 	int grad_scaler;         /* torch.amp.GradScaler's unscale pass (PyTorch fp16) */
+	int zero_grad_keeps;     /* zero_grad keeps .grad allocated across steps (set_to_none
+				    = False, torch.optim before 2.0: framework_version 1.13) */
 	int reduce_bytes;        /* FSDP: bytes per gradient element reduced (reduce_dtype;
 				    default FSDP1 the gradients' own, FSDP2 the parameters' fp32) */
 	double grad_predivide;   /* PyTorch FSDP: the unsharded gradient is divided by this before

@@ -24,6 +24,9 @@ int predict_graph_opts(const struct scenario *s, struct graph_opts *o)
 	o->attn = s->attn;
 	/* PyTorch mixed precision is autocast over fp32 weights (plan.h) */
 	o->autocast = s->plan.autocast;
+	o->fwv = s->plan.engine == FW_PYTORCH ? s->s.training.framework_version : FWV_CURRENT;
+	/* transformers turns use_cache off in checkpointed layers */
+	o->kv_cache = s->s.training.recompute != RECOMPUTE_FULL;
 	return 0;
 }
 

@@ -23,6 +23,9 @@ struct mem_result {
 	double activations;
 	double buffers;       /* communication buckets, gathered shards, temporaries */
 	double overhead;      /* context, library workspaces, allocator slack */
+	double fixed_overhead;/* bytes of it that are not slack: context, workspaces, NCCL */
+	double tensor_peak;   /* bytes: the most the step's tensors hold at once (no overhead) */
+	int tensor_phase;     /* enum mem_phase (memory.h) of that moment */
 	double peak;          /* bytes, most loaded GPU */
 	double capacity;      /* bytes per GPU */
 	int fits;

@@ -92,6 +92,10 @@ static const struct cfg_key keys[] = {
 	{"training", "zero_param_persistence_threshold", CFG_NUM, 0, 0, 0, 1e13, "1e5", T(zero_param_persistence_threshold), NULL, "DeepSpeed stage3_param_persistence_threshold (elements)"},
 	{"training", "framework", CFG_ENUM, 0, 0, 0, 0, "pytorch", T(framework), frameworks, "whose buffers, allocator and overheads to model"},
 	{"training", "framework_version", CFG_ENUM, 0, 0, 0, 0, "current", T(framework_version), fw_versions, "PyTorch stack whose rules apply (framework = pytorch): current (2.x) or 1.13"},
+	{"training", "max_split_size_mb", CFG_NUM, 0, 0, 0, 1e9, "0", T(max_split_size_mb), NULL, "CUDA caching allocator (PYTORCH_CUDA_ALLOC_CONF): blocks this large (MiB) are never split; 0 = unlimited, else above 20"},
+	{"training", "expandable_segments", CFG_BOOL, 0, 0, 0, 0, "false", T(expandable_segments), NULL, "CUDA caching allocator: segments grow by mapping pages instead of new cudaMallocs"},
+	{"training", "garbage_collection_threshold", CFG_NUM, 0, 0, 0, 0.999, "0", T(gc_threshold), NULL, "CUDA caching allocator: free old cached blocks above this share of memory_fraction's limit (PyTorch ignores it when memory_fraction is not set); 0 = off"},
+	{"training", "memory_fraction", CFG_NUM, 0, 0, 0, 1, "0", T(memory_fraction), NULL, "torch.cuda.set_per_process_memory_fraction: the allocator's limit as a share of the GPU's memory; 0 = not set"},
 	{"training", "attention", CFG_ENUM, 0, 0, 0, 0, "default", T(attention), attentions, "attention kernel: default (transformers' choice: sdpa, T5 and framework shardcast eager), eager, sdpa (PyTorch picks flash, mem_efficient or math), sdpa_flash, sdpa_mem_efficient, sdpa_math, flash (flash-attn 2), flash3 (Hopper), cudnn"},
 	{"training", "optimizer_impl", CFG_ENUM, 0, 0, 0, 0, "default", T(optimizer_impl), opt_impls, "torch.optim implementation: default (PyTorch 2.x: foreach on CUDA, for_loop on CPU; DeepSpeed and shardcast: fused), for_loop, foreach, fused"},
 	{"training", "grad_clipping", CFG_BOOL, 0, 0, 0, 0, "false", T(grad_clipping), NULL, "clip_grad_norm_ before each optimizer step (the gradients' norm and a scaling pass)"},
@@ -296,6 +300,12 @@ int scenario_check_training(struct scenario *s, struct err *e)
 {
 	int rc = plan_build(&s->plan, s, e);
 
+	double ms = s->s.training.max_split_size_mb;
+
+	/* c10/cuda/CUDAAllocatorConfig.cpp: max_split_size_mb above kLargeBuffer (20 MiB) */
+	if (!rc && ms > 0 && ms <= 20)
+		return scenario_error(s, e, "training", "max_split_size_mb", "%s",
+				      "must be above 20 (MiB), or 0 for unlimited");
 	return rc ? rc : resolve_attention(s, e);
 }
 

@@ -37,7 +37,6 @@ enum framework { FW_PYTORCH, FW_DEEPSPEED, FW_SHARDCAST };
 enum opt_impl { OPTI_DEFAULT, OPTI_FOR_LOOP, OPTI_FOREACH, OPTI_FUSED };
 enum attn_choice { ATTN_DEFAULT, ATTN_EAGER, ATTN_SDPA, ATTN_SDPA_FLASH, ATTN_SDPA_MEM_EFFICIENT,
 		   ATTN_SDPA_MATH, ATTN_FLASH, ATTN_FLASH3, ATTN_CUDNN };
-enum fw_version { FWV_CURRENT, FWV_1_13 };
 enum ckpt_mode { CKPT_SYNC, CKPT_ASYNC };
 enum ckpt_state { CKPT_SHARDED, CKPT_FULL };
 enum ckpt_writer { CKPT_WRITER_AUTO, CKPT_WRITER_DCP, CKPT_WRITER_TORCH_SAVE, CKPT_WRITER_DEEPSPEED, CKPT_WRITER_PER_RANK };
@@ -92,6 +91,10 @@ struct scn_training {
 	int optimizer_impl;       /* enum opt_impl */
 	int grad_clipping;        /* clip_grad_norm_ before the step */
 	int framework_version;    /* enum fw_version: which PyTorch stack's rules */
+	double max_split_size_mb; /* MiB: PYTORCH_CUDA_ALLOC_CONF max_split_size_mb; 0 = unlimited */
+	int expandable_segments;  /* PYTORCH_CUDA_ALLOC_CONF expandable_segments:True */
+	double gc_threshold;      /* PYTORCH_CUDA_ALLOC_CONF garbage_collection_threshold; 0 = off */
+	double memory_fraction;   /* torch.cuda.set_per_process_memory_fraction; 0 = not called */
 	char accelerate_config[CFG_STR_MAX]; /* an `accelerate config` YAML to import; "" = none */
 	char deepspeed_config[CFG_STR_MAX];  /* a DeepSpeed JSON to import; "" = none */
 };

@@ -108,6 +108,56 @@ Test(alloc, cache_is_released_only_when_an_allocation_fails)
 	alloc_release(&a);
 }
 
+/* 30 MiB freed, 40 MiB freed, then 50 MiB: no cached block fits the last */
+static int64_t gc_case(int64_t capacity, int64_t allowed)
+{
+	struct alloc_cfg c = {.capacity = capacity, .gc_threshold = 0.5, .allowed = allowed};
+	int64_t r;
+
+	alloc_init(&a, &c);
+	alloc_free(&a, alloc_malloc(&a, 30 * MiB));
+	alloc_free(&a, alloc_malloc(&a, 40 * MiB));
+	cr_assert_geq(alloc_malloc(&a, 50 * MiB), 0);
+	r = a.reserved;
+	alloc_release(&a);
+	return r;
+}
+
+Test(alloc, garbage_collection_needs_a_memory_fraction)
+{
+	/* DeviceCachingAllocator::malloc collects only when set_fraction: with no
+	 * fraction the threshold is ignored and, with room, both cached blocks stay */
+	cr_expect_eq(gc_case(1024 * MiB, 0), 120 * MiB);
+	/* fraction 100 MiB, threshold 0.5: at the 50 MiB request reserved memory is
+	 * 70 MiB > 50 MiB; blocks at least as old as the average age (counted in
+	 * get_free_block calls: the 30 MiB one freed at call 1, the 40 MiB one at
+	 * call 2, now call 3: ages 2 and 1, average 1.5) are freed until 20 MiB are
+	 * reclaimed: the 30 MiB block; 40 + 50 = 90 MiB */
+	cr_expect_eq(gc_case(1024 * MiB, 100 * MiB), 90 * MiB);
+	/* without the collection the same 100 MiB limit empties the whole cache */
+	{
+		struct alloc_cfg c = {.capacity = 100 * MiB};
+		alloc_init(&a, &c);
+		alloc_free(&a, alloc_malloc(&a, 30 * MiB));
+		alloc_free(&a, alloc_malloc(&a, 40 * MiB));
+		cr_assert_geq(alloc_malloc(&a, 50 * MiB), 0);
+		cr_expect_eq(a.reserved, 50 * MiB);
+		alloc_release(&a);
+	}
+}
+
+Test(alloc, memory_fraction_limits_what_cudamalloc_may_hold)
+{
+	struct alloc_cfg c = {.capacity = 1024 * MiB, .allowed = 60 * MiB};
+
+	/* set_per_process_memory_fraction: allowed_memory_maximum caps the
+	 * segments below the device's capacity */
+	alloc_init(&a, &c);
+	cr_assert_geq(alloc_malloc(&a, 50 * MiB), 0);
+	cr_expect_eq(alloc_malloc(&a, 20 * MiB), ALLOC_EOOM);  /* 50 + 20 > 60 */
+	alloc_release(&a);
+}
+
 Test(alloc, expandable_segments_map_pages_on_demand)
 {
 	start(1024 * MiB, 0, 1);

@@ -39,7 +39,7 @@ Test(eager, gelu_new_formula)
 	struct eager_extra x;
 	double E = 1024.0 * 3072;
 
-	build(&g, &m, "gpt2", (struct graph_opts){1024, 1024, 0, 1, GRAPH_EAGER, 4, 0, AK_EAGER});
+	build(&g, &m, "gpt2", (struct graph_opts){1024, 1024, 0, 1, GRAPH_EAGER, 4, 0, AK_EAGER, FWV_CURRENT, 0});
 	eager_extra(&g, &m, find(&g, "L0.gelu", OP_ACT), &x);
 	cr_expect_float_eq(x.bytes_fwd, E * (18 * 4 - 2 * 4), 1);
 	cr_expect_float_eq(x.kernels_fwd, 7, 1e-12);
@@ -49,7 +49,7 @@ Test(eager, gelu_new_formula)
 
 	/* under autocast the input is 16-bit and pow's fp32 output makes the rest
 	 * fp32: 5 x 2 + 13 x 4 bytes, the op's own 2 + 4 */
-	build(&g, &m, "gpt2", (struct graph_opts){1024, 1024, 0, 1, GRAPH_EAGER, 2, 1, AK_EAGER});
+	build(&g, &m, "gpt2", (struct graph_opts){1024, 1024, 0, 1, GRAPH_EAGER, 2, 1, AK_EAGER, FWV_CURRENT, 0});
 	eager_extra(&g, &m, find(&g, "L0.gelu", OP_ACT), &x);
 	cr_expect_float_eq(x.bytes_fwd, E * (5 * 2 + 13 * 4 - 6), 1);
 	graph_free(&g);
@@ -64,14 +64,14 @@ Test(eager, fused_gelu_and_native_graphs_have_none)
 	struct eager_extra x;
 	int i;
 
-	build(&g, &m, "mpt-125m-2k", (struct graph_opts){2048, 2048, 0, 1, GRAPH_EAGER, 2, 1, AK_FLASH2});
+	build(&g, &m, "mpt-125m-2k", (struct graph_opts){2048, 2048, 0, 1, GRAPH_EAGER, 2, 1, AK_FLASH2, FWV_CURRENT, 0});
 	i = find(&g, "L0.gelu", OP_ACT);
 	eager_extra(&g, &m, i, &x);
 	cr_expect_float_eq(x.bytes_fwd + x.kernels_fwd + x.kernels_bwd, 0, 1e-12);
 	cr_expect_eq(g.ops[i].nsaved, 1, "F.gelu saves its input only");
 	graph_free(&g);
 
-	build(&g, &m, "gpt2", (struct graph_opts){1024, 1024, 0, 1, GRAPH_SHARDCAST, 2, 0, AK_EAGER});
+	build(&g, &m, "gpt2", (struct graph_opts){1024, 1024, 0, 1, GRAPH_SHARDCAST, 2, 0, AK_EAGER, FWV_CURRENT, 0});
 	for (i = 0; i < g.nops; i++) {
 		eager_extra(&g, &m, i, &x);
 		cr_expect_float_eq(x.bytes_fwd + x.bytes_bwd + x.kernels_fwd + x.kernels_bwd, 0, 1e-12,
@@ -91,12 +91,12 @@ Test(eager, python_layernorm)
 	struct eager_extra x;
 	double E = 1024.0 * 768;
 
-	build(&g, &m, "gpt-124m-llmfs", (struct graph_opts){1024, 1024, 0, 1, GRAPH_EAGER, 4, 0, AK_EAGER});
+	build(&g, &m, "gpt-124m-llmfs", (struct graph_opts){1024, 1024, 0, 1, GRAPH_EAGER, 4, 0, AK_EAGER, FWV_CURRENT, 0});
 	eager_extra(&g, &m, find(&g, "L0.norm1", OP_NORM), &x);
 	cr_expect_float_eq(x.bytes_fwd, E * (10 * 4 - 2 * 4), 1);
 	cr_expect_float_eq(x.kernels_fwd, 7, 1e-12);
 	graph_free(&g);
-	build(&g, &m, "gpt-124m-llmfs-torch", (struct graph_opts){1024, 1024, 0, 1, GRAPH_EAGER, 4, 0, AK_EAGER});
+	build(&g, &m, "gpt-124m-llmfs-torch", (struct graph_opts){1024, 1024, 0, 1, GRAPH_EAGER, 4, 0, AK_EAGER, FWV_CURRENT, 0});
 	eager_extra(&g, &m, find(&g, "L0.norm1", OP_NORM), &x);
 	cr_expect_float_eq(x.bytes_fwd + x.kernels_fwd, 0, 1e-12);
 	graph_free(&g);
@@ -114,7 +114,7 @@ Test(eager, llama_norm_rope_and_mask)
 	struct eager_extra x;
 	double S = 512, h = 4096;
 
-	build(&g, &m, "llama-2-7b", (struct graph_opts){512, 512, 0, 1, GRAPH_EAGER, 2, 1, AK_EAGER});
+	build(&g, &m, "llama-2-7b", (struct graph_opts){512, 512, 0, 1, GRAPH_EAGER, 2, 1, AK_EAGER, FWV_CURRENT, 0});
 	eager_extra(&g, &m, find(&g, "L0.norm1", OP_NORM), &x);
 	cr_expect_float_eq(x.bytes_fwd, S * h * (20 - 8), 1);
 	cr_expect_float_eq(x.kernels_fwd, 4, 1e-12);
@@ -140,7 +140,7 @@ Test(eager, bias_gradient_and_internal_copies)
 	struct eager_extra x;
 	int i, cast = -1;
 
-	build(&g, &m, "gpt2", (struct graph_opts){1024, 1024, 0, 1, GRAPH_EAGER, 2, 1, AK_EAGER});
+	build(&g, &m, "gpt2", (struct graph_opts){1024, 1024, 0, 1, GRAPH_EAGER, 2, 1, AK_EAGER, FWV_CURRENT, 0});
 	i = find(&g, "L0.c_attn", OP_MATMUL);
 	eager_extra(&g, &m, i, &x);
 	cr_expect_float_eq(x.kernels_bwd, 1, 1e-12);
@@ -168,7 +168,7 @@ Test(eager, flash_varlen_unpad)
 	struct eager_extra x;
 	double S = 2048, h = 768, qkv = S * 3 * h * 2, out = S * h * 2;
 
-	build(&g, &m, "mpt-125m-2k", (struct graph_opts){2048, 2048, 0, 1, GRAPH_EAGER, 2, 0, AK_FLASH2});
+	build(&g, &m, "mpt-125m-2k", (struct graph_opts){2048, 2048, 0, 1, GRAPH_EAGER, 2, 0, AK_FLASH2, FWV_CURRENT, 0});
 	memset(&x, 0, sizeof x);
 	eager_varlen(&g, find(&g, "L0.attn", OP_ATTN), &x);
 	cr_expect_float_eq(x.bytes_fwd, 2 * qkv + 3 * out, 1);
@@ -183,7 +183,7 @@ Test(eager, flash_varlen_unpad)
 	graph_free(&g);
 
 	S = 512, h = 4096;
-	build(&g, &m, "llama-2-7b", (struct graph_opts){512, 512, 0, 1, GRAPH_EAGER, 2, 0, AK_FLASH2});
+	build(&g, &m, "llama-2-7b", (struct graph_opts){512, 512, 0, 1, GRAPH_EAGER, 2, 0, AK_FLASH2, FWV_CURRENT, 0});
 	memset(&x, 0, sizeof x);
 	eager_varlen(&g, find(&g, "L0.attn", OP_ATTN), &x);
 	cr_expect_float_eq(x.bytes_fwd, 2 * 3 * S * h * 2 + 3 * S * h * 2, 1);

@@ -112,7 +112,7 @@ Test(params, graph_ops_hold_every_parameter)
 		struct model m;
 		struct graph g;
 		struct err e = {0};
-		struct graph_opts o = {128, 128, 0.1, 1, GRAPH_EAGER, 2, 1, AK_EAGER};
+		struct graph_opts o = {128, 128, 0.1, 1, GRAPH_EAGER, 2, 1, AK_EAGER, FWV_CURRENT, 0};
 
 		cr_assert_eq(model_load(names[i], &m, NULL, 0, &e), 0, "%s", e.msg);
 		cr_assert_eq(graph_build(&g, &m, &o, &e), 0, "%s", e.msg);
@@ -128,7 +128,7 @@ Test(params, flops_per_token_is_6n_plus_attention)
 	struct model m;
 	struct graph g;
 	struct err e = {0};
-	struct graph_opts o = {1024, 1024, 0.1, 1, GRAPH_EAGER, 2, 1, AK_EAGER};
+	struct graph_opts o = {1024, 1024, 0.1, 1, GRAPH_EAGER, 2, 1, AK_EAGER, FWV_CURRENT, 0};
 	double h = 768, N = 12 * 12 * h * h + 50257 * h, expect = 6 * N + 6 * 12 * 1024 * h;
 
 	cr_assert_eq(model_load("gpt2", &m, NULL, 0, &e), 0, "%s", e.msg);

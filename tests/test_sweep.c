@@ -404,7 +404,9 @@ Test(sweep, time_to_train_runs_the_job_model, .timeout = 60)
 
 /* What the sweep assumes to skip hopeless candidates: gradient accumulation
  * never lowers the peak (the tape with it is the step without it plus a
- * micro-step before the last, holding the accumulated gradients). */
+ * micro-step before the last, holding the accumulated gradients), to within
+ * what the emulated caching allocator's reuse of other blocks can change in
+ * its reserved bytes: one 20 MiB segment (kLargeBuffer). */
 Test(sweep, accumulation_never_lowers_the_peak)
 {
 	static const char *const strat[] = {"dp", "ddp", "zero1", "zero2", "zero3", "fsdp"};
@@ -422,7 +424,7 @@ Test(sweep, accumulation_never_lowers_the_peak)
 			predict_text(text, &p1);
 			strstr(text, "grad_accum = 1")[13] = '4';
 			predict_text(text, &p2);
-			cr_expect_geq(p2.mem.peak, p1.mem.peak, "%s ckpt %d: %.0f with accumulation < %.0f without",
+			cr_expect_geq(p2.mem.peak + 20971520, p1.mem.peak, "%s ckpt %d: %.0f with accumulation < %.0f without",
 				      strat[i], ckpt, p2.mem.peak, p1.mem.peak);
 		}
 }

@@ -43,6 +43,23 @@ expect_error missing "cannot open" "$tmp/nope.ini"
 expect_error typo "did you mean 'strategy'" scenarios/cpu-single.ini --set training.strategey=ddp
 expect_error tf32 "tf32 is a matmul mode" scenarios/cpu-single.ini --set training.precision=tf32
 "$V" --help | grep -q "usage: validate" && ok || bad "--help"
+# --backend pytorch: what the reference cannot run is refused before any tracing
+# (no stack needed), and a failed run leaves the results database as it was
+pdb="$tmp/pyref.db"
+expect_error pyref-zero "DeepSpeed is not in its stacks" scenarios/pyref/gpt2-bf16.ini --backend pytorch \
+	--set training.strategy=zero2 --set cluster.gpus_per_node=2 --db "$pdb"
+expect_error pyref-framework "measures framework = pytorch" scenarios/pyref/gpt2-bf16.ini --backend pytorch \
+	--set training.framework=deepspeed --db "$pdb"
+expect_error pyref-batches "--batches 2,1" scenarios/pyref/gpt2-bf16.ini --backend pytorch --batches 2,1
+expect_error pyref-prepare "--prepare and --batches go with --backend pytorch" scenarios/cpu-single.ini --prepare
+[ ! -s "$pdb" ] && ok || bad "pyref: a refused run wrote $pdb"
+# a stack that is not installed: exit 2, naming make pyref-deps
+SHARDCAST_PYREF_CACHE="$tmp/cache" "$V" scenarios/pyref/gpt2-bf16.ini --backend pytorch \
+	--set training.framework_version=1.13 --db "$pdb" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ -x build/pyref/1.13/bin/python ]; then ok  # installed here: nothing to check
+elif [ $rc -eq 2 ] && grep -qF "make pyref-deps" "$tmp/err" && [ ! -s "$pdb" ]; then ok
+else bad "pyref-stack: exit $rc ($(head -c 300 "$tmp/err"))"; fi
 
 # the JSON contract, and the exact memory prediction
 contract='.scenario and .backend == "cpu" and .device and .world_size and .emulated_world_size

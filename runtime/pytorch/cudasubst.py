@@ -188,12 +188,16 @@ class AutocastPatch:
         amp, mode = self.amp, self.mode
         s = self.saved
         s.update(init=ac.__init__, enter=ac.__enter__, exit=ac.__exit__,
-                 enabled=torch.is_autocast_enabled, avail=torch.amp.is_autocast_available,
-                 getdtype=getattr(torch, "get_autocast_dtype", None))
+                 enabled=torch.is_autocast_enabled, avail=getattr(torch.amp, "is_autocast_available", None),
+                 getdtype=getattr(torch, "get_autocast_dtype", None),
+                 gpudtype=getattr(torch, "get_autocast_gpu_dtype", None))
 
         def init(self_: Any, device_type: str, dtype: Any = None, enabled: bool = True,
                  cache_enabled: Any = None) -> None:
-            if device_type != "meta":
+            # "cuda" too: while the trace runs there is no CUDA device, and
+            # torch 1.13's checkpoint re-enters torch.cuda.amp.autocast for its
+            # recompute (torch/utils/checkpoint.py, _get_autocast_kwargs)
+            if device_type not in ("meta", "cuda"):
                 s["init"](self_, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
                 return
             self_.device = "meta"
@@ -222,23 +226,27 @@ class AutocastPatch:
             return False
 
         def is_enabled(device_type: Any = None) -> bool:
-            if device_type == "meta":
+            # no argument: CUDA's autocast, which the emulation stands for
+            if device_type in (None, "meta", "cuda"):
                 return amp is not None and amp.enabled
-            return s["enabled"]() if device_type is None else s["enabled"](device_type)
+            return s["enabled"](device_type)
 
         def avail(device_type: str) -> bool:
             return device_type == "meta" or s["avail"](device_type)
 
-        def getdtype(device_type: str) -> Any:
-            if device_type == "meta":
+        def getdtype(device_type: str = "cuda") -> Any:
+            if device_type in ("meta", "cuda"):
                 return amp.dtype if amp is not None else torch.float32
             return s["getdtype"](device_type)
 
         ac.__init__, ac.__enter__, ac.__exit__ = init, enter, exit_  # type: ignore[method-assign]
         torch.is_autocast_enabled = is_enabled  # type: ignore[assignment]
-        torch.amp.is_autocast_available = avail  # type: ignore[assignment]
+        if s["avail"] is not None:
+            torch.amp.is_autocast_available = avail  # type: ignore[assignment]
         if s["getdtype"] is not None:
             torch.get_autocast_dtype = getdtype  # type: ignore[assignment]
+        if s["gpudtype"] is not None:
+            torch.get_autocast_gpu_dtype = getdtype  # type: ignore[assignment]
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -246,6 +254,9 @@ class AutocastPatch:
         s = self.saved
         ac.__init__, ac.__enter__, ac.__exit__ = s["init"], s["enter"], s["exit"]  # type: ignore[method-assign]
         torch.is_autocast_enabled = s["enabled"]
-        torch.amp.is_autocast_available = s["avail"]
+        if s["avail"] is not None:
+            torch.amp.is_autocast_available = s["avail"]
         if s["getdtype"] is not None:
             torch.get_autocast_dtype = s["getdtype"]
+        if s["gpudtype"] is not None:
+            torch.get_autocast_gpu_dtype = s["gpudtype"]

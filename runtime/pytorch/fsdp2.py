@@ -21,7 +21,10 @@ SUBSTITUTIONS):
   the check is skipped, the meta tensors stand for the GPU ones;
 - the unsharded parameters are freed and re-allocated by storage resizes
   (_fsdp_param.py alloc_storage, free_storage), which do not pass the
-  dispatcher: UntypedStorage.resize_ is traced (unless memtrace already does).
+  dispatcher: memtrace.Tracker traces UntypedStorage.resize_.
+
+The fake process group and the meta device's no-op streams are dist.py's
+(shared with DDP and FSDP1).
 
 The scenario's FSDP2 settings map to fully_shard's arguments: each
 transformer block and then the root wrapped (transformer_based_wrap, as
@@ -35,10 +38,6 @@ node.
 """
 from __future__ import annotations
 
-import contextlib
-import functools
-import types
-import weakref
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -47,7 +46,8 @@ SUBSTITUTIONS: List[Dict[str, str]] = [
     {"what": "FSDP2: a fake process group of world size N and a device mesh over it; "
              "collectives move no data",
      "source": "torch/testing/_internal/distributed/fake_pg.py"},
-    {"what": "FSDP2: no-op streams and events on the meta device (the CPU's allocation order)",
+    {"what": "FSDP2: no-op streams and events on the meta device (the CPU's allocation order; "
+             "dist.meta_device)",
      "source": "torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py (FSDPCommContext)"},
     {"what": "FSDP2: meta parameters accepted (_validate_no_meta_params skipped); storage "
              "resizes of the unsharded parameters traced",
@@ -55,7 +55,6 @@ SUBSTITUTIONS: List[Dict[str, str]] = [
 ]
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-BLOCKS = {"GPT2Block", "BertLayer", "T5Block", "LlamaDecoderLayer"}
 
 
 class Unsupported(Exception):
@@ -68,12 +67,21 @@ def wanted(spec: Dict[str, Any]) -> bool:
     return t["strategy"] == "fsdp" and int(t.get("fsdp_version", 1)) == 2
 
 
+def available() -> bool:
+    """Whether this stack has fully_shard (torch >= 2.4; 1.13's
+    torch.distributed.fsdp does not even import under Python 3.11, see
+    dist.FSDP_113)."""
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+    except Exception:  # ImportError, or 1.13's ValueError at import
+        return False
+    return True
+
+
 def check(spec: Dict[str, Any]) -> None:
     """Raises Unsupported for FSDP2 settings the tracer cannot run."""
     t = spec["training"]
-    try:
-        from torch.distributed.fsdp import fully_shard  # noqa: F401
-    except ImportError:
+    if not available():
         raise Unsupported(f"fsdp_version = 2 needs torch >= 2.4 (fully_shard); this stack has {torch.__version__}")
     if t.get("fsdp_sharding_strategy", "full_shard") not in ("full_shard", "hybrid_shard"):
         raise Unsupported("fsdp_version = 2 shards fully or hybrid (full_shard, hybrid_shard); "
@@ -82,79 +90,27 @@ def check(spec: Dict[str, Any]) -> None:
         raise Unsupported("fsdp_version = 2 with size_based_wrap is not traced (transformer_based_wrap, no_wrap)")
 
 
-# ---- the device and the process group ----------------------------------------
+# ---- the device -------------------------------------------------------------------
 
-class _Event:
-    def __init__(self, *_: Any, **__: Any) -> None:
-        pass
-
-    def record(self, stream: Any = None) -> "_Event":
-        return self
-
-    def wait(self, stream: Any = None) -> None:
-        pass
-
-    def synchronize(self) -> None:
-        pass
-
-    def query(self) -> bool:
-        return True
-
-
-class _Stream:
-    """A no-op stream with the fields fsdp.record_grad_output_stream reads."""
-
-    stream_id = 0
-    device_index = 0
-    device_type = 0
-
-    def __init__(self, *_: Any, **__: Any) -> None:
-        pass
-
-    def wait_stream(self, stream: Any) -> None:
-        pass
-
-    def wait_event(self, event: Any) -> None:
-        pass
-
-    def record_event(self, event: Any = None) -> Any:
-        return event or _Event()
-
-    def synchronize(self) -> None:
-        pass
-
-    def query(self) -> bool:
-        return True
-
-
-def _meta_module(gpus_per_node: int) -> types.ModuleType:
-    m = types.ModuleType("torch.meta")
-    default = _Stream()
-    m.Stream = _Stream  # type: ignore[attr-defined]
-    m.Event = _Event  # type: ignore[attr-defined]
-    m.is_available = lambda: True  # type: ignore[attr-defined]
-    m.device_count = lambda: gpus_per_node  # type: ignore[attr-defined]
-    m.current_device = lambda: 0  # type: ignore[attr-defined]
-    m.set_device = lambda d: None  # type: ignore[attr-defined]
-    m.current_stream = lambda device=None: default  # type: ignore[attr-defined]
-    m.stream = lambda s: contextlib.nullcontext()  # type: ignore[attr-defined]
-    m.synchronize = lambda device=None: None  # type: ignore[attr-defined]
-    return m
-
-
-def init(world: int, gpus_per_node: int) -> None:
-    """The fake default group of world ranks (this process rank 0) and the
-    meta device module FSDP2 asks for streams."""
-    import torch.distributed as dist
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    if dist.is_initialized() and dist.get_world_size() != world:
-        dist.destroy_process_group()
-    if not dist.is_initialized():
-        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
-    torch.meta = _meta_module(gpus_per_node)  # type: ignore[attr-defined]
+def init(gpus_per_node: int) -> None:
+    """The meta device module FSDP2 asks for streams (dist.meta_device, with
+    an integer device index and the stream fields FSDP2's
+    record_grad_output_stream reads) and meta parameters accepted; the fake
+    default group is dist's."""
+    import dist
     from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
 
+    class Stream(dist._Stream):
+        stream_id = 0
+        device_index = 0
+        device_type = 0
+
+    m = dist.meta_device(gpus_per_node)
+    default = Stream()
+    m.Stream = Stream  # type: ignore[attr-defined]
+    m.current_device = lambda: 0  # type: ignore[attr-defined]
+    m.current_stream = lambda device=None: default  # type: ignore[attr-defined]
+    torch.meta = m  # type: ignore[attr-defined]
     FSDPParamGroup._validate_no_meta_params = lambda self: None  # type: ignore[method-assign]
 
 
@@ -185,12 +141,13 @@ def reshard_arg(v: Any) -> Any:
 def wrap(model: torch.nn.Module, spec: Dict[str, Any]) -> torch.nn.Module:
     """fully_shard on the blocks, then on the root, with the scenario's
     mesh, reshard_after_forward and MixedPrecisionPolicy."""
+    import dist
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     t = spec["training"]
     world = int(spec["world"])
     gpn = int(spec.get("gpus_per_node", world))
-    init(world, gpn)
+    init(gpn)
     hybrid = t.get("fsdp_sharding_strategy") == "hybrid_shard"
     m = mesh(world, min(gpn, world) if hybrid else world)
     param = DTYPES.get(t["precision"]) if t["precision"] in ("bf16", "fp16") else None
@@ -198,67 +155,9 @@ def wrap(model: torch.nn.Module, spec: Dict[str, Any]) -> torch.nn.Module:
     mp = MixedPrecisionPolicy(param_dtype=param, reduce_dtype=DTYPES.get(reduce))
     kw = {"mesh": m, "mp_policy": mp, "reshard_after_forward": reshard_arg(t.get("fsdp_reshard_after_forward"))}
     if t.get("fsdp_auto_wrap_policy", "transformer_based_wrap") == "transformer_based_wrap":
+        blocks = tuple(dist.block_classes(model))
         for mod in list(model.modules()):
-            if type(mod).__name__ in BLOCKS:
+            if isinstance(mod, blocks):
                 fully_shard(mod, **kw)
     fully_shard(model, **kw)
     return model
-
-
-def local(t: Any) -> Any:
-    """A DTensor's local tensor (what this rank holds), else t."""
-    return getattr(t, "_local_tensor", t)
-
-
-# ---- storage resizes ------------------------------------------------------------------
-
-@contextlib.contextmanager
-def trace_resizes(tracker: Any):  # type: ignore[no-untyped-def]
-    """Traces UntypedStorage.resize_ into tracker's storages: the old size
-    freed, the new one allocated. A no-op when the tracker already sees
-    resizes itself."""
-    st = tracker.storages
-    if hasattr(st, "resized"):
-        yield
-        return
-    trace = tracker.trace
-    resize = torch.UntypedStorage.resize_
-
-    def resized(s: Any, nbytes: int) -> None:
-        k = s._cdata
-        rec = st.live.get(k)
-        if rec is None:
-            if nbytes == 0:
-                return
-            rec = [0, trace.phase, 0, 0]
-            st.live[k] = rec
-            weakref.finalize(s, functools.partial(_dead, st, k))
-        if rec[0] > 0:
-            trace.free(rec[3], rec[0], rec[1])
-        rec[0], rec[1] = nbytes, trace.phase
-        if nbytes > 0:
-            rec[3] = trace.alloc(nbytes, rec[1])
-
-    def resize_(s: Any, nbytes: int) -> Any:
-        r = resize(s, nbytes)
-        resized(s, s.nbytes())
-        return r
-
-    torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        torch.UntypedStorage.resize_ = resize  # type: ignore[method-assign]
-
-
-def _dead(st: Any, k: int) -> None:
-    rec = st.live.pop(k, None)
-    if rec is not None and rec[0] > 0:
-        st.trace.free(rec[3], rec[0], rec[1])
-
-
-def destroy() -> None:
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        dist.destroy_process_group()

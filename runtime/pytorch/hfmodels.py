@@ -55,7 +55,9 @@ def config(m: Dict[str, Any], dropout: float, attention: str) -> Any:
                         num_layers=m["encoder_layers"], num_decoder_layers=m["layers"],
                         num_heads=m["heads"], relative_attention_num_buckets=m["relative_buckets"],
                         dropout_rate=dropout, feed_forward_proj=proj[m["activation"]],
-                        tie_word_embeddings=bool(m["tied_embeddings"]))
+                        tie_word_embeddings=bool(m["tied_embeddings"]),
+                        # the published T5 configs: pad 0 starts the decoder, eos 1
+                        pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
     else:
         c = tf.LlamaConfig(vocab_size=m["vocab"], hidden_size=m["hidden"], intermediate_size=m["ffn"],
                            num_hidden_layers=m["layers"], num_attention_heads=m["heads"],
@@ -124,3 +126,74 @@ def batch(k: str, m: Dict[str, Any], b: int, seq: int, target: int, device: str)
         return {"input_ids": ids(seq), "labels": ids(seq), "next_sentence_label": nsp}
     x = ids(seq)
     return {"input_ids": x, "labels": x}
+
+
+def check_selective(m: Dict[str, Any]) -> None:
+    """Raises Unsupported when selective checkpointing cannot wrap the
+    attention core of this model on this stack."""
+    import transformers as tf
+
+    k = kind(m)
+    if _eager_module(k) is None and not (k == "gpt2" and hasattr(tf.models.gpt2.modeling_gpt2.GPT2Attention, "_attn")):
+        raise Unsupported(f"activation_checkpointing = selective: transformers {tf.__version__}'s {k} computes "
+                          "attention inline (no attention function to checkpoint); the stack's GPT-2 can")
+
+
+def _eager_module(k: str) -> Any:
+    """The transformers module whose eager_attention_forward the model calls
+    (transformers >= 4.48), or None."""
+    import importlib
+
+    name = {"gpt2": "gpt2", "bert": "bert", "t5": "t5", "llama": "llama"}[k]
+    try:
+        mod = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+    except ImportError:
+        return None
+    return mod if hasattr(mod, "eager_attention_forward") else None
+
+
+class selective:
+    """activation_checkpointing = selective (Korthikanti et al. 2022, §5):
+    the attention core — scores, softmax, dropout, the product with v — runs
+    under torch.utils.checkpoint, so only its inputs are kept and it is
+    recomputed in backward. transformers has no switch for it; this wraps the
+    model's attention function (eager_attention_forward, or GPT-2's
+    GPT2Attention._attn on transformers 4.x) with the checkpoint flavour the
+    stack's gradient_checkpointing_enable uses (non-reentrant on transformers
+    5, reentrant on 4.26)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.k = type(model).__name__
+        self.model = model
+        self.undo: Any = None
+
+    def __enter__(self) -> "selective":
+        import torch.utils.checkpoint as C
+        import transformers as tf
+
+        k = {"GPT2LMHeadModel": "gpt2", "BertForPreTraining": "bert", "T5ForConditionalGeneration": "t5",
+             "LlamaForCausalLM": "llama"}[self.k]
+        mod = _eager_module(k)
+        reentrant = int(tf.__version__.split(".")[0]) < 5
+        if mod is not None:
+            core = mod.eager_attention_forward
+
+            def ckpt(module: Any, *args: Any, **kw: Any) -> Any:
+                return C.checkpoint(lambda *a: core(module, *a, **kw), *args, use_reentrant=reentrant)
+
+            mod.eager_attention_forward = ckpt
+            self.undo = lambda: setattr(mod, "eager_attention_forward", core)
+            return self
+        cls = tf.models.gpt2.modeling_gpt2.GPT2Attention
+        attn = cls._attn
+
+        def ckpt_attn(self_: Any, *args: Any) -> Any:
+            return C.checkpoint(lambda *a: attn(self_, *a), *args, use_reentrant=reentrant)
+
+        cls._attn = ckpt_attn
+        self.undo = lambda: setattr(cls, "_attn", attn)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.undo is not None:
+            self.undo()
