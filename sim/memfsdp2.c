@@ -285,15 +285,8 @@ static void reduce_out(struct wk *w, int u, int op)
 		return;
 	}
 	alloc(w, MEM_BUFFERS, W_RS_OUT, op, sh * w->wrs);
-	if (w->wrs != w->wsg && pt(w)) {
-		if (w->usg[u]) {
-			alloc(w, MEM_GRADS, W_WGRAD_TEMP, op, sh * w->wsg);
-			release(w, MEM_GRADS, W_WGRAD_TEMP, op, sh * w->wsg);
-		} else {
-			alloc(w, MEM_GRADS, W_GRAD_SHARD, op, sh * w->wsg);
-			w->usg[u] = 1;
-		}
-	}
+	if (w->wrs != w->wsg && pt(w))
+		memstrat_grad_shard(w, u, op, sh * w->wsg);
 	if (keep)
 		w->arl[u] = 1;
 	else

@@ -451,6 +451,19 @@ static void units_param_grads(struct wk *w, int i)
 	w->ugl[u] = 1;
 }
 
+/* Unit u's sharded gradient (bytes) after its reduction at op: the first
+ * micro-step's allocates it; a later one's is a temporary added into it. */
+void memstrat_grad_shard(struct wk *w, int u, int op, int64_t bytes)
+{
+	if (!w->usg[u]) {
+		alloc(w, MEM_GRADS, W_GRAD_SHARD, op, bytes);
+		w->usg[u] = 1;
+		return;
+	}
+	alloc(w, MEM_GRADS, W_WGRAD_TEMP, op, bytes);
+	release(w, MEM_GRADS, W_WGRAD_TEMP, op, bytes);
+}
+
 /* PyTorch's post-backward reduction of unit u: the per-parameter gradients are
  * copied into one flat reduce-scatter input, reduced into a shard in the reduce
  * dtype, cast to fp32 and accumulated into the sharded .grad. A reduce_dtype
@@ -480,13 +493,8 @@ static void pt_reduce(struct wk *w, int u, int op)
 	if (cast)
 		release(w, MEM_BUFFERS, W_RS_OUT, op, cast);
 	release(w, MEM_BUFFERS, W_RS_OUT, op, flat);
-	if (w->wsg && !w->usg[u]) {
-		alloc(w, MEM_GRADS, W_GRAD_SHARD, op, sh * w->wsg);
-		w->usg[u] = 1;
-	} else if (w->wsg) {
-		alloc(w, MEM_GRADS, W_WGRAD_TEMP, op, sh * w->wsg);
-		release(w, MEM_GRADS, W_WGRAD_TEMP, op, sh * w->wsg);
-	}
+	if (w->wsg)
+		memstrat_grad_shard(w, u, op, sh * w->wsg);
 	if (w->N > 1 && w->wrs)
 		release(w, MEM_BUFFERS, W_RS_OUT, op, sh * w->wrs);
 }

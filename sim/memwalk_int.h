@@ -163,6 +163,7 @@ int memstrat_param_tensors(const struct wk *w, int i, int64_t out[3]);
 int memstrat_next_unit(const struct wk *w, int u, int fwd);
 int memstrat_opt_temp_kind(const struct wk *w);
 void memstrat_unit_grads(struct wk *w, int i);
+void memstrat_grad_shard(struct wk *w, int u, int op, int64_t bytes);
 
 /* memfsdp2.c: FSDP2's units (plan.h layout LAYOUT_PER_PARAM): per-parameter
  * shards, the all-gather and reduce-scatter buffers and their handoff. */
