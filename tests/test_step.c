@@ -119,6 +119,13 @@ Test(step, every_strategy_and_option_runs_with_exposed_at_most_total, .timeout =
 		{"training.strategy=ddp", "training.precision=fp32"},
 		{"training.strategy=ddp", "training.framework=deepspeed"},
 		{"training.strategy=fsdp", "training.framework=shardcast"},
+		{"training.strategy=fsdp", "training.fsdp_version=2"},
+		{"training.strategy=fsdp", "training.fsdp_version=2", "training.fsdp_reshard_after_forward=false"},
+		{"training.strategy=fsdp", "training.fsdp_version=2", "training.fsdp_reshard_after_forward=4",
+		 "training.fsdp_forward_prefetch=true"},
+		{"training.strategy=fsdp", "training.fsdp_version=2", "training.fsdp_sharding_strategy=hybrid_shard",
+		 "training.fsdp_reduce_dtype=bf16"},
+		{"training.strategy=fsdp", "training.fsdp_version=2", "training.framework=shardcast"},
 	};
 	size_t i, j;
 
@@ -361,6 +368,27 @@ Test(step, fsdp_backward_prefetch_hides_all_gathers)
 	cr_expect_lt(pre.r.time, none.r.time);
 }
 
+/* Parameters of gpt2 (minimal.ini) per unit kind: the blocks' and all. */
+static void gpt2_params(double *blocks, double *all)
+{
+	struct scenario s;
+	struct graph g;
+	struct graph_opts o;
+	struct err e = {0};
+
+	cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", NULL, 0, &e), 0, "%s", e.msg);
+	predict_graph_opts(&s, &o);
+	cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+	*blocks = *all = 0;
+	for (int i = 0; i < g.nops; i++) {
+		*all += g.ops[i].params;
+		*blocks += g.ops[i].unit > 0 ? g.ops[i].params : 0;
+	}
+	graph_free(&g);
+	scenario_free(&s);
+}
+
+
 /* One step of minimal.ini with sets, overlap_slowdown and gpu_variation as given. */
 static void sim_eff(struct step_result *r, const char *const *sets, int n, double slowdown, double variation)
 {
@@ -399,6 +427,41 @@ Test(step, collectives_slow_the_compute_they_overlap)
 	cr_expect_leq(b.time, a.time + 0.189 * b.comm + 1e-9);
 	cr_expect_float_eq(v.compute - v.optimizer, (a.compute - a.optimizer) * (1 + 0.04 * 15 / 17),
 			   1e-6 * a.compute, "every forward and backward kernel stretched");
+}
+
+/* FSDP2's memory-bound passes on the compute stream (step.c header,
+ * _fsdp_collectives.py): the reduce-scatter copy-in reads the bf16
+ * gradients and writes the input in reduce_dtype, so fp32 instead of bf16
+ * adds 2 bytes per parameter; without resharding after forward, backward has
+ * no all-gathers, and so no copy-out of 2 + 2 bytes per block parameter
+ * (12 blocks: 12 kernel gaps). Kernels beside collectives are not slowed
+ * and every GPU runs at one pace (overlap_slowdown = gpu_variation = 0). */
+Test(step, fsdp2_copy_passes)
+{
+	const char *base[] = {"cluster.nodes=2", "cluster.gpus_per_node=4", "training.strategy=fsdp",
+			      "training.fsdp_version=2", "training.precision=bf16", "training.micro_batch=2", NULL, NULL};
+	struct step_result f32, b16, keep;
+	struct scenario s;
+	struct err e = {0};
+	double blocks, all, bw, gap;
+
+	gpt2_params(&blocks, &all);
+	cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", NULL, 0, &e), 0, "%s", e.msg);
+	bw = s.gpu.memory_bandwidth * s.eff.memory_efficiency;
+	gap = s.eff.kernel_gap;
+	scenario_free(&s);
+	sim_eff(&f32, base, 6, 0, 0);
+	base[6] = "training.fsdp_reduce_dtype=bf16";
+	sim_eff(&b16, base, 7, 0, 0);
+	base[6] = "training.fsdp_reshard_after_forward=false";
+	sim_eff(&keep, base, 7, 0, 0);
+	cr_expect_float_eq(f32.compute - b16.compute, 2 * all / bw, 1e-9 * f32.compute,
+			   "fp32 reduce: %g s more, expected %g", f32.compute - b16.compute, 2 * all / bw);
+	cr_expect_gt(f32.comm, b16.comm, "the fp32 reduce-scatter moves twice the bytes");
+	cr_expect_float_eq(f32.compute - keep.compute, 4 * blocks / bw + 12 * gap, 1e-9 * f32.compute,
+			   "no backward copy-out: %g s less, expected %g", f32.compute - keep.compute,
+			   4 * blocks / bw + 12 * gap);
+	cr_expect_lt(keep.comm, f32.comm, "no backward all-gathers");
 }
 
 Test(step, tensor_parallel_all_reduces_per_layer)
