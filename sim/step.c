@@ -866,8 +866,7 @@ static void recompute(struct bld *b, int gu)
  * place on every micro-step (header). */
 static int grad_add(const struct bld *b)
 {
-	return b->p->mech == MECH_REPL && b->p->engine == FW_PYTORCH &&
-		b->s->s.training.framework_version == FWV_1_13;
+	return b->p->zero_grad_keeps;
 }
 
 static void backward(struct bld *b, int sync)
@@ -1641,16 +1640,24 @@ int step_run(const struct scenario *s, const struct graph *g, struct prediction 
 
 /* ---- trace ---------------------------------------------------------------------- */
 
+/* What each tag is, as traces name it. */
+static const char *const kinds[T_COUNT] = {"issue ", "wait", "", "bwd ", "recompute ",
+	"optimizer step", "all-gather", "reduce-scatter", "all-reduce", "TP all-reduce",
+	"broadcast", "gather", "reduce", "copy to GPU", "copy to host",
+	"optimizer step (host)", "issue ", "FSDP unit hooks", "FSDP2 copy-in/out",
+	"FSDP flat gradient", "FSDP shard cast", "AccumulateGrad"};
+
+const char *step_task_kind(const struct des_task *t)
+{
+	return t->tag >= 0 && t->tag < T_COUNT ? kinds[t->tag] : "?";
+}
+
 static const char *task_name(void *ctx, const struct des_task *t, char *buf, size_t n)
 {
 	const struct step_sim *ss = ctx;
 	const struct graph *g = ss->g;
 	const char *op = t->label >= 0 && t->label < g->nops ? g->ops[t->label].name : "";
-	static const char *const what[T_COUNT] = {"issue ", "wait", "", "bwd ", "recompute ",
-		"optimizer step", "all-gather", "reduce-scatter", "all-reduce", "TP all-reduce",
-		"broadcast", "gather", "reduce", "copy to GPU", "copy to host",
-		"optimizer step (host)", "issue ", "FSDP unit hooks", "FSDP2 copy-in/out",
-		"FSDP flat gradient", "FSDP shard cast", "AccumulateGrad"};
+	const char *const *what = kinds;
 	char size[32];
 
 	if (t->coll >= 0) {

@@ -23,6 +23,7 @@ struct run {
 	struct step_result r;
 	int ntp;         /* tensor-parallel collectives issued */
 	int nstreams;
+	double grad_add;  /* s of AccumulateGrad tasks (their work, all streams) */
 };
 
 /* Simulates minimal.ini with the n overrides. */
@@ -44,6 +45,9 @@ static void sim_list(struct run *out, const char *const *sets, int n)
 	for (i = 0; i < ss.d.ntasks; i++)
 		if (ss.d.tasks[i].coll >= 0 && strcmp(ss.d.streams[ss.d.tasks[i].stream].name, "nccl tensor-parallel") == 0)
 			out->ntp++;
+	for (i = 0; i < ss.d.ntasks; i++)
+		if (ss.d.tasks[i].coll < 0 && strcmp(step_task_kind(&ss.d.tasks[i]), "AccumulateGrad") == 0)
+			out->grad_add += ss.d.tasks[i].dur;
 	out->nstreams = ss.d.nstreams;
 	step_sim_delete(&ss);
 	graph_free(&g);
@@ -583,8 +587,8 @@ Test(step, grad_scaler_and_clipping_passes)
  * writing, 3 x 4 bytes per fp32 gradient element) and zero_grad fills every
  * parameter tensor (4 bytes each, one for-loop kernel per tensor) after the
  * step. Same optimizer implementation and attention in both runs, so the
- * difference is exactly these passes: the fill in the optimizer's time, the
- * adds (one per op with parameters) in the rest of compute. */
+ * optimizer's time differs by exactly the fill; the adds (one per op with
+ * parameters) are the step's AccumulateGrad tasks. */
 Test(step, zero_grad_without_set_to_none_adds_in_place)
 {
 	struct run cur, old;
@@ -612,8 +616,11 @@ Test(step, zero_grad_without_set_to_none_adds_in_place)
 	gap = cur.s.eff.kernel_gap;
 	cr_expect_float_eq(old.r.optimizer - cur.r.optimizer, P * 4 / bw + T * gap, 1e-9,
 			   "zero_grad fill %g s", old.r.optimizer - cur.r.optimizer);
-	cr_expect_float_eq((old.r.compute - old.r.optimizer) - (cur.r.compute - cur.r.optimizer),
-			   P * 12 / bw + adds * gap, 1e-9, "AccumulateGrad adds");
+	/* the adds alone: the 1.13 graph differs in other ops too (transformers
+	 * 4.26's shifted logits, causal buffers), so compute is not compared */
+	cr_expect_eq(cur.grad_add, 0, "no adds under set_to_none");
+	cr_expect_float_eq(old.grad_add, P * 12 / bw + adds * gap, 1e-9, "AccumulateGrad adds %g s",
+			   old.grad_add);
 	basic_invariants(&old, "framework_version 1.13");
 }
 
