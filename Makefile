@@ -61,7 +61,7 @@ SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw
                 sim/scenario.c sim/plan.c sim/graph.c sim/life.c sim/predict.c sim/report.c sim/store.c \
                 sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/eager.c sim/step.c \
                 sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
-                sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memory.c \
+                sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memfsdp2.c sim/memory.c \
                 sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c sim/record.c sim/calib.c \
                 sim/sweep.c sim/sweep_eval.c sim/sweep_out.c sim/alloc.c sim/progress.c sim/memrun.c sim/heap.c \
                 sim/period.c
@@ -75,7 +75,7 @@ TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/te
              tests/test_cuda.c tests/test_gemm.c tests/test_sweep.c tests/test_alloc.c \
              tests/test_ckpt.c tests/test_calib.c tests/test_plan.c tests/test_periodic.c
 # the real runtime (host side and the cpu backend)
-RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c \
+RT_LIB_SRCS := runtime/arena.c runtime/backend_cpu.c runtime/model_rt.c runtime/strategy.c runtime/stratfsdp2.c \
                runtime/rtckpt.c runtime/search.c runtime/pyref.c runtime/pyref_cache.c cuda/gemm.c
 ifneq ($(NVCC),)
 RT_LIB_SRCS += runtime/backend_cuda.c
@@ -291,6 +291,7 @@ pyref-test: $(BIN)/validate
 	cd runtime/pytorch && ../../$(PYREF)/current/bin/python -m unittest test_pyref
 	cd runtime/pytorch && ../../$(PYREF)/1.13/bin/python -m unittest test_pyref
 	tests/pyref_grid.sh $(BIN)
+	tests/pyref_grid.sh $(BIN) tests/pyref/fsdp2.txt  # FSDP2 (fully_shard), current stack
 
 # rewrite the whole-scenario snapshots on purpose (review and commit the diff)
 snapshots: deps

@@ -32,6 +32,23 @@ static const char *model_enum(const char *key, int v)
 	return k >= 0 && t->keys[k].choices ? t->keys[k].choices[v] : "?";
 }
 
+/* FSDP2's settings in the spec (runtime/pytorch/fsdp2.py maps them to
+ * fully_shard's arguments): reshard_after_forward default, true, false or N. */
+static void fsdp2_json(cJSON *x, const struct scenario *s)
+{
+	const struct scn_training *t = &s->s.training;
+	int64_t r = t->fsdp_reshard_after_forward;
+
+	cJSON_AddNumberToObject(x, "fsdp_version", (double)t->fsdp_version);
+	if (r == -1)
+		cJSON_AddStringToObject(x, "fsdp_reshard_after_forward", "default");
+	else if (r == -2 || r == 0)
+		cJSON_AddBoolToObject(x, "fsdp_reshard_after_forward", r == -2);
+	else
+		cJSON_AddNumberToObject(x, "fsdp_reshard_after_forward", (double)r);
+	cJSON_AddStringToObject(x, "fsdp_reduce_dtype", scenario_enum_name("training", "fsdp_reduce_dtype", t->fsdp_reduce_dtype));
+}
+
 /* The tracer's spec: the resolved model and training settings. */
 static char *spec_json(const struct scenario *s, const struct pyref_opts *o)
 {
@@ -83,6 +100,7 @@ static char *spec_json(const struct scenario *s, const struct pyref_opts *o)
 	cJSON_AddNumberToObject(x, "fsdp_limit_all_gathers", t->fsdp_limit_all_gathers);
 	cJSON_AddNumberToObject(x, "ddp_bucket_mb", t->ddp_bucket_mb);
 	cJSON_AddNumberToObject(x, "ddp_gradient_as_bucket_view", t->ddp_gradient_as_bucket_view);
+	fsdp2_json(x, s);
 	out = cJSON_PrintUnformatted(r);
 	cJSON_Delete(r);
 	return out;

@@ -68,7 +68,7 @@ int pyref_cache_open(struct pyref_cache *c, const char *root, const char *stack,
 		     const int64_t batches[2])
 {
 	static const char *const sources[] = {"pyref.py", "memtrace.py", "cudasubst.py", "hfmodels.py",
-					      "dist.py"};
+					      "dist.py", "fsdp2.py"};
 	const char *env = getenv("SHARDCAST_PYREF_CACHE");
 	char path[4096];
 	uint64_t h = 14695981039346656037ULL;

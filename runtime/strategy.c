@@ -1,7 +1,7 @@
 /*
  * strategy.c — data-parallel strategies over any backend (see strategy.h).
  */
-#include "strategy.h"
+#include "strategy_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +113,33 @@ static int agree(struct strat *s, struct err *e)
 		       v[0] ? "out of memory" : "error");
 }
 
+/* ---- shared with stratfsdp2.c (strategy_int.h) ------------------------------- */
+
+int strat_buf(struct strat *s, float **p, size_t n, size_t w, const char *tag, struct err *e)
+{
+	return alloc_w(s, p, n, w, tag, e);
+}
+
+void strat_unbuf(struct strat *s, float **p)
+{
+	release(s, p);
+}
+
+void strat_round(struct strat *s, float *p, size_t n)
+{
+	rnd(s, p, n);
+}
+
+int strat_agree(struct strat *s, struct err *e)
+{
+	return agree(s, e);
+}
+
+static int fsdp2(const struct strat *s)
+{
+	return s->mech == MECH_UNITS && s->layout == LAYOUT_PER_PARAM;
+}
+
 /* ---- hooks: where parameters and gradients are ---------------------------- */
 
 static float *h_param(void *ctx, int p)
@@ -125,6 +152,8 @@ static float *h_param(void *ctx, int p)
 	case MECH_DP:
 		return s->dpp[s->cur][p];
 	case MECH_UNITS:
+		if (fsdp2(s))
+			return stratfsdp2_param(s, p);
 		u = &s->u[s->punit[p]];
 		return (s->gathers ? u->pg : s->params + u->soff) + (q->goff - u->cstart);
 	default:
@@ -142,6 +171,8 @@ static float *h_grad(void *ctx, int p)
 	case MECH_DP:
 		return s->tmp && s->tmp_p == p ? s->tmp : s->dpg[s->cur][p];
 	case MECH_UNITS:
+		if (fsdp2(s))
+			return stratfsdp2_grad(s, p);
 		u = &s->u[s->punit[p]];
 		return (s->gathers ? u->ug : s->grads + u->soff) + (q->goff - u->cstart);
 	default:
@@ -179,6 +210,8 @@ static int h_fwd_pre(void *ctx, int op, struct err *e)
 	struct strat *s = ctx;
 	int u, rc = 0;
 
+	if (fsdp2(s))
+		return stratfsdp2_fwd_pre(s, op, e);
 	if (s->mech != MECH_UNITS)
 		return 0;
 	for (u = 0; u < s->nu && !rc; u++)
@@ -195,7 +228,8 @@ static int h_fwd_post(void *ctx, int op, struct err *e)
 	struct strat *s = ctx;
 	int u;
 
-	(void)e;
+	if (fsdp2(s))
+		return stratfsdp2_fwd_post(s, op, e);
 	if (s->mech != MECH_UNITS || !s->reshard_fwd)
 		return 0;
 	for (u = s->nu - 1; u >= 1; u--)
@@ -209,6 +243,8 @@ static int h_bwd_pre(void *ctx, int op, struct err *e)
 	struct strat *s = ctx;
 	int u, rc = 0;
 
+	if (fsdp2(s))
+		return stratfsdp2_bwd_pre(s, op, e);
 	if (s->mech != MECH_UNITS)
 		return 0;
 	for (u = 0; u < s->nu && !rc; u++)
@@ -308,6 +344,8 @@ static int h_bwd_post(void *ctx, int op, struct err *e)
 	struct strat *s = ctx;
 	int u, rc = 0;
 
+	if (fsdp2(s))
+		return stratfsdp2_bwd_post(s, op, e);
 	if (s->mech != MECH_UNITS)
 		return 0;
 	for (u = s->nu - 1; u >= 0 && !rc; u--) {
@@ -431,7 +469,9 @@ static void init_params(struct strat *s, size_t np, size_t lo, size_t nm)
 {
 	int u;
 
-	if (s->mech == MECH_UNITS)
+	if (fsdp2(s))
+		stratfsdp2_init(s);
+	else if (s->mech == MECH_UNITS)
 		for (u = 0; u < s->nu; u++)
 			init_range(s, s->params + s->u[u].soff, s->u[u].cstart + (size_t)(s->N > 1 ? s->shard.rank : 0) * s->u[u].sh,
 				   s->u[u].sh, s->u[u].cstart + s->u[u].n);
@@ -540,6 +580,10 @@ int strat_init(struct strat *s, const struct strat_opts *o, const struct model *
 		s->o.zero_bucket = 5e8;  /* DeepSpeed's reduce_bucket_size default */
 	s->gathers = p->gathers;
 	s->reshard_fwd = p->reshard_fwd;
+	s->layout = p->layout;
+	if (p->reshard_group > 1)
+		return err_set(e, ERR_INPUT, NULL, 0, "fsdp_reshard_after_forward = %lld: resharding to a smaller group "
+			       "is not implemented by the runtime (true, false or default)", (long long)p->reshard_group);
 	/* mixed precision: 16-bit params, grads and activations, fp32 masters (plan.h widths) */
 	s->dt = !p->mixed ? RT_F32 : p->precision == PREC_FP16 ? RT_F16 : RT_BF16;
 	s->wp = (size_t)p->w.params;
@@ -587,6 +631,8 @@ int strat_init(struct strat *s, const struct strat_opts *o, const struct model *
 	s->N = s->mech == MECH_ZERO12 ? world->size : s->mech == MECH_UNITS && s->gathers ? s->shard.size : 1;
 	if (s->mech == MECH_UNITS && (rc = make_units(s, e)))
 		goto fail;
+	if (fsdp2(s) && (rc = stratfsdp2_layout(s, e)))
+		goto fail;
 	rc = s->mech == MECH_DP ? setup_dp(s, e) : setup_flat(s, e);
 	if (!rc && s->dt == RT_F16)  /* memory.h S2: the loss scale's state */
 		rc = arena_alloc(A(s), (void **)&s->lsstate, 8, "loss scale", e);
@@ -620,6 +666,7 @@ void strat_free(struct strat *s)
 	free(s->dpv);
 	free(s->dmg);
 	free(s->dpw);
+	stratfsdp2_free(s);
 	free(s->u);
 	free(s->punit);
 	free(s->bk);
@@ -743,6 +790,8 @@ static int micro(struct strat *s, int a, int d, int32_t *ids, struct err *e)
 	s->cur = d;
 	if (!rc)
 		rc = rtm_micro_step(&s->m, B, ids, e);
+	if (!rc && fsdp2(s))
+		stratfsdp2_bwd_end(s);
 	s->cur = 0;
 	s->m.ar = A(s);
 	return rc;
@@ -887,7 +936,7 @@ static int check_released(struct strat *s, struct err *e)
 	int u;
 
 	for (u = 0; u < s->nu; u++)
-		if (s->u[u].pg || s->u[u].ug)
+		if (s->u[u].pg || s->u[u].ug || s->u[u].ag || s->u[u].rs)
 			return err_set(e, ERR_SYSTEM, NULL, 0, "internal: unit %d still gathered after the step", u);
 	return 0;
 }
@@ -959,6 +1008,8 @@ int strat_gather_params(struct strat *s, float *host, struct err *e)
 			s->be->copy(s->be, host + s->m.p[p].goff, s->dpp[0][p], s->m.p[p].n * sizeof(float), COPY_D2H);
 		return 0;
 	}
+	if (fsdp2(s))
+		return stratfsdp2_gather_params(s, host, e);
 	if (s->mech != MECH_UNITS || !s->gathers) {
 		if (s->mech == MECH_UNITS)
 			for (u = 0; u < s->nu; u++)

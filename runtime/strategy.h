@@ -29,6 +29,15 @@
  *                 and all-reduces each unit's gradient after its backward;
  *                 hybrid shards inside groups of gpus_per_node ranks and
  *                 all-reduces the shards across them
+ *   fsdp2         fsdp's units with FSDP2's layout and buffers (stratfsdp2.c,
+ *                 sim/memfsdp2.c): every parameter sharded on dim 0 (its rows
+ *                 padded to a multiple of the shard group), a unit all-gathered
+ *                 into a flat buffer then copied out into its padded
+ *                 per-parameter tensors, the buffer kept in forward until the
+ *                 next unit's copy-out; after backward the unsharded gradient
+ *                 is copied into a reduce-scatter input (rank-major), the
+ *                 reduced shard into an output that is added to the gradient
+ *                 shard; the input is kept until the next unit's reduction
  *   dp            one process, several devices (nn.DataParallel): device 0
  *                 holds parameters and optimizer states per tensor and the
  *                 whole batch's token ids; each micro-step copies the
@@ -82,6 +91,8 @@ struct sunit {
 	size_t soff;               /* offset of its shard in the flat shard buffers */
 	float *pg;                 /* gathered parameters (sh x N), or NULL */
 	float *ug;                 /* unsharded gradient (sh x N), or NULL */
+	float *ag;                 /* fsdp2: all-gather buffer (N x sh), or NULL */
+	float *rs;                 /* fsdp2: reduce-scatter input (N x sh), or NULL */
 };
 
 struct ddp_bucket {
@@ -122,6 +133,12 @@ struct strat {
 	struct sunit *u;
 	int nu;
 	int *punit;                /* per param: its unit */
+	int layout;                /* enum plan_layout of the units */
+	size_t *prow, *pcol;       /* fsdp2, per param: rows (dim 0) and elements per row */
+	size_t *psh, *psoff;       /* fsdp2, per param: shard (ceil(rows / N) rows) and its offset
+				      in the unit's shard */
+	int agheld, rsheld;        /* fsdp2: unit whose all-gather buffer (forward) and reduce-scatter
+				      input are kept, -1 none */
 	/* dp: per tensor, per device */
 	float **dpp[STRAT_MAX_DEV], **dpg[STRAT_MAX_DEV];
 	float **dpm, **dpv;        /* device 0's optimizer states */

@@ -132,6 +132,8 @@ static void expected(const struct cfg_key *k, char *buf, size_t n)
 		used += (size_t)snprintf(buf + used, n - used, " (%s)", units_expect(k->unit));
 	if (used < n)
 		used += (size_t)snprintf(buf + used, n - used, " from %g to %g", k->min, k->max);
+	if ((k->flags & CFG_BOOLV) && used < n)
+		used += (size_t)snprintf(buf + used, n - used, ", true, false");
 	if ((k->flags & CFG_AUTO) && used < n)
 		snprintf(buf + used, n - used, ", or auto");
 	else if ((k->flags & CFG_DEFAULTV) && used < n)
@@ -157,6 +159,10 @@ static int store(const struct cfg_key *k, void *target, const char *value,
 			*(int64_t *)field = -1;
 		else
 			*(double *)field = -1;
+		return 0;
+	}
+	if ((k->flags & CFG_BOOLV) && (!strcmp(value, "true") || !strcmp(value, "false"))) {
+		*(int64_t *)field = value[0] == 't' ? -2 : 0;
 		return 0;
 	}
 	switch (k->type) {
@@ -584,6 +590,8 @@ const char *cfg_format_value(const struct cfg_table *t, size_t i, const void *ta
 	case CFG_INT:
 		if (*(const int64_t *)field == -1 && (k->flags & (CFG_AUTO | CFG_DEFAULTV)))
 			snprintf(buf, n, "%s", (k->flags & CFG_AUTO) ? "auto" : "default");
+		else if ((k->flags & CFG_BOOLV) && (*(const int64_t *)field == -2 || *(const int64_t *)field == 0))
+			snprintf(buf, n, "%s", *(const int64_t *)field ? "true" : "false");
 		else
 			snprintf(buf, n, "%lld", (long long)*(const int64_t *)field);
 		break;

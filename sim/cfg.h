@@ -28,7 +28,8 @@ enum cfg_type {
 enum {
 	CFG_AUTO = 1,     /* "auto" is accepted and stored as -1 */
 	CFG_DEFAULTV = 2, /* "default" is accepted and stored as -1 */
-	CFG_REQUIRED = 4  /* must be set (by the file or --set) */
+	CFG_REQUIRED = 4, /* must be set (by the file or --set) */
+	CFG_BOOLV = 8     /* CFG_INT: "true" is accepted and stored as -2, "false" as 0 */
 };
 
 #define CFG_STR_MAX 256

@@ -218,6 +218,7 @@ static int linear(struct bld *b, const char *name, int x, double k, double n, in
 	p->n = n;
 	/* column-parallel biases are split; a row-parallel bias is whole on every rank */
 	p->params = k * n + (bias ? n : 0);
+	p->rows = n;  /* nn.Linear's weight is (out, in) */
 	p->flops_fwd = 2 * b->S * k * n;
 	p->flops_bwd = 4 * b->S * k * n;
 	p->tp_allreduce = tp_allreduce && b->o->tp > 1;
@@ -236,6 +237,7 @@ static int norm(struct bld *b, const char *name, int x)
 		int dsize = b->eager ? b->U : b->A;
 		o = op(b, OP_NORM, name, x, -1, -1, b->S * h, dsize);
 		b->g->ops[o].params = m->norm == NORM_LAYERNORM ? 2 * h : h;
+		b->g->ops[o].rows = h;
 		b->g->ops[o].flops_fwd = 8 * b->S * h;
 		b->g->ops[o].flops_bwd = 16 * b->S * h;
 		save(b, o, x);
@@ -263,6 +265,7 @@ static int norm(struct bld *b, const char *name, int x)
 			x32 = out(b, op(b, OP_COPY, "norm_cast", x32, -1, -1, b->S * h, b->U));
 		ob = op(b, OP_MUL, "norm_w", x32, -1, -1, b->S * h, b->U);
 		b->g->ops[ob].params = h;
+		b->g->ops[ob].rows = h;
 		save(b, ob, x32);
 		return out(b, ob);
 	}
@@ -471,9 +474,11 @@ static int position_bias(struct bld *b, int cross, double Sq, double Sk)
 	if (m->positions != POS_RELATIVE || b->layer != 0)
 		return cross ? b->xbias : b->pbias;
 	if (!b->eager) {  /* the runtime's graph: the table only */
-		if (!cross)
-			b->g->ops[op(b, OP_EMBED, "rel_bias", -1, -1, -1, 0, 0)].params =
-				(double)m->relative_buckets * a;
+		if (!cross) {
+			o = op(b, OP_EMBED, "rel_bias", -1, -1, -1, 0, 0);
+			b->g->ops[o].params = (double)m->relative_buckets * a;
+			b->g->ops[o].rows = (double)m->relative_buckets;
+		}
 		return -1;
 	}
 	o = op(b, cross ? OP_COPY : OP_EMBED, cross ? "xpos_bias" : "rel_bias", -1, -1, -1, a * Sq * Sk, 4);
@@ -482,6 +487,7 @@ static int position_bias(struct bld *b, int cross, double Sq, double Sk)
 	b->g->t[t].nograd = cross;
 	if (!cross) {
 		b->g->ops[o].params = (double)m->relative_buckets * a;
+		b->g->ops[o].rows = (double)m->relative_buckets;
 		made_fixed(b, o, "buckets", Sq * Sk, 8, 1);
 	}
 	if (b->old) {  /* 4.26 adds the extended attention mask: (B, heads, Sq, Sk) */
@@ -658,12 +664,14 @@ static int embed(struct bld *b, int ids, int stack)
 	b->g->ops[o].params = m->family != FAM_ENCODER_DECODER || stack == 1
 		? (double)m->vocab * h / b->o->tp : 0;
 	b->g->ops[o].tied = b->g->ops[o].params == 0;  /* T5's decoder reads the shared table */
+	b->g->ops[o].rows = (double)m->vocab / b->o->tp;
 	save(b, o, ids);
 	x = out(b, o);
 	if (m->positions == POS_LEARNED || m->type_vocab) {
 		int p = op(b, OP_ADD, "pos_embed", x, -1, -1, b->S * h, b->U);
 		b->g->ops[p].params = (m->positions == POS_LEARNED ? (double)m->max_positions * h : 0) +
 			(double)m->type_vocab * h;
+		b->g->ops[p].rows = b->g->ops[p].params / h;
 		x = out(b, p);
 	}
 	if (m->embed_norm)
@@ -794,6 +802,7 @@ static void head_and_loss(struct bld *b, int x)
 	o = b->g->nops - 1;
 	if (tied) {  /* the weight is the token embedding's */
 		b->g->ops[o].params = (m->lm_head_bias || m->family == FAM_ENCODER) ? V : 0;
+		b->g->ops[o].rows = 0;  /* its one tensor is the bias */
 		b->g->ops[o].tied = 1;
 	}
 	b->g->t[logits].held = b->eager;  /* returned in the model output */

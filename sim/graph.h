@@ -81,6 +81,9 @@ struct gop {
 	int layer;         /* block index within the model, -1 outside blocks */
 	int unit;          /* wrap unit: 0 = root (embeddings, final norm, head), b+1 = block b */
 	double params;     /* weight elements owned (per TP rank) */
+	double rows;       /* dim 0 of its first parameter tensor as the module stores it:
+			      nn.Linear's (out, in) weight, an embedding table's rows, a
+			      vector's length (graph_param_rows) */
 	double m, n, k;    /* matmul: (m x k) @ (k x n), m per sample */
 	double flops_fwd;  /* per sample */
 	double flops_bwd;  /* per sample */
@@ -118,6 +121,16 @@ struct graph {
 	int *block_in;          /* per block: the tensor entering it (what full recompute keeps) */
 	double buffer_bytes;    /* the module's non-parameter buffers (bytes, whole model) */
 };
+
+/* Rows (dim 0) of op i's parameter tensor k (weight 0, bias 1) of n
+ * elements: what FSDP2 shards (torch.chunk on dim 0). A bias is a vector. */
+static inline double graph_param_rows(const struct graph *g, int i, int k, double n)
+{
+	double r = k == 0 && g->ops[i].rows > 0 ? g->ops[i].rows : n;
+	double per = r > 0 ? n / r : 0;
+
+	return r > 0 && per == (double)(long long)per ? r : n;
+}
 
 /* Bytes of tensor i: per sample, or the whole tensor when it is fixed. */
 static inline double graph_tensor_bytes(const struct graph *g, int i)

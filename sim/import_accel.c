@@ -10,7 +10,14 @@
  *     -> gpus_per_node
  *   mixed_precision no|fp16|bf16 -> precision fp32|fp16|bf16
  *   fsdp_sharding_strategy 1..5 or FULL_SHARD..HYBRID_SHARD_ZERO2 (torch's
- *     ShardingStrategy values); fsdp_version 2 with fsdp_reshard_after_forward
+ *     ShardingStrategy values)
+ *   fsdp_version 2 -> fsdp_version 2 (fully_shard, utils/fsdp_utils.py
+ *     fsdp2_prepare_model: the blocks, then the root, each with the plugin's
+ *     reshard_after_forward); fsdp_reshard_after_forward true|false (absent:
+ *     the plugin's True), or Accelerate's conversion of an FSDP1
+ *     fsdp_sharding_strategy (FULL_SHARD true, SHARD_GRAD_OP false);
+ *     mixed_precision is MixedPrecisionPolicy's param_dtype, its reduce_dtype
+ *     the scenario's; FSDP1's backward and forward prefetch do not apply
  *   fsdp_offload_params -> offload optimizer_and_params (FSDP CPUOffload)
  *   fsdp_auto_wrap_policy, fsdp_min_num_params, fsdp_backward_prefetch(_policy),
  *     fsdp_forward_prefetch, fsdp_activation_checkpointing -> the fsdp_* keys
@@ -206,6 +213,45 @@ static int prefetch(struct acc *a, const yaml_node_t *fs)
 	return ADD(a, line, f, "training", "fsdp_backward_prefetch", "%s", ours[idx]);
 }
 
+/* FSDP2: fsdp_version, and reshard_after_forward from its own field or
+ * from an FSDP1 sharding strategy (FULL_SHARD true, SHARD_GRAD_OP false);
+ * the FSDP1 prefetch fields noted as ignored. */
+static int fsdp2(struct acc *a, const yaml_node_t *fs, int vline)
+{
+	static const char *const names[] = {"FULL_SHARD", "SHARD_GRAD_OP", NULL};
+	const char *f = "fsdp_config.fsdp_reshard_after_forward";
+	int reshard, line, idx, kind;
+	char v[64];
+
+	if (ADD(a, vline, "fsdp_config.fsdp_version", "training", "fsdp_version", "2") ||
+	    ADD(a, vline, "fsdp_config.fsdp_version", "training", "fsdp_sharding_strategy", "full_shard") ||
+	    bool_field(a, fs, f, &reshard, &line))
+		return a->e->code;
+	if (reshard < 0) {
+		if (imp_yaml_str(a->y, fs, "fsdp_config.fsdp_sharding_strategy", 0, v, sizeof v, &kind, &line, a->e))
+			return a->e->code;
+		idx = kind == IMP_VALUE ? find(v, names) : 0;
+		if (idx < 0 && (!strcmp(v, "1") || !strcmp(v, "2")))  /* ShardingStrategy values */
+			idx = v[0] - '1';
+		if (idx < 0)
+			return err_set(a->e, ERR_INPUT, a->y->file, line, "fsdp_config.fsdp_sharding_strategy = %s: "
+				       "fsdp_version 2 converts FULL_SHARD or SHARD_GRAD_OP only (HSDP is a 2-D mesh: "
+				       "set [training] fsdp_sharding_strategy = hybrid_shard)", v);
+		reshard = idx == 0;
+		f = kind == IMP_VALUE ? "fsdp_config.fsdp_sharding_strategy (fsdp_version 2: reshard_after_forward)"
+			: "fsdp_config.fsdp_reshard_after_forward (absent: Accelerate's True)";
+		line = kind == IMP_VALUE ? line : 0;
+	}
+	if (ADD(a, line, f, "training", "fsdp_reshard_after_forward", "%s", reshard ? "true" : "false"))
+		return a->e->code;
+	if (imp_yaml_str(a->y, fs, "fsdp_config.fsdp_backward_prefetch", 0, v, sizeof v, &kind, &line, a->e))
+		return a->e->code;
+	if (kind == IMP_VALUE)
+		imp_note(a->r, "%s:%d: fsdp_backward_prefetch is FSDP1's: FSDP2 prefetches the previous "
+			 "module in backward implicitly", a->y->file, line);
+	return 0;
+}
+
 static int fsdp(struct acc *a)
 {
 	static const char *const states[] = {"FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT", NULL};
@@ -221,10 +267,9 @@ static int fsdp(struct acc *a)
 	if (imp_yaml_num(a->y, fs, "fsdp_config.fsdp_version", IMP_INTEGER, 1, 2, &version, &kind,
 			 &line, a->e))
 		return a->e->code;
-	if (version == 2)
-		imp_note(a->r, "%s:%d: fsdp_version 2 (fully_shard, per-parameter sharding) is modelled "
-			 "as FSDP1 with the equivalent sharding strategy", a->y->file, line);
-	if (sharding(a, fs) || wrap(a, fs) || prefetch(a, fs))
+	if (version == 2 ? fsdp2(a, fs, line) : sharding(a, fs) || prefetch(a, fs))
+		return a->e->code;
+	if (wrap(a, fs))
 		return a->e->code;
 	if (bool_field(a, fs, "fsdp_config.fsdp_offload_params", &v, &line) ||
 	    ADD(a, line, v < 0 ? "fsdp_config.fsdp_offload_params (absent: false)" :
@@ -232,8 +277,8 @@ static int fsdp(struct acc *a)
 		v > 0 ? "optimizer_and_params" : "none"))
 		return a->e->code;
 	if (bool_field(a, fs, "fsdp_config.fsdp_forward_prefetch", &v, &line) ||
-	    (v >= 0 && ADD(a, line, "fsdp_config.fsdp_forward_prefetch", "training",
-			   "fsdp_forward_prefetch", "%s", v ? "true" : "false")))
+	    (v >= 0 && version != 2 && ADD(a, line, "fsdp_config.fsdp_forward_prefetch", "training",
+					    "fsdp_forward_prefetch", "%s", v ? "true" : "false")))
 		return a->e->code;
 	if (bool_field(a, fs, "fsdp_config.fsdp_activation_checkpointing", &v, &line) ||
 	    (v >= 0 && ADD(a, line, "fsdp_config.fsdp_activation_checkpointing", "training",

@@ -895,7 +895,8 @@ const char *mem_what_name(int what)
 		"weight-gradient temporaries", "autocast weight copies", "gathered parameters",
 		"unsharded gradients", "reduce-scatter buffers", "gradient buckets",
 		"gathered logits", "replica parameters", "replica gradients",
-		"optimizer-step temporaries", "staging copies"};
+		"optimizer-step temporaries", "staging copies", "all-gather buffers",
+		"post-forward shards"};
 
 	return what >= 0 && what < W_NWHAT ? names[what] : "?";
 }

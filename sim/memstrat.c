@@ -263,6 +263,22 @@ static int unit_index(struct wk *w)
 	return w->ufirst && w->ulast && w->uops ? 0 : -1;
 }
 
+/* Each unit's shard: ceil(elems / N) of a FlatParameter (FSDP1), or the
+ * sum of its parameters' padded dim-0 shards (FSDP2, memfsdp2_shard). */
+static void shard_sizes(struct wk *w)
+{
+	int u, i, k, n;
+	int64_t sz[3];
+
+	for (u = 0; u < w->nu; u++)
+		w->ush[u] = w->pl->layout == LAYOUT_PER_PARAM ? 0 : shard(w, w->u[u].elems);
+	if (w->pl->layout != LAYOUT_PER_PARAM)
+		return;
+	for (i = 0; i < w->g->nops; i++)
+		for (k = 0, n = param_tensors(w, i, sz); k < n && w->uown[i] >= 0; k++)
+			w->ush[w->uown[i]] += memfsdp2_shard(w, i, k, sz[k]);
+}
+
 static int build_units(struct wk *w, int policy)
 {
 	const struct graph *g = w->g;
@@ -289,8 +305,13 @@ static int build_units(struct wk *w, int policy)
 	w->ul = calloc((size_t)w->nu + 1, 1);
 	w->ugl = calloc((size_t)w->nu + 1, 1);
 	w->usg = calloc((size_t)w->nu + 1, 1);
-	if (w->oom || !w->ul || !w->ugl || !w->usg)
+	w->agl = calloc((size_t)w->nu + 1, 1);
+	w->pfl = calloc((size_t)w->nu + 1, 1);
+	w->arl = calloc((size_t)w->nu + 1, 1);
+	w->ush = calloc((size_t)w->nu + 1, sizeof *w->ush);
+	if (w->oom || !w->ul || !w->ugl || !w->usg || !w->agl || !w->pfl || !w->arl || !w->ush)
 		return -1;
+	shard_sizes(w);
 	return unit_index(w);
 }
 
@@ -404,7 +425,7 @@ static void units_param_grads(struct wk *w, int i)
 		return;
 	if (!pt(w)) {
 		if (w->wug && !w->ugl[u]) {
-			alloc(w, MEM_GRADS, W_UNSHARDED_GRAD, i, shard(w, w->u[u].elems) * w->N * w->wug);
+			alloc(w, MEM_GRADS, W_UNSHARDED_GRAD, i, w->ush[u] * w->N * w->wug);
 			w->ugl[u] = 1;
 		}
 		return;
@@ -428,6 +449,19 @@ static void units_param_grads(struct wk *w, int i)
 		}
 	}
 	w->ugl[u] = 1;
+}
+
+/* Unit u's sharded gradient (bytes) after its reduction at op: the first
+ * micro-step's allocates it; a later one's is a temporary added into it. */
+void memstrat_grad_shard(struct wk *w, int u, int op, int64_t bytes)
+{
+	if (!w->usg[u]) {
+		alloc(w, MEM_GRADS, W_GRAD_SHARD, op, bytes);
+		w->usg[u] = 1;
+		return;
+	}
+	alloc(w, MEM_GRADS, W_WGRAD_TEMP, op, bytes);
+	release(w, MEM_GRADS, W_WGRAD_TEMP, op, bytes);
 }
 
 /* PyTorch's post-backward reduction of unit u: the per-parameter gradients are
@@ -459,13 +493,8 @@ static void pt_reduce(struct wk *w, int u, int op)
 	if (cast)
 		release(w, MEM_BUFFERS, W_RS_OUT, op, cast);
 	release(w, MEM_BUFFERS, W_RS_OUT, op, flat);
-	if (w->wsg && !w->usg[u]) {
-		alloc(w, MEM_GRADS, W_GRAD_SHARD, op, sh * w->wsg);
-		w->usg[u] = 1;
-	} else if (w->wsg) {
-		alloc(w, MEM_GRADS, W_WGRAD_TEMP, op, sh * w->wsg);
-		release(w, MEM_GRADS, W_WGRAD_TEMP, op, sh * w->wsg);
-	}
+	if (w->wsg)
+		memstrat_grad_shard(w, u, op, sh * w->wsg);
 	if (w->N > 1 && w->wrs)
 		release(w, MEM_BUFFERS, W_RS_OUT, op, sh * w->wrs);
 }
@@ -1062,9 +1091,17 @@ static void zero12_step(struct wk *w)
 
 /* ---- hooks called by the walk ------------------------------------------------ */
 
+/* FSDP2's units (memfsdp2.c) */
+static int per_param(const struct wk *w)
+{
+	return w->mech == MECH_UNITS && w->pl->layout == LAYOUT_PER_PARAM;
+}
+
 void memstrat_fwd_pre(struct wk *w, int i)
 {
-	if (w->mech == MECH_UNITS)
+	if (per_param(w))
+		memfsdp2_fwd_pre(w, i);
+	else if (w->mech == MECH_UNITS)
 		units_fwd_pre(w, i);
 	else if (w->mech == MECH_ZERO3)
 		zero3_pre(w, i, +1);
@@ -1072,7 +1109,9 @@ void memstrat_fwd_pre(struct wk *w, int i)
 
 void memstrat_fwd_post(struct wk *w, int i)
 {
-	if (w->mech == MECH_UNITS)
+	if (per_param(w))
+		memfsdp2_fwd_post(w, i);
+	else if (w->mech == MECH_UNITS)
 		units_fwd_post(w, i);
 	else if (w->mech == MECH_ZERO3)
 		zero3_fwd_post(w, i);
@@ -1080,7 +1119,9 @@ void memstrat_fwd_post(struct wk *w, int i)
 
 void memstrat_bwd_pre(struct wk *w, int i)
 {
-	if (w->mech == MECH_UNITS)
+	if (per_param(w))
+		memfsdp2_bwd_pre(w, i);
+	else if (w->mech == MECH_UNITS)
 		units_bwd_pre(w, i);
 	else if (w->mech == MECH_ZERO3)
 		zero3_pre(w, i, -1);
@@ -1111,7 +1152,9 @@ void memstrat_param_grads(struct wk *w, int i)
 
 void memstrat_bwd_post(struct wk *w, int i)
 {
-	if (w->mech == MECH_UNITS)
+	if (per_param(w))
+		memfsdp2_bwd_post(w, i);
+	else if (w->mech == MECH_UNITS)
 		units_bwd_post(w, i);
 	else if (w->mech == MECH_ZERO3 && w->G[i] > 0)
 		zrelease(w, i, i);
@@ -1125,7 +1168,7 @@ void memstrat_setup(struct wk *w)
 	case MECH_REPL: repl_setup(w); break;
 	case MECH_DP: dp_setup(w); break;
 	case MECH_ZERO12: zero12_setup(w); break;
-	case MECH_UNITS: units_setup(w); break;
+	case MECH_UNITS: per_param(w) ? memfsdp2_setup(w) : units_setup(w); break;
 	case MECH_ZERO3: zero3_setup(w); break;
 	}
 	if (w->pl->loss_scale && w->role != ROLE_DP_REPLICA)
@@ -1141,9 +1184,31 @@ void memstrat_step(struct wk *w)
 	case MECH_REPL: repl_step(w); break;
 	case MECH_DP: dp_step(w); break;
 	case MECH_ZERO12: zero12_step(w); break;
-	case MECH_UNITS: units_step(w); break;
+	case MECH_UNITS: per_param(w) ? memfsdp2_step(w) : units_step(w); break;
 	case MECH_ZERO3: zero3_step(w); break;
 	}
+}
+
+/* ---- shared with memfsdp2.c -------------------------------------------------- */
+
+int memstrat_param_tensors(const struct wk *w, int i, int64_t out[3])
+{
+	return param_tensors(w, i, out);
+}
+
+int memstrat_next_unit(const struct wk *w, int u, int fwd)
+{
+	return next_unit(w, u, fwd);
+}
+
+int memstrat_opt_temp_kind(const struct wk *w)
+{
+	return opt_temp_kind(w);
+}
+
+void memstrat_unit_grads(struct wk *w, int i)
+{
+	units_param_grads(w, i);
 }
 
 /* ---- configuration ----------------------------------------------------------- */
@@ -1162,6 +1227,8 @@ static int configure_units(struct wk *w)
 	w->wrs = p->w.reduced;
 	w->wstage = p->w.staging;
 	w->wmp = p->w.gather_src;
+	w->wagb = p->w.gather_buf;
+	w->agheld = w->rsheld = -1;
 	w->wfc = p->w.flat_cast;
 	return build_units(w, p->wrap);
 }
@@ -1213,7 +1280,9 @@ void memstrat_micro_begin(struct wk *w)
 
 void memstrat_fwd_end(struct wk *w)
 {
-	if (w->mech == MECH_DP)
+	if (per_param(w))
+		memfsdp2_fwd_end(w);
+	else if (w->mech == MECH_DP)
 		dp_gather(w);
 }
 
@@ -1225,7 +1294,9 @@ void memstrat_bwd_begin(struct wk *w)
 
 void memstrat_bwd_end(struct wk *w, int last_micro)
 {
-	if (w->mech == MECH_ZERO12)
+	if (per_param(w))
+		memfsdp2_bwd_end(w);
+	else if (w->mech == MECH_ZERO12)
 		zero12_bwd_end(w, last_micro);
 	else if (w->mech == MECH_DP)
 		dp_bwd_end(w);

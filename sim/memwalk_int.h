@@ -52,8 +52,14 @@ struct wk {
 	int *uloff, *ulast;   /* units whose last op is op i, ascending (CSR over ops) */
 	int *uooff, *uops;    /* ops owning parameters of unit u, descending (CSR over units) */
 	char *ul, *ugl, *usg; /* gathered, unsharded grad, grad shard allocated */
+	int64_t *ush;         /* per unit: elements of its shard (FSDP2: the sum of the
+				 per-parameter padded shards) */
+	char *agl, *pfl, *arl;/* FSDP2, per unit: all-gather buffer, post-forward shards,
+				 reduce-dtype all-reduce output (HSDP) allocated */
+	int agheld, rsheld;   /* FSDP2: the unit whose all-gather buffer (forward) and
+				 reduce-scatter input are kept for the next one, -1 none */
 	int reshard_fwd, fwd_prefetch, bwd_prefetch;
-	int wgat, wug, wsg, wrs, wstage, wmp, wfc;
+	int wgat, wug, wsg, wrs, wstage, wmp, wagb, wfc;
 	int64_t *G, *pers;    /* ZeRO-3: fetched elements, persistent elements per op */
 	char *zl;             /* ZeRO-3: gathered */
 	int64_t zlive;        /* ZeRO-3: gathered elements */
@@ -148,6 +154,28 @@ static inline int has_param_grads(const struct wk *w, int i)
 {
 	return w->g->ops[i].params > 0 || (w->g->ops[i].tied && w->owner >= 0);
 }
+
+/* memstrat.c helpers the FSDP2 walk (memfsdp2.c) shares: op i's parameter
+ * tensors (elements per TP rank, weight then bias), the next unit in
+ * forward (fwd = 1) or backward order, the unit op i's gradient lands in,
+ * and which Adam step temporaries apply (enum opt_impl, OPTI_DEFAULT none). */
+int memstrat_param_tensors(const struct wk *w, int i, int64_t out[3]);
+int memstrat_next_unit(const struct wk *w, int u, int fwd);
+int memstrat_opt_temp_kind(const struct wk *w);
+void memstrat_unit_grads(struct wk *w, int i);
+void memstrat_grad_shard(struct wk *w, int u, int op, int64_t bytes);
+
+/* memfsdp2.c: FSDP2's units (plan.h layout LAYOUT_PER_PARAM): per-parameter
+ * shards, the all-gather and reduce-scatter buffers and their handoff. */
+int64_t memfsdp2_shard(const struct wk *w, int i, int k, int64_t n);
+void memfsdp2_setup(struct wk *w);
+void memfsdp2_fwd_pre(struct wk *w, int i);
+void memfsdp2_fwd_post(struct wk *w, int i);
+void memfsdp2_fwd_end(struct wk *w);
+void memfsdp2_bwd_pre(struct wk *w, int i);
+void memfsdp2_bwd_post(struct wk *w, int i);
+void memfsdp2_bwd_end(struct wk *w);
+void memfsdp2_step(struct wk *w);
 
 /* memstrat.c: the strategy's part of the walk. configure returns 0 or -1 (out
  * of memory); the hooks run before/after an op's forward and backward. */

@@ -18,21 +18,26 @@
 static const struct {
 	const char *name;
 	int strategy, sharding;
+	int version;            /* fsdp_version (FSDP rows), else 1 */
 	int alias;              /* accepted, never printed */
 } names[] = {
-	{"single", STRAT_SINGLE, SHARD_FULL, 0}, {"dp", STRAT_DP, SHARD_FULL, 0},
-	{"ddp", STRAT_DDP, SHARD_FULL, 0}, {"zero1", STRAT_ZERO1, SHARD_FULL, 0},
-	{"zero2", STRAT_ZERO2, SHARD_FULL, 0}, {"zero3", STRAT_ZERO3, SHARD_FULL, 0},
-	{"fsdp", STRAT_FSDP, SHARD_FULL, 1},
-	{"fsdp:full_shard", STRAT_FSDP, SHARD_FULL, 0},
-	{"fsdp:shard_grad_op", STRAT_FSDP, SHARD_GRAD_OP, 0},
-	{"fsdp:no_shard", STRAT_FSDP, SHARD_NONE, 0},
-	{"fsdp:hybrid_shard", STRAT_FSDP, SHARD_HYBRID, 0},
-	{"fsdp:hybrid_shard_zero2", STRAT_FSDP, SHARD_HYBRID_ZERO2, 0},
+	{"single", STRAT_SINGLE, SHARD_FULL, 1, 0}, {"dp", STRAT_DP, SHARD_FULL, 1, 0},
+	{"ddp", STRAT_DDP, SHARD_FULL, 1, 0}, {"zero1", STRAT_ZERO1, SHARD_FULL, 1, 0},
+	{"zero2", STRAT_ZERO2, SHARD_FULL, 1, 0}, {"zero3", STRAT_ZERO3, SHARD_FULL, 1, 0},
+	{"fsdp", STRAT_FSDP, SHARD_FULL, 1, 1},
+	{"fsdp:full_shard", STRAT_FSDP, SHARD_FULL, 1, 0},
+	{"fsdp:shard_grad_op", STRAT_FSDP, SHARD_GRAD_OP, 1, 0},
+	{"fsdp:no_shard", STRAT_FSDP, SHARD_NONE, 1, 0},
+	{"fsdp:hybrid_shard", STRAT_FSDP, SHARD_HYBRID, 1, 0},
+	{"fsdp:hybrid_shard_zero2", STRAT_FSDP, SHARD_HYBRID_ZERO2, 1, 0},
+	/* FSDP2 (fully_shard): a 1-D mesh, or HSDP's 2-D (replicate, shard) mesh */
+	{"fsdp2", STRAT_FSDP, SHARD_FULL, 2, 0},
+	{"fsdp2:full_shard", STRAT_FSDP, SHARD_FULL, 2, 1},
+	{"fsdp2:hybrid_shard", STRAT_FSDP, SHARD_HYBRID, 2, 0},
 };
 #define NNAMES (sizeof names / sizeof names[0])
 
-int plan_parse_strategy(const char *name, int *strategy, int *sharding)
+int plan_parse_strategy(const char *name, int *strategy, int *sharding, int *version)
 {
 	size_t i;
 
@@ -40,18 +45,19 @@ int plan_parse_strategy(const char *name, int *strategy, int *sharding)
 		if (strcmp(name, names[i].name) == 0) {
 			*strategy = names[i].strategy;
 			*sharding = names[i].sharding;
+			*version = names[i].version;
 			return 0;
 		}
 	return -1;
 }
 
-const char *plan_strategy_name(int strategy, int sharding)
+const char *plan_strategy_name(int strategy, int sharding, int version)
 {
 	size_t i;
 
 	for (i = 0; i < NNAMES; i++)
 		if (!names[i].alias && names[i].strategy == strategy &&
-		    (strategy != STRAT_FSDP || names[i].sharding == sharding))
+		    (strategy != STRAT_FSDP || (names[i].sharding == sharding && names[i].version == version)))
 			return names[i].name;
 	return "?";
 }
@@ -136,6 +142,28 @@ static void groups(struct plan *p, const struct scn_settings *st, int64_t world)
 	p->nccl_comms += tp > 1;
 }
 
+/* ---- FSDP2 ---------------------------------------------------------------------------- */
+
+/* fully_shard's reshard_after_forward (_fully_shard.py,
+ * _fsdp_init.py _get_post_forward_mesh_info) and prefetching
+ * (_fsdp_param_group.py): None frees the blocks after forward, not the
+ * root; True and False apply to every module; an int N keeps a shard over N
+ * ranks (1 = False, the shard group's size = True). Backward always
+ * prefetches the module before in forward order; there is no rate limiter. */
+static void fsdp2(struct plan *p, const struct scn_training *t)
+{
+	int64_t r = t->fsdp_reshard_after_forward;
+
+	p->layout = LAYOUT_PER_PARAM;
+	p->handoff = 1;
+	if (r >= 2 && r >= p->shard_n)
+		r = -2;
+	p->reshard_fwd = r != 0 && r != 1;
+	p->reshard_root = r == -2 || r >= 2;
+	p->reshard_group = r >= 2 ? r : 0;
+	p->limit_all_gathers = 0;
+}
+
 /* ---- FSDP's gradient reduction ---------------------------------------------------------- */
 
 /* PyTorch FSDP reduces in MixedPrecision's reduce_dtype (None: param_dtype,
@@ -144,15 +172,20 @@ static void groups(struct plan *p, const struct scn_settings *st, int64_t world)
  * starting at 1 and doubled while n % f == 0 and n / f > f
  * (default_hooks.DefaultState._get_gradient_predivide_factor: 4 for n = 8,
  * 8 for 64, 16 for 128), after it by n / f; n counts the replicas of hybrid
- * sharding too (fsdp/_init_utils.py _init_process_group_state). */
+ * sharding too (fsdp/_init_utils.py _init_process_group_state).
+ * FSDP2 reduces in MixedPrecisionPolicy's reduce_dtype (None: the
+ * parameters' own dtype, fp32, since PyTorch 2.15, _fsdp_api.py; before, it
+ * followed param_dtype); fp32 and bf16 divide inside the collective
+ * (ReduceOp.AVG), fp16 splits the division as FSDP1 does
+ * (_fsdp_collectives.py _get_gradient_divide_factors). */
 static void fsdp_reduction(struct plan *p, const struct scn_training *t)
 {
 	int64_t n = p->dp, f = 1;
+	int d = t->fsdp_reduce_dtype, fsdp2 = p->layout == LAYOUT_PER_PARAM;
 
-	p->reduce_bytes = t->fsdp_reduce_dtype == FDT_FP32 ? 4
-		: t->fsdp_reduce_dtype == FDT_DEFAULT ? (p->mixed ? 2 : 4) : 2;
+	p->reduce_bytes = d == FDT_FP32 ? 4 : d == FDT_DEFAULT ? (p->mixed && !fsdp2 ? 2 : 4) : 2;
 	p->grad_predivide = p->grad_postdivide = 1;
-	if (p->engine != FW_PYTORCH || p->mech != MECH_UNITS || n < 2)
+	if (p->engine != FW_PYTORCH || p->mech != MECH_UNITS || n < 2 || (fsdp2 && d != FDT_FP16))
 		return;
 	while (n % f == 0 && n / f > f)
 		f *= 2;
@@ -184,11 +217,17 @@ static void widths(struct plan *p)
 		w->flat_cast = p->reduce_bytes != act ? p->reduce_bytes : 0;
 		w->grad_shard = p->offload ? 0 : 4;  /* the fp32 sharded .grad, on the host with offload */
 		w->staging = p->offload ? 4 : 0;
+		if (p->layout == LAYOUT_PER_PARAM) {  /* FSDP2: the flat all-gather buffer; its
+							 reduce-scatter input is in reduce_dtype */
+			w->gather_buf = w->gathered;
+			w->flat_cast = 0;
+		}
 	} else if (p->mech == MECH_UNITS) {
 		w->gathered = p->gathers ? w->params : 0;
 		w->unsharded_grad = p->gathers ? w->grads : 0;
 		w->grad_shard = w->reduced = w->grads;
 		w->staging = p->offload == OFFLOAD_OPTIMIZER_AND_PARAMS ? w->params : 0;
+		w->gather_buf = p->layout == LAYOUT_PER_PARAM ? w->gathered : 0;
 	} else if (p->mech == MECH_ZERO3) {
 		w->gathered = w->params;
 		w->staging = p->offload == OFFLOAD_OPTIMIZER_AND_PARAMS ? w->params : 0;
@@ -196,7 +235,8 @@ static void widths(struct plan *p)
 	w->kernel_weights = act;
 	w->kernel_grads = p->autocast ? 4 : act;
 	w->comm_params = p->mech == MECH_DP && p->autocast ? 4 : act;  /* replicate() broadcasts fp32 */
-	w->comm_grads = p->mech == MECH_UNITS && pytorch ? p->reduce_bytes : p->autocast ? 4 : act;
+	w->comm_grads = p->layout == LAYOUT_PER_PARAM ? w->reduced  /* FSDP2 reduce-scatters in reduce_dtype */
+		: p->mech == MECH_UNITS && pytorch ? p->reduce_bytes : p->autocast ? 4 : act;
 }
 
 /* ---- the optimizer and the checkpoint ---------------------------------------------- */
@@ -215,7 +255,9 @@ static void optimizer(struct plan *p, const struct scn_training *t, double cc)
 	p->opt_impl = t->optimizer_impl != OPTI_DEFAULT ? t->optimizer_impl
 		: p->fused_optimizer ? OPTI_FUSED
 		: cc > 0 && t->framework_version != FWV_1_13 ? OPTI_FOREACH : OPTI_FOR_LOOP;
-	p->opt_groups = p->zero_stage > 0 ? OPT_FLAT : p->strategy == STRAT_FSDP ? OPT_PER_UNIT : OPT_PER_TENSOR;
+	/* FSDP1 steps over a FlatParameter per unit, FSDP2 over each DTensor parameter */
+	p->opt_groups = p->zero_stage > 0 ? OPT_FLAT
+		: p->strategy == STRAT_FSDP && p->layout == LAYOUT_FLAT ? OPT_PER_UNIT : OPT_PER_TENSOR;
 	p->grad_scaler = p->engine == FW_PYTORCH && p->precision == PREC_FP16;
 	/* optimizer.zero_grad(set_to_none=True) is torch.optim's default from
 	 * 2.0; 1.13 zeroed .grad in place, keeping it allocated (per-tensor
@@ -258,7 +300,8 @@ void plan_derive(struct plan *p, const struct scn_settings *st, int64_t world, d
 	p->strategy = t->strategy;
 	p->sharding = fsdp ? t->fsdp_sharding : SHARD_FULL;
 	p->framework = t->framework;
-	snprintf(p->name, sizeof p->name, "%s", plan_strategy_name(p->strategy, p->sharding));
+	p->fsdp_version = fsdp ? (int)t->fsdp_version : 0;
+	snprintf(p->name, sizeof p->name, "%s", plan_strategy_name(p->strategy, p->sharding, fsdp ? p->fsdp_version : 1));
 	p->engine = engine(t);
 	p->mech = mechanism(t->strategy, p->engine);
 	p->zero_stage = t->strategy >= STRAT_ZERO1 && t->strategy <= STRAT_ZERO3 ? t->strategy - STRAT_ZERO1 + 1 : 0;
@@ -275,8 +318,10 @@ void plan_derive(struct plan *p, const struct scn_settings *st, int64_t world, d
 		(p->units && (p->sharding == SHARD_FULL || p->sharding == SHARD_HYBRID));
 	p->wrap = fsdp ? t->fsdp_wrap : WRAP_TRANSFORMER;
 	p->wrap_min_params = t->fsdp_min_num_params;
-	plan_set_prefetch(p, t->fsdp_forward_prefetch, t->fsdp_backward_prefetch);
 	p->limit_all_gathers = fsdp && t->fsdp_limit_all_gathers;
+	if (p->fsdp_version == 2)
+		fsdp2(p, t);
+	plan_set_prefetch(p, t->fsdp_forward_prefetch, t->fsdp_backward_prefetch);
 	p->reduce = reduction(p);
 	p->ddp_bucket_view = p->reduce == REDUCE_DDP && t->ddp_gradient_as_bucket_view;
 	p->allgather_after_step = p->zero_stage == 1 || p->zero_stage == 2;
@@ -291,23 +336,61 @@ void plan_set_prefetch(struct plan *p, int fwd, int bwd)
 	int fsdp = p->strategy == STRAT_FSDP;  /* FSDP's keys; ZeRO-3 prefetches by bucket size */
 
 	p->fwd_prefetch = fsdp && fwd;
-	p->bwd_prefetch = fsdp ? bwd : PREFETCH_NONE;
+	/* FSDP2 prefetches the module before in backward whatever is asked */
+	p->bwd_prefetch = !fsdp ? PREFETCH_NONE : p->fsdp_version == 2 ? PREFETCH_BACKWARD_PRE : bwd;
 }
 
 int plan_from_spec(struct plan *p, const char *spec, int precision)
 {
 	struct scn_settings st;
 	struct err e = {0};
-	int strategy, sharding;
+	int strategy, sharding, version;
 
-	if (plan_parse_strategy(spec, &strategy, &sharding) || cfg_defaults(scenario_keys(), &st, &e))
+	if (plan_parse_strategy(spec, &strategy, &sharding, &version) || cfg_defaults(scenario_keys(), &st, &e))
 		return -1;
 	st.training.strategy = strategy;
 	st.training.fsdp_sharding = sharding;
+	st.training.fsdp_version = version;
 	st.training.framework = FW_SHARDCAST;
 	st.training.precision = precision;
 	plan_derive(p, &st, 1, 0);
 	return 0;
+}
+
+/* FSDP2's settings (fully_shard's arguments), located where they were set. */
+static int check_fsdp2(const struct scenario *s, struct err *e)
+{
+	const struct scn_training *t = &s->s.training;
+
+	if (t->strategy != STRAT_FSDP || t->fsdp_version != 2) {
+		if (t->fsdp_reshard_after_forward != -1)
+			return scenario_error(s, e, "training", "fsdp_reshard_after_forward", "%s", "is FSDP2's (strategy = fsdp, fsdp_version = 2); FSDP1 reshards by fsdp_sharding_strategy");
+		return 0;
+	}
+	if (t->framework == FW_PYTORCH && t->framework_version == FWV_1_13)
+		return scenario_error(s, e, "training", "fsdp_version", "%s", "= 2 is fully_shard, which came with PyTorch 2.4; framework_version = 1.13 has FSDP1 only");
+	if (t->fsdp_sharding != SHARD_FULL && t->fsdp_sharding != SHARD_HYBRID)
+		return scenario_error(s, e, "training", "fsdp_sharding_strategy", "%s", "fsdp_version = 2 shards over a 1-D mesh (full_shard) or a 2-D replicate x shard mesh (hybrid_shard); shard_grad_op's behaviour is fsdp_reshard_after_forward = false");
+	if (t->fsdp_wrap == WRAP_SIZE)
+		return scenario_error(s, e, "training", "fsdp_auto_wrap_policy", "%s", "fsdp_version = 2 is modelled with transformer_based_wrap (fully_shard on every block, then the root) or no_wrap");
+	if (t->offload != OFFLOAD_NONE)
+		return scenario_error(s, e, "training", "offload", "%s", "fsdp_version = 2's CPUOffloadPolicy is not modelled; use fsdp_version = 1");
+	if (t->fsdp_backward_prefetch != PREFETCH_BACKWARD_PRE)
+		return scenario_error(s, e, "training", "fsdp_backward_prefetch", "%s", "is FSDP1's: FSDP2 always prefetches the previous module in backward (backward_pre)");
+	return 0;
+}
+
+/* fsdp_reshard_after_forward = N must divide the shard group
+ * (_get_post_forward_mesh_info). */
+static int check_reshard_group(const struct scenario *s, const struct plan *p, struct err *e)
+{
+	int64_t r = s->s.training.fsdp_reshard_after_forward;
+	char d[64];
+
+	if (p->fsdp_version != 2 || r < 2 || (r <= p->shard_n && p->shard_n % r == 0))
+		return 0;
+	snprintf(d, sizeof d, "%lld must divide the shard group of %lld ranks", (long long)r, (long long)p->shard_n);
+	return scenario_error(s, e, "training", "fsdp_reshard_after_forward", "%s (a group size to keep a shard over)", d);
 }
 
 /* The settings of s that do not go together, located where they were set. */
@@ -342,6 +425,8 @@ static int check(const struct scenario *s, struct err *e)
 		return scenario_error(s, e, "training", "offload", "%s", "FSDP's CPUOffload moves parameters, gradients and optimizer together; use optimizer_and_params");
 	if (t->framework == FW_DEEPSPEED && (t->strategy == STRAT_DP || t->strategy == STRAT_FSDP))
 		return scenario_error(s, e, "training", "framework", "%s", "deepspeed runs single, ddp (stage 0) and zero1-3; dp and fsdp are PyTorch's (framework = pytorch or shardcast)");
+	if (check_fsdp2(s, e))
+		return e->code;
 	if (t->fsdp_reduce_dtype != FDT_DEFAULT && (t->strategy != STRAT_FSDP || t->framework != FW_PYTORCH))
 		return scenario_error(s, e, "training", "fsdp_reduce_dtype", "%s", "is PyTorch FSDP's MixedPrecision (strategy = fsdp, framework = pytorch); the others reduce in their gradients' dtype");
 	if (s->gpu.peak[t->precision] <= 0) {
@@ -358,7 +443,7 @@ int plan_build(struct plan *p, const struct scenario *s, struct err *e)
 
 	if (!rc)
 		plan_derive(p, &s->s, s->world, s->gpu.compute_capability);
-	return rc;
+	return rc ? rc : check_reshard_group(s, p, e);
 }
 
 const char *plan_profile_name(const struct plan *p)

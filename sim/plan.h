@@ -35,6 +35,27 @@
  *              backward (shard_grad_op, hybrid_shard_zero2, FSDP's
  *              reshard_after_forward); FSDP's prefetch keys and rate limiter
  *              apply to FSDP only; ZeRO-3 modules prefetch by bucket size.
+ *  layout      FSDP1 (and shardcast's zero3) shard a unit's FlatParameter:
+ *              its parameters concatenated, padded to a multiple of shard_n
+ *              (flat_param.py). FSDP2 (fsdp_version = 2, fully_shard) shards
+ *              every parameter on dim 0 as a DTensor Shard(0), each padded to
+ *              a multiple of shard_n rows (_fsdp_param.py
+ *              _init_sharded_param); its gathers copy the shards into one
+ *              flat all-gather buffer (a 16-bit copy first under
+ *              MixedPrecisionPolicy) and out into per-parameter unsharded
+ *              tensors, its reductions copy the unsharded gradients into a
+ *              reduce-scatter input in reduce_dtype (_fsdp_collectives.py
+ *              foreach_all_gather, foreach_reduce); in forward a unit's
+ *              all-gather buffer lives until the next unit's copy-out, a
+ *              reduce-scatter input until the next unit's reduction or the
+ *              end of backward (_fsdp_param_group.py AllGatherState,
+ *              reduce_scatter_states: FSDP2's stream handoff, no rate
+ *              limiter). reshard_after_forward: default frees the blocks,
+ *              not the root, after forward; true every unit; false none; N
+ *              keeps a shard over N ranks (to_sharded_post_forward). Backward
+ *              prefetches the unit before in forward order (implicit
+ *              prefetch, _backward_prefetch); forward_prefetch is
+ *              set_modules_to_forward_prefetch of the next unit.
  *  reduce      how gradients reach their owners: DDP's buckets, ZeRO-1's
  *              reduce-scatter after the last micro-step, ZeRO-2/3's
  *              reduce_bucket_size buckets during backward, each unit's
@@ -89,6 +110,12 @@ enum plan_reduce {
 	REDUCE_UNITS        /* each unit's gradient after its backward */
 };
 
+/* How a unit's parameters are sharded. */
+enum plan_layout {
+	LAYOUT_FLAT,        /* FSDP1's FlatParameter: concatenated, padded to shard_n */
+	LAYOUT_PER_PARAM    /* FSDP2: every parameter on dim 0, padded to shard_n rows */
+};
+
 /* What the optimizer steps over, tensor by tensor. */
 enum plan_opt_groups {
 	OPT_PER_TENSOR,     /* every parameter tensor (torch.optim over the module) */
@@ -104,9 +131,10 @@ struct plan_widths {
 	int cast;           /* autocast's 16-bit copy of a weight during its op */
 	int gathered;       /* a gathered unit's or module's parameters */
 	int gather_src;     /* the 16-bit copy of a shard made for its all-gather (FSDP MixedPrecision) */
+	int gather_buf;     /* FSDP2's flat all-gather buffer (the per-parameter copy-out's source) */
 	int unsharded_grad; /* a unit's unsharded gradient before its reduce-scatter */
 	int grad_shard;     /* the sharded gradient kept between backward and the step */
-	int reduced;        /* reduce-scatter output (FSDP: MixedPrecision's reduce_dtype) */
+	int reduced;        /* reduce-scatter output, FSDP2's input too (FSDP: reduce_dtype) */
 	int flat_cast;      /* a unit's flat gradient cast to the reduce dtype for its reduction
 			       (FSDP MixedPrecision, reduce_dtype unlike the gradients'); 0 none */
 	int staging;        /* host<->device staging of an offloaded shard */
@@ -150,6 +178,13 @@ struct plan {
 	int fwd_prefetch;        /* FSDP forward_prefetch */
 	int bwd_prefetch;        /* enum fsdp_prefetch (FSDP; PREFETCH_NONE otherwise) */
 	int limit_all_gathers;   /* FSDP's rate limiter */
+	int fsdp_version;        /* 1 FullyShardedDataParallel, 2 fully_shard; 0 not FSDP */
+	int layout;              /* enum plan_layout of the units */
+	int reshard_root;        /* the root unit is freed after forward too (FSDP2 true, N) */
+	int64_t reshard_group;   /* FSDP2 reshard_after_forward = N: a unit keeps a shard over N
+				    ranks after forward (0: none) */
+	int handoff;             /* FSDP2's stream handoff of the all-gather and reduce-scatter
+				    buffers (layout) */
 
 	/* gradients and the step */
 	int reduce;              /* enum plan_reduce */
@@ -165,11 +200,12 @@ struct plan {
 	int grad_scaler;         /* torch.amp.GradScaler's unscale pass (PyTorch fp16) */
 	int zero_grad_keeps;     /* zero_grad keeps .grad allocated across steps (set_to_none
 				    = False, torch.optim before 2.0: framework_version 1.13) */
-	int reduce_bytes;        /* FSDP: bytes per gradient element reduced (MixedPrecision
-				    reduce_dtype; default the gradients' own) */
+	int reduce_bytes;        /* FSDP: bytes per gradient element reduced (reduce_dtype;
+				    default FSDP1 the gradients' own, FSDP2 the parameters' fp32) */
 	double grad_predivide;   /* PyTorch FSDP: the unsharded gradient is divided by this before
 				    its reduction and the result by grad_postdivide after it (1 =
-				    no pass): DefaultState's split of the data-parallel size */
+				    no pass): DefaultState's split of the data-parallel size
+				    (FSDP2: fp16 only; fp32 and bf16 reduce with ReduceOp.AVG) */
 	double grad_postdivide;
 
 	struct plan_widths w;
@@ -208,12 +244,13 @@ void plan_set_prefetch(struct plan *p, int fwd, int bwd);
 int plan_from_spec(struct plan *p, const char *spec, int precision);
 
 /* The strategy table: "single", "dp", "ddp", "zero1".."zero3", "fsdp" (=
- * fsdp:full_shard) and "fsdp:SHARDING". Returns 0 and sets *strategy and
- * *sharding, or -1 for an unknown name. */
-int plan_parse_strategy(const char *name, int *strategy, int *sharding);
+ * fsdp:full_shard), "fsdp:SHARDING" and FSDP2's "fsdp2" and
+ * "fsdp2:hybrid_shard". Returns 0 and sets *strategy, *sharding and
+ * *version (fsdp_version; 1 for the others), or -1 for an unknown name. */
+int plan_parse_strategy(const char *name, int *strategy, int *sharding, int *version);
 
-/* The table's name of (strategy, sharding) ("fsdp:shard_grad_op"). */
-const char *plan_strategy_name(int strategy, int sharding);
+/* The table's name of (strategy, sharding, fsdp_version) ("fsdp:shard_grad_op"). */
+const char *plan_strategy_name(int strategy, int sharding, int version);
 
 /* The table's nearest name to a misspelt one, or NULL. */
 const char *plan_strategy_nearest(const char *name);

@@ -23,8 +23,8 @@ static const char *const strategies[] = {"single", "dp", "ddp", "zero1", "zero2"
 static const char *const shardings[] = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard",
 					"hybrid_shard_zero2", NULL};
 static const char *const wraps[] = {"transformer_based_wrap", "size_based_wrap", "no_wrap", NULL};
-static const char *const prefetches[] = {"backward_pre", "backward_post", "none", NULL};
 static const char *const fsdp_dtypes[] = {"default", "fp32", "bf16", "fp16", NULL};
+static const char *const prefetches[] = {"backward_pre", "backward_post", "none", NULL};
 static const char *const offloads[] = {"none", "optimizer", "optimizer_and_params", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", NULL};
 static const char *const optimizers[] = {"sgd", "sgd_momentum", "adam", "adamw", NULL};
@@ -68,13 +68,15 @@ static const struct cfg_key keys[] = {
 	{"cluster", "collective_algorithm", CFG_ENUM, 0, 0, 0, 0, "auto", C(coll_algo), coll_algos, "collective cost model: auto (NCCL's choice of ring/tree), ring, tree, hierarchical"},
 
 	{"training", "strategy", CFG_ENUM, 0, 0, 0, 0, "ddp", T(strategy), strategies, "parallelism strategy"},
+	{"training", "fsdp_version", CFG_INT, 0, 0, 1, 2, "1", T(fsdp_version), NULL, "FSDP implementation: 1 = FullyShardedDataParallel (flat parameters), 2 = fully_shard (per-parameter DTensor shards)"},
 	{"training", "fsdp_sharding_strategy", CFG_ENUM, 0, 0, 0, 0, "full_shard", T(fsdp_sharding), shardings, "FSDP sharding strategy (hybrid: shard inside a node, replicate across)"},
 	{"training", "fsdp_auto_wrap_policy", CFG_ENUM, 0, 0, 0, 0, "transformer_based_wrap", T(fsdp_wrap), wraps, "FSDP unit boundaries"},
 	{"training", "fsdp_min_num_params", CFG_NUM, 0, 0, 1, 1e13, "1e8", T(fsdp_min_num_params), NULL, "size_based_wrap threshold (parameters)"},
 	{"training", "fsdp_backward_prefetch", CFG_ENUM, 0, 0, 0, 0, "backward_pre", T(fsdp_backward_prefetch), prefetches, "FSDP backward prefetch"},
 	{"training", "fsdp_forward_prefetch", CFG_BOOL, 0, 0, 0, 0, "false", T(fsdp_forward_prefetch), NULL, "FSDP forward prefetch"},
+	{"training", "fsdp_reshard_after_forward", CFG_INT, 0, CFG_DEFAULTV | CFG_BOOLV, 0, 1e5, "default", T(fsdp_reshard_after_forward), NULL, "FSDP2: free a module's gathered parameters after its forward: default (the blocks, not the root), true (every module), false (none), or N = keep a shard over N ranks"},
 	{"training", "fsdp_limit_all_gathers", CFG_BOOL, 0, 0, 0, 0, "true", T(fsdp_limit_all_gathers), NULL, "FSDP rate limiter: at most two units gathered ahead"},
-	{"training", "fsdp_reduce_dtype", CFG_ENUM, 0, 0, 0, 0, "default", T(fsdp_reduce_dtype), fsdp_dtypes, "FSDP MixedPrecision reduce_dtype: default (the compute dtype: bf16/fp16 under mixed precision, else fp32), fp32, bf16, fp16"},
+	{"training", "fsdp_reduce_dtype", CFG_ENUM, 0, 0, 0, 0, "default", T(fsdp_reduce_dtype), fsdp_dtypes, "FSDP reduce_dtype: default (FSDP1 MixedPrecision: the compute dtype, bf16/fp16 under mixed precision, else fp32; FSDP2 MixedPrecisionPolicy: the parameters' fp32, PyTorch 2.15's reduce_dtype=None), fp32, bf16, fp16"},
 	{"training", "offload", CFG_ENUM, 0, 0, 0, 0, "none", T(offload), offloads, "CPU offload (ZeRO-Offload / FSDP CPUOffload)"},
 	{"training", "precision", CFG_ENUM, 0, 0, 0, 0, "fp32", T(precision), precisions, "fp16/bf16: mixed precision with fp32 master weights"},
 	{"training", "optimizer", CFG_ENUM, 0, 0, 0, 0, "adamw", T(optimizer), optimizers, "optimizer"},

@@ -23,7 +23,8 @@ enum strategy { STRAT_SINGLE, STRAT_DP, STRAT_DDP, STRAT_ZERO1, STRAT_ZERO2, STR
 enum fsdp_sharding { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE, SHARD_HYBRID, SHARD_HYBRID_ZERO2 };
 enum fsdp_wrap { WRAP_TRANSFORMER, WRAP_SIZE, WRAP_NONE };
 enum fsdp_prefetch { PREFETCH_BACKWARD_PRE, PREFETCH_BACKWARD_POST, PREFETCH_NONE };
-/* [training] fsdp_reduce_dtype: MixedPrecision's reduce_dtype (default: the parameters' compute dtype) */
+/* [training] fsdp_reduce_dtype: MixedPrecision's (FSDP1) or MixedPrecisionPolicy's (FSDP2)
+ * reduce_dtype; default: FSDP1 the compute dtype, FSDP2 the parameters' own (fp32) */
 enum fsdp_dtype { FDT_DEFAULT, FDT_FP32, FDT_BF16, FDT_FP16 };
 enum offload { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER_AND_PARAMS };
 enum optimizer { OPT_SGD, OPT_SGD_MOMENTUM, OPT_ADAM, OPT_ADAMW };
@@ -63,13 +64,15 @@ struct scn_cluster {
 
 struct scn_training {
 	int strategy;             /* enum strategy */
+	int64_t fsdp_version;     /* 1 FullyShardedDataParallel, 2 fully_shard */
 	int fsdp_sharding;        /* enum fsdp_sharding */
 	int fsdp_wrap;            /* enum fsdp_wrap */
 	double fsdp_min_num_params;
 	int fsdp_backward_prefetch; /* enum fsdp_prefetch */
 	int fsdp_forward_prefetch;
 	int fsdp_limit_all_gathers;
-	int fsdp_reduce_dtype;    /* enum fsdp_dtype (MixedPrecision.reduce_dtype) */
+	int64_t fsdp_reshard_after_forward; /* FSDP2: -1 default, -2 true, 0 false, N ranks */
+	int fsdp_reduce_dtype;    /* enum fsdp_dtype (FSDP1 MixedPrecision, FSDP2 MixedPrecisionPolicy) */
 	int offload;              /* enum offload */
 	int precision;            /* PREC_* */
 	int optimizer;            /* enum optimizer */

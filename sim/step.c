@@ -14,6 +14,20 @@
  *    hybrid sharding reduce-scatters in the shard group, then all-reduces the
  *    shard in the replicate group; MixedPrecision gathers and reduces in the
  *    16-bit dtype.
+ *  - PyTorch FSDP2 (torch/distributed/fsdp/_fully_shard/, plan.h layout): a
+ *    unit's all-gather is preceded by its copy-in on the all-gather streams
+ *    (the shards cast to param_dtype, then copied into the flat buffer:
+ *    _get_param_all_gather_inputs, all_gather_copy_in) and followed by its
+ *    copy-out on the compute stream when the unit's hook waits for it
+ *    (foreach_all_gather_copy_out, split_with_sizes_copy); a reduction
+ *    copies the unsharded gradients into the reduce-scatter input on the
+ *    compute stream (chunk_cat, upcasting to reduce_dtype) and casts the
+ *    output into the fp32 sharded gradients after it; each pass is
+ *    memory-bound: the bytes it reads and writes over the achievable
+ *    bandwidth. The root's pre-backward hook prefetches the last block; the
+ *    root is resharded after forward when reshard_after_forward says so; N
+ *    keeps slices that the backward all-gather gathers over N ranks. No rate
+ *    limiter.
  *  - DeepSpeed ZeRO (runtime/zero/stage_1_and_2.py, stage3.py,
  *    partitioned_param_coordinator.py): reduce_bucket_size buckets, overlap_comm,
  *    allgather_bucket_size after the step, stage-3 per-module fetch with
@@ -72,7 +86,8 @@
 
 enum tag {
 	T_DISPATCH, T_WAIT, T_FWD, T_BWD, T_RECOMP, T_OPT, T_AG, T_RS, T_AR, T_TP, T_BCAST,
-	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_ISSUE_COLL, T_HOOKS, T_FLAT, T_SHARD_CAST, T_GRAD_ADD, T_COUNT
+	T_GATHER, T_REDUCE, T_H2D, T_D2H, T_HOSTOPT, T_ISSUE_COLL, T_HOOKS, T_COPY, T_FLAT, T_SHARD_CAST,
+	T_GRAD_ADD, T_COUNT
 };
 
 struct step_unit {
@@ -81,6 +96,8 @@ struct step_unit {
 	int gathered;      /* gathered (an all-gather issued) and not resharded since */
 	int ag;            /* the all-gather task of the current gather, -1 */
 	int root;          /* FSDP's root unit */
+	int copied;        /* FSDP2: the current gather's copy-out is issued */
+	int post;          /* FSDP2: holds post-forward slices (reshard_after_forward = N) */
 };
 
 /* A collective whose bytes scale with the micro-batch (tensor-parallel
@@ -126,6 +143,8 @@ struct bld {
 	int cpu, gpu, pg, tps, rep, h2d, d2h, host, gpu1, cpu1;
 	/* groups */
 	struct coll_group gdp, gtp, gshard, grep;
+	struct coll_group gpost;   /* FSDP2 reshard_after_forward = N: the post-forward group */
+	int per_param;             /* FSDP2's units (plan.h layout) */
 	int shard_n;               /* ranks one unit's parameters are sharded over */
 	/* the next kernel waits for these */
 	int pend[16], npend;
@@ -547,16 +566,34 @@ static const struct coll_group *shard_group(const struct bld *b)
 	return b->p->hybrid ? &b->gshard : &b->gdp;
 }
 
+/* A memory-bound pass of bytes read plus written, at the slowest GPU's pace. */
+static double pass_time(const struct bld *b, double bytes)
+{
+	return (bytes / (b->mem_bw * b->ce->memory_efficiency) + b->ce->kernel_gap) * b->straggle;
+}
+
 /* FSDP MixedPrecision's 16-bit copy of a unit's fp32 shard before its
  * all-gather (flat_param.py _use_low_precision_shard: a read of the shard, a
  * write of the copy), on FSDP's pre-unshard stream, which the all-gather
  * follows: a task before it on the NCCL stream. */
 static void shard_cast(struct bld *b, double n)
 {
-	double bw = b->mem_bw * b->ce->memory_efficiency;
+	if (des_work(b->d, b->pg, pass_time(b, n * (4 + b->p->w.gather_src)), -1, T_SHARD_CAST) < 0)
+		b->oom = 1;
+}
 
-	if (des_work(b->d, b->pg, (n * (4 + b->p->w.gather_src) / bw + b->ce->kernel_gap) * b->straggle,
-		     -1, T_SHARD_CAST) < 0)
+/* FSDP2's copy-in before a unit's all-gather, on the all-gather stream: the
+ * shards (or post-forward slices) cast to param_dtype, then copied into the
+ * flat buffer; without a cast, copied into it. */
+static void copy_in(struct bld *b, int u)
+{
+	const struct plan_widths *w = &b->p->w;
+	struct step_unit *un = &b->u[u];
+	double n = un->params / (un->post ? b->gpost.n : b->shard_n);
+	double src = un->post ? w->gathered : w->params;
+	double bytes = w->gather_src ? n * (src + 2.0 * w->gather_src + w->gather_buf) : n * (src + w->gather_buf);
+
+	if (des_work(b->d, b->pg, pass_time(b, bytes), u, T_COPY) < 0)
 		b->oom = 1;
 }
 
@@ -574,10 +611,28 @@ static void gather(struct bld *b, int u)
 	limiter_wait(b);
 	if (b->offload == OFFLOAD_OPTIMIZER_AND_PARAMS)
 		h2d = copy(b, b->h2d, un->params / b->shard_n * b->pcomm, -1, u, T_H2D);
-	if (b->flat && b->p->w.gather_src)
+	if (b->per_param)
+		copy_in(b, u);
+	else if (b->flat && b->p->w.gather_src)
 		shard_cast(b, un->params / b->shard_n);
-	un->ag = collective(b, b->pg, COLL_ALLGATHER, shard_group(b), un->params * b->pcomm, h2d, u, T_AG);
+	un->ag = collective(b, b->pg, COLL_ALLGATHER, un->post ? &b->gpost : shard_group(b), un->params * b->pcomm,
+			    h2d, u, T_AG);
 	un->gathered = 1;
+	un->copied = 0;
+	un->post = 0;
+}
+
+/* The unit's hook waits for its all-gather; FSDP2 then copies the flat
+ * buffer out into the parameters, on the compute stream. */
+static void wait_gather(struct bld *b, int u)
+{
+	struct step_unit *un = &b->u[u];
+
+	pend(b, un->ag);
+	if (!b->per_param || un->copied || !b->p->gathers)
+		return;
+	kernel(b, pass_time(b, un->params * (b->p->w.gather_buf + b->p->w.gathered)), 0, u, T_COPY);
+	un->copied = 1;
 }
 
 /* The unit after u in forward (dir = +1) or backward (dir = -1) order, -1 none. */
@@ -619,7 +674,7 @@ static int reshard_after_forward(const struct bld *b, int u)
 {
 	if (b->modules)
 		return 1;
-	return !b->u[u].root && b->p->reshard_fwd;
+	return b->u[u].root ? b->p->reshard_root : b->p->reshard_fwd;
 }
 
 static void pre_forward(struct bld *b, int u)
@@ -627,7 +682,7 @@ static void pre_forward(struct bld *b, int u)
 	if (b->wrapped)
 		host_work(b, b->cpu, b->disp_uf, u, T_HOOKS);
 	gather(b, u);
-	pend(b, b->u[u].ag);
+	wait_gather(b, u);
 	if (b->modules || b->p->fwd_prefetch)
 		prefetch(b, u, +1);
 }
@@ -639,15 +694,39 @@ static void post_forward(struct bld *b, int u, int last_kernel)
 	if (!reshard_after_forward(b, u))
 		return;
 	b->u[u].gathered = 0;
+	b->u[u].post = b->per_param && b->p->reshard_group > 1;
 	limiter_push(b, last_kernel);
 }
 
 static void pre_backward(struct bld *b, int u)
 {
 	gather(b, u);
-	pend(b, b->u[u].ag);
+	wait_gather(b, u);
 	if (b->modules || b->p->bwd_prefetch == PREFETCH_BACKWARD_PRE)
 		prefetch(b, u, -1);
+}
+
+/* FSDP2's reduce-scatter copy-in, on the compute stream after the unit's
+ * backward: the unsharded gradients read, the input written in reduce_dtype.
+ * Returns the pass. */
+static int rs_copy_in(struct bld *b, double n, int after, int label)
+{
+	const struct plan_widths *w = &b->p->w;
+
+	pend(b, after);
+	return kernel(b, pass_time(b, n * (w->unsharded_grad + w->reduced)), 0, label, T_COPY);
+}
+
+/* FSDP2's cast of the reduced shard into the fp32 sharded gradients, on the
+ * stream of the reduction (a view when the dtypes agree). */
+static void rs_cast(struct bld *b, double n, int st)
+{
+	const struct plan_widths *w = &b->p->w;
+
+	if (w->reduced == w->grad_shard)
+		return;
+	if (des_work(b->d, st, pass_time(b, n / b->shard_n * (w->reduced + w->grad_shard)), -1, T_COPY) < 0)
+		b->oom = 1;
 }
 
 /* Gradient reduction of n elements after task after: FSDP's, ZeRO's. */
@@ -657,6 +736,8 @@ static void reduce_grads(struct bld *b, double n, int after, int label)
 
 	if (n <= 0)
 		return;
+	if (b->per_param)
+		after = rs_copy_in(b, n, after, label);
 	if (b->wrapped && !b->p->gathers) {
 		t = collective(b, b->pg, COLL_ALLREDUCE, &b->gdp, n * b->gcomm, after, label, T_AR);
 		d2h_after = t;
@@ -666,6 +747,8 @@ static void reduce_grads(struct bld *b, double n, int after, int label)
 		if (b->p->hybrid && b->grep.n > 1)
 			d2h_after = collective(b, b->rep, COLL_ALLREDUCE, &b->grep, n / b->shard_n * b->gcomm,
 					       t, label, T_AR);
+		if (b->per_param)
+			rs_cast(b, n, b->p->hybrid && b->grep.n > 1 ? b->rep : b->pg);
 	}
 	if (b->offload != OFFLOAD_NONE)
 		copy(b, b->d2h, n / b->shard_n * b->gcomm, d2h_after, label, T_D2H);
@@ -951,8 +1034,7 @@ static void recompute(struct bld *b, int gu)
  * place on every micro-step (header). */
 static int grad_add(const struct bld *b)
 {
-	return b->p->mech == MECH_REPL && b->p->engine == FW_PYTORCH &&
-		b->s->s.training.framework_version == FWV_1_13;
+	return b->p->zero_grad_keeps;
 }
 
 static void backward(struct bld *b, int sync)
@@ -968,7 +1050,9 @@ static void backward(struct bld *b, int sync)
 			cut_check(b, i, 1);
 		if (skipped(b, i))
 			continue;
-		if (u >= 0 && b->u[u].last == i && !b->u[u].root)
+		/* FSDP2's root has a pre-backward hook (it prefetches the last
+		 * block, and gathers the root if it was resharded) */
+		if (u >= 0 && b->u[u].last == i && (!b->u[u].root || b->per_param))
 			pre_backward(b, u);
 		if (o->unit > 0 && b->ss->glast[o->unit] == i)
 			recompute(b, o->unit);
@@ -1276,6 +1360,9 @@ static void groups(struct bld *b)
 	coll_group_make(&b->gshard, r < b->dp ? r : b->dp, 1, &s->intra, &s->inter, nics, share);
 	coll_group_make(&b->grep, b->dp / b->gshard.n, b->dp / b->gshard.n, &s->intra, &s->inter, nics, gpn);
 	b->shard_n = (int)b->p->shard_n;
+	if (b->p->reshard_group > 1)  /* consecutive ranks of the shard group: a node's first */
+		coll_group_make(&b->gpost, (int)b->p->reshard_group,
+				b->p->reshard_group <= r ? 1 : (int)(b->p->reshard_group / r), &s->intra, &s->inter, nics, share);
 }
 
 /* Bytes per parameter an optimizer step moves: fp32 words (see the header
@@ -1339,7 +1426,8 @@ static int setup(struct bld *b, struct step_sim *ss, const struct scenario *s,
 	b->disp_uf = native ? 0 : s->eff.dispatch_unit_fwd;
 	b->disp_ub = native ? 0 : s->eff.dispatch_unit_bwd;
 	b->wrapped = p->units;
-	b->flat = p->units && p->engine == FW_PYTORCH;
+	b->per_param = p->units && p->layout == LAYOUT_PER_PARAM;
+	b->flat = p->units && p->engine == FW_PYTORCH && !b->per_param;
 	b->modules = p->mech == MECH_ZERO3;
 	/* what the optimizer steps (plan.h opt_groups): FSDP's FlatParameters (one
 	 * per unit, counted once the units exist), a flat partition, every tensor */
@@ -2088,16 +2176,24 @@ int step_run(const struct scenario *s, const struct graph *g, struct prediction 
 
 /* ---- trace ---------------------------------------------------------------------- */
 
+/* What each tag is, as traces name it. */
+static const char *const kinds[T_COUNT] = {"issue ", "wait", "", "bwd ", "recompute ",
+	"optimizer step", "all-gather", "reduce-scatter", "all-reduce", "TP all-reduce",
+	"broadcast", "gather", "reduce", "copy to GPU", "copy to host",
+	"optimizer step (host)", "issue ", "FSDP unit hooks", "FSDP2 copy-in/out",
+	"FSDP flat gradient", "FSDP shard cast", "AccumulateGrad"};
+
+const char *step_task_kind(const struct des_task *t)
+{
+	return t->tag >= 0 && t->tag < T_COUNT ? kinds[t->tag] : "?";
+}
+
 static const char *task_name(void *ctx, const struct des_task *t, char *buf, size_t n)
 {
 	const struct step_sim *ss = ctx;
 	const struct graph *g = ss->g;
 	const char *op = t->label >= 0 && t->label < g->nops ? g->ops[t->label].name : "";
-	static const char *const what[T_COUNT] = {"issue ", "wait", "", "bwd ", "recompute ",
-		"optimizer step", "all-gather", "reduce-scatter", "all-reduce", "TP all-reduce",
-		"broadcast", "gather", "reduce", "copy to GPU", "copy to host",
-		"optimizer step (host)", "issue ", "FSDP unit hooks", "FSDP flat gradient",
-		"FSDP shard cast", "AccumulateGrad"};
+	const char *const *what = kinds;
 	char size[32];
 
 	if (t->coll >= 0) {

@@ -142,6 +142,10 @@ int step_simulate(struct step_sim *ss, const struct scenario *s, const struct gr
 int step_resimulate(struct step_sim *ss, const struct scenario *s, const struct graph *g,
 		    int64_t micro_batch, struct step_result *r, struct err *e);
 
+/* The kind of a step task as traces name it ("AccumulateGrad", "all-gather",
+ * "bwd " ...): which mechanism put it there. */
+const char *step_task_kind(const struct des_task *t);
+
 /* Writes the last simulation of ss as a Chrome trace (JSON object format,
  * openable in Perfetto and chrome://tracing): one process per simulated rank,
  * one thread per stream. Writes path.tmp, then renames it. */

@@ -262,7 +262,7 @@ static int enum_list(struct sweep *sw, const char *key, const char *section, con
 }
 
 /* strategies: names of the strategy table (plan.h) */
-static int strategy_list(struct sweep *sw, int *strat, int *shard, int *n, struct err *e)
+static int strategy_list(struct sweep *sw, int *strat, int *shard, int *ver, int *n, struct err *e)
 {
 	char buf[CFG_STR_MAX], *it[SWEEP_MAX_AXIS];
 	int i, j;
@@ -270,14 +270,14 @@ static int strategy_list(struct sweep *sw, int *strat, int *shard, int *n, struc
 	if (list(sw, "strategies", sw->set.strategies, buf, sizeof buf, it, SWEEP_MAX_AXIS, n, e))
 		return e->code;
 	for (i = 0; i < *n; i++) {
-		if (plan_parse_strategy(it[i], &strat[i], &shard[i])) {
+		if (plan_parse_strategy(it[i], &strat[i], &shard[i], &ver[i])) {
 			const char *near = plan_strategy_nearest(it[i]);
 			return err_set(e, ERR_INPUT, sw->file, line_of(sw, "strategies"),
 				       "[sweep] strategies: unknown strategy '%s'%s%s%s", it[i],
 				       near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
 		}
 		for (j = 0; j < i; j++)
-			if (strat[j] == strat[i] && shard[j] == shard[i])
+			if (strat[j] == strat[i] && shard[j] == shard[i] && ver[j] == ver[i])
 				return err_set(e, ERR_INPUT, sw->file, line_of(sw, "strategies"),
 					       "[sweep] strategies: %s is listed twice", it[i]);
 	}
@@ -472,6 +472,7 @@ static int forbidden(const struct sweep *sw, const int *lines, struct err *e)
 		{"model", "name", "models"}, {"model", "hf_config", "hf_configs"},
 		{"model", "seq_len", "seq_len"}, {"model", "target_len", "seq_len"},
 		{"training", "strategy", "strategies"}, {"training", "fsdp_sharding_strategy", "strategies"},
+		{"training", "fsdp_version", "strategies"},
 		{"training", "precision", "precision"}, {"training", "activation_checkpointing", "activation_checkpointing"},
 		{"training", "offload", "offload"}, {"training", "tensor_parallel", "tensor_parallel"},
 		{"training", "micro_batch", "micro_batch or global_batch"}, {"training", "grad_accum", "global_batch"},
@@ -530,13 +531,13 @@ static int load_base(struct sweep *sw, char *text, size_t len, struct err *e)
 
 static int build_cands(struct sweep *sw, struct err *e)
 {
-	int strat[SWEEP_MAX_AXIS], shard[SWEEP_MAX_AXIS], prec[SWEEP_MAX_AXIS], rec[SWEEP_MAX_AXIS],
-	    off[SWEEP_MAX_AXIS];
+	int strat[SWEEP_MAX_AXIS], shard[SWEEP_MAX_AXIS], ver[SWEEP_MAX_AXIS], prec[SWEEP_MAX_AXIS],
+	    rec[SWEEP_MAX_AXIS], off[SWEEP_MAX_AXIS];
 	int64_t tp[SWEEP_MAX_AXIS], nodes[SWEEP_MAX_AXIS];
 	int ns, np, nr, no, nt, nn, a, b, c, d, f, g;
 	size_t total;
 
-	if (strategy_list(sw, strat, shard, &ns, e) ||
+	if (strategy_list(sw, strat, shard, ver, &ns, e) ||
 	    enum_list(sw, "precision", "training", "precision", sw->set.precision, prec, &np, e) ||
 	    enum_list(sw, "activation_checkpointing", "training", "activation_checkpointing", sw->set.recompute, rec, &nr, e) ||
 	    enum_list(sw, "offload", "training", "offload", sw->set.offload, off, &no, e) ||
@@ -563,13 +564,14 @@ static int build_cands(struct sweep *sw, struct err *e)
 							size_t l;
 							k->strategy = strat[a];
 							k->sharding = shard[a];
+							k->fsdp_version = ver[a];
 							k->precision = prec[b];
 							k->recompute = rec[c];
 							k->offload = off[d];
 							k->tp = tp[g];
 							k->nodes = nodes[f];
 							snprintf(k->strat, sizeof k->strat, "%s",
-								 plan_strategy_name(k->strategy, k->sharding));
+								 plan_strategy_name(k->strategy, k->sharding, k->fsdp_version));
 							snprintf(k->label, sizeof k->label, "%s", k->strat);
 							l = strlen(k->label);
 							if (np > 1)

@@ -75,6 +75,7 @@ enum sweep_status {
 struct sweep_cand {
 	int strategy;       /* enum strategy */
 	int sharding;       /* enum fsdp_sharding (fsdp only) */
+	int fsdp_version;   /* 1, or 2 (fsdp2) */
 	int precision;      /* PREC_* */
 	int recompute;      /* enum recompute */
 	int offload;        /* enum offload */

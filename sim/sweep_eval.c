@@ -204,6 +204,7 @@ static void apply(struct sweep_ctx *c, const struct sweep_cand *k)
 
 	t->strategy = k->strategy;
 	t->fsdp_sharding = k->sharding;
+	t->fsdp_version = k->fsdp_version;
 	t->precision = k->precision;
 	t->recompute = k->recompute;
 	t->offload = k->offload;

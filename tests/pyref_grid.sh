@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The PyTorch reference grid (make pyref-test): every case of tests/pyref/grid.txt
-# through `validate --backend pytorch --json`; a table of measured vs predicted,
+# (or of the grid file given second: tests/pyref/fsdp2.txt) through
+# `validate --backend pytorch --json`; a table of measured vs predicted,
 # then "N passed, N failed" and the time taken. A case passes when the pytorch
 # profile's tensor bytes at the peak and its per-sample slope are within 2 % of
 # the tracer's and the peak is in the same phase. Cases listed in
@@ -13,7 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-bin}
-grid=tests/pyref/grid.txt
+grid=${2:-tests/pyref/grid.txt}
 gaps=tests/pyref/known_gaps.txt
 start=$(date +%s)
 tmp=$(mktemp -d)

@@ -110,6 +110,9 @@ static void strategies(const double *ref, const double *ref_sgd, const float *re
 		{"fsdp:no_shard", 1, 0, 0, 0}, {"fsdp:hybrid_shard", 1, 0, 0, PREFETCH_BACKWARD_PRE},
 		{"fsdp:hybrid_shard_zero2", 1, 0, 0, PREFETCH_NONE},
 		{"ddp", 2, 0, 0, 0}, {"zero2", 2, 1, 0, 0}, {"fsdp:full_shard", 2, 1, 0, PREFETCH_BACKWARD_PRE},
+		/* FSDP2: per-parameter shards, copy-in and copy-out buffers */
+		{"fsdp2", 1, 0, 0, 0}, {"fsdp2", 1, 0, 1, 0}, {"fsdp2:hybrid_shard", 1, 0, 0, 0},
+		{"fsdp2", 2, 1, 0, 0},
 	};
 	double loss[STEPS];
 	float *p = malloc(np * sizeof *p);
@@ -151,12 +154,12 @@ static void strategies(const double *ref, const double *ref_sgd, const float *re
 
 static void initial_shards_gather_exactly(size_t np)
 {
-	static const char *specs[] = {"zero3", "fsdp:shard_grad_op", "fsdp:hybrid_shard"};
+	static const char *specs[] = {"zero3", "fsdp:shard_grad_op", "fsdp:hybrid_shard", "fsdp2", "fsdp2:hybrid_shard"};
 	float *a = malloc(np * sizeof *a), *b = malloc(np * sizeof *b);
 	struct strat s;
 	struct err e = {0};
 
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < 5; k++) {
 		struct strat_opts o = opts("single", B, 2), so = opts(specs[k], B, world.size >= 4 ? 2 : 1);
 		int ok = strat_init(&s, &o, &model, T, 0, be, &self, &e) == 0 &&
 			strat_gather_params(&s, a, &e) == 0;
@@ -212,8 +215,8 @@ static void resume(void)
 static void emulated_peaks(void)
 {
 	static const char *specs[] = {"ddp", "zero1", "zero2", "zero3", "fsdp:shard_grad_op",
-				      "fsdp:hybrid_shard", "fsdp:no_shard"};
-	for (int k = 0; k < 7; k++) {
+				      "fsdp:hybrid_shard", "fsdp:no_shard", "fsdp2", "fsdp2:hybrid_shard"};
+	for (int k = 0; k < 9; k++) {
 		struct strat_opts o = opts(specs[k], 3, world.size >= 4 ? 2 : 1);
 		struct rt_comm em;
 		struct strat s;
@@ -272,7 +275,7 @@ static void mixed_precision(void)
 	static const struct { const char *spec; int prec; } c[] = {
 		{"ddp", PREC_BF16}, {"zero1", PREC_BF16}, {"zero2", PREC_BF16}, {"zero3", PREC_BF16},
 		{"fsdp:full_shard", PREC_BF16}, {"fsdp:hybrid_shard", PREC_BF16}, {"fsdp:no_shard", PREC_BF16},
-		{"ddp", PREC_FP16}, {"fsdp:full_shard", PREC_FP16},
+		{"ddp", PREC_FP16}, {"fsdp:full_shard", PREC_FP16}, {"fsdp2", PREC_BF16}, {"fsdp2", PREC_FP16},
 	};
 	double ref[2][STEPS], loss[STEPS];
 	struct err e = {0};

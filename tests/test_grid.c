@@ -36,14 +36,17 @@ struct gcase {
 
 static int load(struct scenario *s, const struct gcase *c, int64_t B, double gpu_memory)
 {
-	char set[13][128];
-	const char *sets[13];
+	char set[14][128];
+	const char *sets[14];
 	const char *colon = strchr(c->strategy, ':');
 	struct err e = {0};
-	int n = 0, rc, hybrid = colon && strstr(colon, "hybrid");
+	int n = 0, rc, hybrid = colon && strstr(colon, "hybrid"), v2 = !strncmp(c->strategy, "fsdp2", 5);
 
-	snprintf(set[n++], 128, "training.strategy=%.*s", colon ? (int)(colon - c->strategy) : (int)strlen(c->strategy),
+	/* fsdp2[:sharding] is strategy = fsdp with fsdp_version = 2 */
+	snprintf(set[n++], 128, "training.strategy=%.*s", v2 ? 4 : colon ? (int)(colon - c->strategy) : (int)strlen(c->strategy),
 		 c->strategy);
+	if (v2)
+		snprintf(set[n++], 128, "training.fsdp_version=2");
 	if (colon)
 		snprintf(set[n++], 128, "training.fsdp_sharding_strategy=%s", colon + 1);
 	/* hybrid: two nodes, sharding inside each */
@@ -179,6 +182,24 @@ GRID(fsdp_other,
      {"fsdp:shard_grad_op", 4, 2, 32, 0, 0, 1, 0, "training.fsdp_forward_prefetch=true", 0},
      {"fsdp:full_shard", 2, 4, 8, 0, 1, 1, 0.1, "training.optimizer=sgd", 0},
      {"zero3", 8, 2, 32, 1, 0, 1, 0, "training.optimizer=sgd_momentum", 0})
+
+/* FSDP2 (sim/memfsdp2.c, runtime/stratfsdp2.c): per-parameter shards, the
+ * all-gather buffer handed to the next unit in forward, the reduce-scatter
+ * input kept until the next reduction; default (blocks resharded, the root
+ * kept), true, false; forward prefetch; hybrid; accumulation; bf16 and fp16 */
+GRID(fsdp2,
+     {"fsdp2", 2, 2, 32, 0, 0, 1, 0, NULL, 0}, {"fsdp2", 4, 3, 16, 1, 1, 1, 0.1, NULL, 0},
+     {"fsdp2", 8, 1, 32, 0, 2, 2, 0, NULL, 0}, {"fsdp2", 3, 2, 24, 0, 0, 1, 0, NULL, 0},
+     {"fsdp2", 4, 2, 32, 2, 1, 2, 0, NULL, 0}, {"fsdp2", 1, 2, 32, 0, 0, 1, 0, NULL, 0},
+     {"fsdp2", 8, 2, 32, 1, 0, 1, 0, "training.fsdp_reshard_after_forward=false", 0},
+     {"fsdp2", 4, 3, 16, 0, 1, 2, 0.1, "training.fsdp_reshard_after_forward=true", 0},
+     {"fsdp2", 4, 2, 32, 2, 0, 1, 0, "training.fsdp_forward_prefetch=true", 0},
+     {"fsdp2", 4, 1, 24, 1, 2, 1, 0, "training.fsdp_auto_wrap_policy=no_wrap", 0},
+     {"fsdp2", 2, 4, 8, 0, 1, 1, 0.1, "training.optimizer=sgd_momentum", 0},
+     {"fsdp2:hybrid_shard", 4, 2, 32, 0, 0, 1, 0, NULL, 0}, {"fsdp2:hybrid_shard", 8, 3, 16, 2, 1, 2, 0, NULL, 0},
+     {"fsdp2", 4, 2, 32, 0, 0, 1, 0, NULL, 1}, {"fsdp2", 8, 4, 32, 2, 2, 2, 0.1, NULL, 1},
+     {"fsdp2", 4, 3, 32, 1, 1, 1, 0, "training.fsdp_reshard_after_forward=false", 1},
+     {"fsdp2:hybrid_shard", 8, 6, 32, 2, 0, 1, 0, NULL, 1}, {"fsdp2", 4, 2, 32, 1, 1, 1, 0, NULL, 2})
 
 /* Llama-style blocks: RMSNorm, rotary positions, SwiGLU, grouped-query attention */
 GRID(llama,

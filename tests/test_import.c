@@ -415,20 +415,51 @@ Test(accelerate, other_forms)
 	const struct scn_training *t = &s.s.training;
 	const char *scn = "[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\n[training]\naccelerate_config = a.yaml\n";
 
-	/* FSDP2: reshard_after_forward false = SHARD_GRAD_OP; size-based wrapping;
-	 * the old key fsdp_backward_prefetch_policy; an unquoted `no` (a YAML bool) */
+	/* size-based wrapping; the old key fsdp_backward_prefetch_policy; an
+	 * unquoted `no` (a YAML bool) */
 	put("a.yaml", "distributed_type: FSDP\nmixed_precision: no\nnum_processes: 2\nfsdp_config:\n"
-	    "  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n"
+	    "  fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n"
 	    "  fsdp_min_num_params: 1e7\n  fsdp_backward_prefetch_policy: BACKWARD_POST\n"
 	    "  fsdp_offload_params: true\n  some_future_key: 3\n");
 	cr_assert_eq(load(&s, scn, NULL, 0, &e), 0, "%s", e.msg);
+	cr_expect_eq(t->fsdp_version, 1);
 	cr_expect_eq(t->fsdp_sharding, SHARD_GRAD_OP);
 	cr_expect_eq(t->fsdp_wrap, WRAP_SIZE);
 	cr_expect_eq(t->fsdp_min_num_params, 1e7);
 	cr_expect_eq(t->fsdp_backward_prefetch, PREFETCH_BACKWARD_POST);
 	cr_expect_eq(t->offload, OFFLOAD_OPTIMIZER_AND_PARAMS);
 	cr_expect_eq(t->precision, PREC_FP32);
-	cr_expect_eq(s.imp->nnotes, 2, "fsdp_version 2, and the ignored unknown key");
+	cr_expect_eq(s.imp->nnotes, 1, "the ignored unknown key");
+	scenario_free(&s);
+
+	/* FSDP2 (utils/fsdp_utils.py fsdp2_prepare_model): fully_shard with the
+	 * plugin's reshard_after_forward on every module; FSDP1's prefetch
+	 * fields do not apply (the backward one is noted) */
+	put("a.yaml", "distributed_type: FSDP\nmixed_precision: bf16\nnum_processes: 8\nfsdp_config:\n"
+	    "  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
+	    "  fsdp_backward_prefetch: BACKWARD_POST\n  fsdp_forward_prefetch: true\n");
+	cr_assert_eq(load(&s, scn, NULL, 0, &e), 0, "%s", e.msg);
+	cr_expect_eq(t->fsdp_version, 2);
+	cr_expect_eq(t->fsdp_reshard_after_forward, 0, "false");
+	cr_expect_eq(t->fsdp_sharding, SHARD_FULL);
+	cr_expect_eq(t->fsdp_wrap, WRAP_TRANSFORMER);
+	cr_expect_eq(t->fsdp_backward_prefetch, PREFETCH_BACKWARD_PRE, "FSDP2's implicit prefetch, not the field");
+	cr_expect_eq(t->fsdp_forward_prefetch, 0);
+	cr_expect_eq(s.plan.layout, LAYOUT_PER_PARAM);
+	cr_expect_eq(s.plan.reshard_root, 0);
+	cr_expect_eq(s.imp->nnotes, 1, "fsdp_backward_prefetch ignored");
+	scenario_free(&s);
+	/* absent: the plugin's True, the root included; an FSDP1 strategy converted */
+	put("a.yaml", "distributed_type: FSDP\nmixed_precision: bf16\nnum_processes: 8\nfsdp_config:\n"
+	    "  fsdp_version: 2\n");
+	cr_assert_eq(load(&s, scn, NULL, 0, &e), 0, "%s", e.msg);
+	cr_expect_eq(t->fsdp_reshard_after_forward, -2, "true");
+	cr_expect_eq(s.plan.reshard_root, 1);
+	scenario_free(&s);
+	put("a.yaml", "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_version: 2\n"
+	    "  fsdp_sharding_strategy: SHARD_GRAD_OP\n");
+	cr_assert_eq(load(&s, scn, NULL, 0, &e), 0, "%s", e.msg);
+	cr_expect_eq(t->fsdp_reshard_after_forward, 0, "SHARD_GRAD_OP: false");
 	scenario_free(&s);
 
 	/* MULTI_GPU is DDP; NO is one process */

@@ -711,6 +711,91 @@ Test(memory, fsdp_options)
 	cr_expect_float_eq((double)hybrid_states / (double)full_states, 2.0, 0.01);
 }
 
+/* Bytes of the tape's allocations of label what in phase ph (-1 any), and
+ * the largest one. */
+static int64_t what_bytes(const struct mem_tape *t, int what, int ph, int64_t *largest)
+{
+	int64_t n = 0;
+
+	*largest = 0;
+	for (int i = 0; i < t->n; i++)
+		if (t->ev[i].sign > 0 && t->ev[i].what == what && (ph < 0 || t->ev[i].phase == ph)) {
+			n += t->ev[i].fixed;
+			*largest = t->ev[i].fixed > *largest ? t->ev[i].fixed : *largest;
+		}
+	return n;
+}
+
+/* FSDP2 against the PyTorch reference (runtime/pytorch/fsdp2.py: torch 2.15's
+ * fully_shard of GPT-2 on a fake 8-rank group, bf16 MixedPrecisionPolicy,
+ * reduce_dtype default): what the tracer recorded, byte for byte. The
+ * parameters' padded dim-0 shards (wte 6283 rows of 768: 19301376 B; a block
+ * 3543936 B), Adam's two states per parameter, a block's bf16 copy-in
+ * (1771968 B) and flat all-gather output (14175744 B), its fp32
+ * reduce-scatter input (28351488 B) and the reduced fp32 shard the sharded
+ * .grad are views of (3543936 B); the all-gather buffers of the forward, the
+ * root's included, are all freed by its end, the tape is balanced, and every
+ * tensor of the accumulation's second micro-step is freed too. */
+Test(memory, fsdp2_matches_the_tracer)
+{
+	const char *sets[] = {"model.name=gpt2", "training.strategy=fsdp", "training.fsdp_version=2",
+			      "training.optimizer=adamw", "training.grad_accum=2"};
+	struct ctx c;
+	const struct mem_tape *t;
+	int64_t big, ag, sum = 0;
+
+	load(&c, base, sets, 5);
+	t = &c.p.tape[0];
+	cr_expect_eq(what_bytes(t, W_PARAMS, MEM_SETUP, &big), 62222592);
+	cr_expect_eq(big, 19301376);
+	cr_expect_eq(what_bytes(t, W_OPT_STATES, MEM_SETUP, &big), 2 * 62222592);
+	ag = what_bytes(t, W_AG_BUF, MEM_FWD, &big);
+	cr_expect_eq(big, 78781440, "the root's all-gather output (wte padded to 50264 rows, wpe, ln_f)");
+	cr_expect_eq(ag, 2 * (9847680 + 78781440 + 12 * (1771968 + 14175744)), "two micro-steps");
+	what_bytes(t, W_RS_OUT, MEM_BWD, &big);
+	cr_expect_eq(big, 78781440 * 2, "the root's fp32 reduce-scatter input");
+	cr_expect_eq(what_bytes(t, W_GRAD_SHARD, MEM_BWD, &big), 62222592, "one fp32 shard per unit, once");
+	for (int i = 0; i < t->n; i++)
+		if (t->ev[i].what == W_AG_BUF || t->ev[i].what == W_RS_OUT || t->ev[i].what == W_GATHERED)
+			sum += t->ev[i].sign * t->ev[i].fixed;
+	cr_expect_eq(sum, 0, "every buffer freed");
+	cr_expect_eq(t->cum_ps[t->n - 1], 0);
+	drop(&c);
+}
+
+/* FSDP2's tapes are balanced and never negative over models (T5's shared
+ * table and relative bias, Llama, GPT-2), checkpointing, both engines,
+ * reshard_after_forward and hybrid sharding. */
+Test(memory, fsdp2_tapes_are_balanced, .timeout = 60)
+{
+	static const char *const models[] = {"model.name=t5-small", "model.name=gpt2", "model.name=llama-2-7b"};
+	static const char *const opts[] = {"training.fsdp_reshard_after_forward=default",
+		"training.fsdp_reshard_after_forward=false", "training.fsdp_reshard_after_forward=true",
+		"training.fsdp_reshard_after_forward=2", "training.fsdp_sharding_strategy=hybrid_shard"};
+	const char *sets[] = {NULL, "training.strategy=fsdp", "training.fsdp_version=2", NULL, NULL, NULL,
+			      "training.grad_accum=2", "cluster.nodes=2"};
+	struct ctx c;
+
+	for (int m = 0; m < 3; m++)
+		for (int o = 0; o < 5; o++)
+			for (int k = 0; k < 2; k++) {
+				const struct mem_tape *t;
+				int i;
+				sets[0] = models[m];
+				sets[3] = opts[o];
+				sets[4] = k ? "training.activation_checkpointing=full" : "training.activation_checkpointing=selective";
+				sets[5] = m == 1 && k ? "training.framework=shardcast" : "training.framework=pytorch";
+				load(&c, base, sets, 8);
+				t = &c.p.tape[0];
+				for (i = 0; i < t->n; i++)
+					if (t->cum_ps[i] < 0 || t->cum_fixed[i] < 0)
+						break;
+				cr_expect_eq(i, t->n, "%s %s %s %s: negative at event %d", sets[0], sets[3], sets[4], sets[5], i);
+				cr_expect_eq(t->cum_ps[t->n - 1], 0, "%s %s: activations left", sets[0], sets[3]);
+				drop(&c);
+			}
+}
+
 /* A second micro-step starts with the first one's gradients alive (PyTorch DDP
  * without bucket views), so accumulation raises the peak. */
 Test(memory, grad_accumulation_keeps_gradients)

@@ -330,9 +330,9 @@ Test(periodic, step_blocks_match_full_simulation, .timeout = 300)
  * RoCE and NVLink + Ethernet, with 1 and 12 micro-steps: the periodic step
  * against the full simulation of every block (expected: the full simulation),
  * to 1e-9. Where the builder's state differs around the cut or the periods
- * have not settled, every block is simulated. Measured: 12 of the 84 steps
- * are extended (FSDP's sharding strategies, selective checkpointing, TP 2 and
- * ZeRO-1 with one micro-step; 15 before main's PyTorch-reference mechanisms);
+ * have not settled, every block is simulated. Measured: 14 of the 90 steps
+ * are extended (FSDP1's sharding strategies, FSDP2, selective checkpointing,
+ * TP 2 and ZeRO-1 with one micro-step);
  * DDP's buckets, ZeRO-2/3, offload and accumulated micro-steps fall back to
  * every block today, so the floor below (one in eight) only guards against
  * the shortcut ceasing to apply at all. */
@@ -346,6 +346,7 @@ Test(periodic, step_blocks_every_strategy_and_network, .timeout = 300)
 		{"training.strategy=fsdp", "training.fsdp_sharding_strategy=no_shard"},
 		{"training.strategy=fsdp", "training.fsdp_sharding_strategy=hybrid_shard"},
 		{"training.strategy=fsdp", "training.fsdp_sharding_strategy=hybrid_shard_zero2"},
+		{"training.strategy=fsdp", "training.fsdp_version=2"},
 		{"training.strategy=zero2", "training.offload=optimizer"},
 		{"training.strategy=fsdp", "training.offload=optimizer_and_params"},
 		{"training.strategy=fsdp", "training.tensor_parallel=2"},

@@ -108,19 +108,33 @@ static const struct row rows[] = {
 	 "sim/memory.h S6 fsdp (runtime/strategy.c units)"},
 	{"fsdp:hybrid_shard", SC, FP32, ALL, SC, MECH_UNITS, 8, REDUCE_UNITS, 1, 4, 4, 0, 4, 4, 4, 12,
 	 "sim/memory.h S6 (hybrid: ranks of a node; offload stages the shard)"},
+	/* FSDP2: fp32 DTensor shards per parameter; MixedPrecisionPolicy gathers
+	 * in param_dtype, autograd's gradients stay in it (the upcast to the
+	 * reduce dtype is deferred to the copy-in), fp32 sharded .grad */
+	{"fsdp2", PT, BF16, NONE, PT, MECH_UNITS, 16, REDUCE_UNITS, 1, 4, 2, 0, 2, 2, 4, 12,
+	 "torch/distributed/fsdp/_fully_shard/_fsdp_param.py (init_dtype_attrs), _fsdp_param_group.py "
+	 "(_set_unsharded_grad_dtypes)"},
+	{"fsdp2", PT, FP32, NONE, PT, MECH_UNITS, 16, REDUCE_UNITS, 1, 4, 4, 0, 4, 4, 4, 12,
+	 "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py (no cast: the shard copied in)"},
+	/* HSDP: a (replicate, shard) mesh, the shard dimension inside a node */
+	{"fsdp2:hybrid_shard", PT, BF16, NONE, PT, MECH_UNITS, 8, REDUCE_UNITS, 1, 4, 2, 0, 2, 2, 4, 12,
+	 "torch/distributed/fsdp/_fully_shard/_fully_shard.py (2-D mesh: HSDPMeshInfo)"},
+	{"fsdp2", SC, BF16, NONE, SC, MECH_UNITS, 16, REDUCE_UNITS, 1, 2, 2, 4, 2, 2, 2, 14,
+	 "sim/memory.h S6 fsdp2 (runtime/stratfsdp2.c)"},
 };
 
 static void settings(struct scn_settings *st, const char *spec, int fw, int prec, int off)
 {
 	struct err e = {0};
-	int strategy, sharding;
+	int strategy, sharding, version;
 
 	cr_assert_eq(cfg_defaults(scenario_keys(), st, &e), 0, "%s", e.msg);
-	cr_assert_eq(plan_parse_strategy(spec, &strategy, &sharding), 0, "%s", spec);
+	cr_assert_eq(plan_parse_strategy(spec, &strategy, &sharding, &version), 0, "%s", spec);
 	st->cluster.nodes = 2;
 	st->cluster.gpus_per_node = 8;
 	st->training.strategy = strategy;
 	st->training.fsdp_sharding = sharding;
+	st->training.fsdp_version = version;
 	st->training.framework = fw;
 	st->training.precision = prec;
 	st->training.offload = off;
@@ -159,6 +173,54 @@ Test(plan, table)
 		cr_expect_eq(p.autocast, r->engine == PT && r->prec != FP32 && r->mech != MECH_UNITS, "%s: autocast", what);
 		cr_expect_eq(p.loss_scale, r->prec == FP16, "%s: loss scale", what);
 	}
+}
+
+/* FSDP2's facts (plan.h layout): fully_shard's reshard_after_forward
+ * (_fully_shard.py: None is True for the blocks and False for the root;
+ * _fsdp_init.py _get_post_forward_mesh_info: an int N keeps a shard over N
+ * ranks, 1 is False, the shard group's size is True), reduce_dtype
+ * (_fsdp_api.py: None reduces in the parameters' fp32 on PyTorch 2.15) on the
+ * wire too, the optimizer over every DTensor parameter, implicit backward
+ * prefetch and no rate limiter (_fsdp_param_group.py). */
+Test(plan, fsdp2)
+{
+	static const struct { int64_t reshard; int fwd, root; int64_t group; } r[] = {
+		{-1, 1, 0, 0}, {-2, 1, 1, 0}, {0, 0, 0, 0}, {1, 0, 0, 0}, {4, 1, 1, 4}, {16, 1, 1, 0},
+	};
+	struct scn_settings st;
+	struct plan p;
+
+	for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+		settings(&st, "fsdp2", PT, BF16, NONE);
+		st.training.fsdp_reshard_after_forward = r[i].reshard;
+		plan_derive(&p, &st, 16, 8.0);
+		cr_expect_eq(p.reshard_fwd, r[i].fwd, "reshard %lld: blocks %d", (long long)r[i].reshard, p.reshard_fwd);
+		cr_expect_eq(p.reshard_root, r[i].root, "reshard %lld: root %d", (long long)r[i].reshard, p.reshard_root);
+		cr_expect_eq(p.reshard_group, r[i].group, "reshard %lld: group %lld", (long long)r[i].reshard,
+			     (long long)p.reshard_group);
+	}
+	settings(&st, "fsdp2", PT, BF16, NONE);
+	plan_derive(&p, &st, 16, 8.0);
+	cr_expect_eq(p.layout, LAYOUT_PER_PARAM);
+	cr_expect_eq(p.fsdp_version, 2);
+	cr_expect_eq(p.handoff, 1);
+	cr_expect_eq(p.w.gather_src, 2, "the param_dtype copy-in");
+	cr_expect_eq(p.w.gather_buf, 2, "the flat all-gather buffer in param_dtype");
+	cr_expect_eq(p.w.reduced, 4, "reduce_dtype None: fp32 (PyTorch 2.15)");
+	cr_expect_eq(p.w.comm_grads, 4, "the reduce-scatter moves fp32");
+	cr_expect_eq(p.opt_groups, OPT_PER_TENSOR, "torch.optim over each DTensor");
+	cr_expect_eq(p.bwd_prefetch, PREFETCH_BACKWARD_PRE);
+	cr_expect_eq(p.limit_all_gathers, 0);
+	st.training.fsdp_reduce_dtype = FDT_BF16;
+	plan_derive(&p, &st, 16, 8.0);
+	cr_expect_eq(p.w.reduced, 2);
+	cr_expect_eq(p.w.comm_grads, 2);
+	settings(&st, "fsdp", PT, BF16, NONE);
+	plan_derive(&p, &st, 16, 8.0);
+	cr_expect_eq(p.layout, LAYOUT_FLAT, "FSDP1's FlatParameter");
+	cr_expect_eq(p.w.gather_buf, 0);
+	cr_expect_eq(p.opt_groups, OPT_PER_UNIT);
+	cr_expect_eq(p.limit_all_gathers, 1);
 }
 
 /* The same zero3 scenario under framework = pytorch and deepspeed is one plan:
@@ -210,26 +272,32 @@ Test(plan, hybrid_group)
 }
 
 /* One table of names: every canonical name parses back to itself and agrees
- * with the scenario keys' values; "fsdp" is full_shard. */
+ * with the scenario keys' values; "fsdp" is full_shard; FSDP2 is "fsdp2"
+ * (full_shard) and "fsdp2:hybrid_shard". */
 Test(plan, strategy_names)
 {
-	int strategy, sharding;
+	int strategy, sharding, version;
 	char want[64];
 
 	for (int s = STRAT_SINGLE; s <= STRAT_FSDP; s++)
 		for (int h = SHARD_FULL; h <= (s == STRAT_FSDP ? SHARD_HYBRID_ZERO2 : SHARD_FULL); h++) {
-			const char *name = plan_strategy_name(s, h);
+			const char *name = plan_strategy_name(s, h, 1);
 			if (s == STRAT_FSDP)
 				snprintf(want, sizeof want, "fsdp:%s", scenario_enum_name("training", "fsdp_sharding_strategy", h));
 			else
 				snprintf(want, sizeof want, "%s", scenario_strategy_name(s));
 			cr_expect_str_eq(name, want);
-			cr_assert_eq(plan_parse_strategy(name, &strategy, &sharding), 0, "%s", name);
-			cr_expect(strategy == s && sharding == h, "%s", name);
+			cr_assert_eq(plan_parse_strategy(name, &strategy, &sharding, &version), 0, "%s", name);
+			cr_expect(strategy == s && sharding == h && version == 1, "%s", name);
 		}
-	cr_assert_eq(plan_parse_strategy("fsdp", &strategy, &sharding), 0);
-	cr_expect(strategy == STRAT_FSDP && sharding == SHARD_FULL);
-	cr_expect_eq(plan_parse_strategy("zero4", &strategy, &sharding), -1);
+	cr_assert_eq(plan_parse_strategy("fsdp", &strategy, &sharding, &version), 0);
+	cr_expect(strategy == STRAT_FSDP && sharding == SHARD_FULL && version == 1);
+	cr_expect_str_eq(plan_strategy_name(STRAT_FSDP, SHARD_FULL, 2), "fsdp2");
+	cr_expect_str_eq(plan_strategy_name(STRAT_FSDP, SHARD_HYBRID, 2), "fsdp2:hybrid_shard");
+	cr_expect_str_eq(plan_strategy_name(STRAT_FSDP, SHARD_GRAD_OP, 2), "?", "FSDP2 has no shard_grad_op");
+	cr_assert_eq(plan_parse_strategy("fsdp2:hybrid_shard", &strategy, &sharding, &version), 0);
+	cr_expect(strategy == STRAT_FSDP && sharding == SHARD_HYBRID && version == 2);
+	cr_expect_eq(plan_parse_strategy("zero4", &strategy, &sharding, &version), -1);
 	cr_expect_str_eq(plan_strategy_nearest("fsdp:hybrid_shrd"), "fsdp:hybrid_shard");
 }
 

@@ -91,6 +91,13 @@ class Trace:
         self.live_cat[new] = self.live_cat.get(new, 0) + nbytes
 
 
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """What holds a tensor's memory: a DTensor's local tensor (FSDP2's
+    sharded parameters, gradients and optimizer states; the DTensor itself
+    is a wrapper of the global shape), else the tensor."""
+    return getattr(t, "_local_tensor", t)
+
+
 class _Storages:
     """Live storages by key, with the category each was allocated as."""
 
@@ -100,11 +107,13 @@ class _Storages:
         self.live: Dict[int, List[Any]] = {}  # key -> [nbytes, cat, refs, id]
 
     def key(self, t: torch.Tensor) -> int:
+        t = _local(t)
         if HAS_UNTYPED:
             return t.untyped_storage()._cdata
         return t.storage()._cdata
 
     def see(self, t: torch.Tensor, cat: str) -> None:
+        t = _local(t)
         if self.device is not None and t.device.type != self.device:
             return  # host tensors of a meta run (Adam's step counts)
         k = self.key(t)

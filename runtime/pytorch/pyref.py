@@ -29,6 +29,7 @@ import torch
 
 import cudasubst
 import dist
+import fsdp2
 import hfmodels
 from memtrace import HAS_UNTYPED, Trace, Tracker, _leaves
 
@@ -55,7 +56,9 @@ def check(spec: Dict[str, Any]) -> None:
         raise Unsupported("tensor_parallel > 1 and offload are not run by the tracer")
     if spec.get("attention") == "sdpa" and not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
         raise Unsupported(f"attention sdpa: torch {torch.__version__} has no scaled_dot_product_attention")
-    if t["strategy"] == "fsdp" and not dist.TORCH2:
+    if fsdp2.wanted(spec):
+        fsdp2.check(spec)
+    elif t["strategy"] == "fsdp" and not dist.TORCH2:
         raise Unsupported(dist.FSDP_113)
     hfmodels.kind(spec["model"])
     if t["recompute"] == "selective":
@@ -176,6 +179,8 @@ def wrap(model: torch.nn.Module, spec: Dict[str, Any], amp_dtype: Optional[torch
     if t["strategy"] == "ddp":
         return dist.ddp(model, t)
     if t["strategy"] == "fsdp":
+        if fsdp2.wanted(spec):  # MixedPrecisionPolicy from the spec
+            return fsdp2.wrap(model, spec)
         return dist.fsdp(model, t, amp_dtype, int(spec.get("gpus_per_node", 1)))
     return model
 
@@ -343,7 +348,8 @@ def trace_spec(spec: Dict[str, Any], batches: List[int], device: str, trace_csv:
         write_csv(runs[-1]["_trace"], trace_csv)
     for r in runs:
         del r["_trace"]
-    subs = cudasubst.SUBSTITUTIONS + (dist.SUBSTITUTIONS if spec["training"]["strategy"] in ("ddp", "fsdp")
+    subs = cudasubst.SUBSTITUTIONS + (fsdp2.SUBSTITUTIONS if fsdp2.wanted(spec)
+                                      else dist.SUBSTITUTIONS if spec["training"]["strategy"] in ("ddp", "fsdp")
                                       else [])
     out = {"stack": versions(), "device": device, "substitutions": subs if device == "meta" else [],
            "runs": runs}
@@ -355,7 +361,7 @@ def trace_spec(spec: Dict[str, Any], batches: List[int], device: str, trace_csv:
     return out
 
 
-UNSUPPORTED = (Unsupported, hfmodels.Unsupported, dist.Unsupported)
+UNSUPPORTED = (Unsupported, hfmodels.Unsupported, dist.Unsupported, fsdp2.Unsupported)
 
 
 def batch(path: str, steps: int) -> int:

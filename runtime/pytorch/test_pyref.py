@@ -9,6 +9,8 @@ import unittest
 import torch
 
 import cudasubst
+import dist
+import fsdp2
 import hfmodels
 import pyref
 
@@ -88,6 +90,40 @@ class Models(unittest.TestCase):
         # models/nn/gpt-tiny.ini: param_count = 120576 (tied head)
         self.assertEqual(k, "gpt2")
         self.assertEqual(sum(p.numel() for p in model.parameters()), 120576)
+
+    def test_fsdp2_needs_fully_shard(self) -> None:
+        # FSDP2 (torch.distributed.fsdp.fully_shard) came with torch 2.4: the
+        # older stack refuses it (pyref exits 2), the current one runs it
+        spec = dict(tiny(), world=4)
+        spec["training"] = dict(spec["training"], strategy="fsdp", fsdp_version=2)
+        if not fsdp2.available():
+            with self.assertRaisesRegex(fsdp2.Unsupported, "torch >= 2.4"):
+                pyref.check(spec)
+            return
+        pyref.check(spec)
+
+
+class Fsdp2(unittest.TestCase):
+    @unittest.skipUnless(fsdp2.available(), "torch < 2.4 has no fully_shard")
+    def test_rank0_holds_padded_dim0_chunks(self) -> None:
+        # _fsdp_param.py: each parameter is torch.chunk'ed on dim 0 into
+        # world pieces, rank 0 holding the first, ceil(rows / world) rows
+        # (gpt-tiny: wte 256 x 64 -> 64 rows on 4 ranks, c_attn's 64 x 192 Conv1D
+        # weight -> 16 rows, its 192 bias -> 48)
+        spec = dict(tiny(), world=4, gpus_per_node=4)
+        spec["training"] = dict(spec["training"], strategy="fsdp", fsdp_version=2, precision="bf16")
+        model, _ = hfmodels.build(spec["model"], 0.0, "eager", "meta")
+        full = {n: tuple(p.shape) for n, p in model.named_parameters()}
+        dist.init_process_group(4)
+        try:
+            fsdp2.wrap(model, spec)
+            for n, p in model.named_parameters():
+                rows = full[n][0]
+                local = p.to_local()
+                self.assertEqual(tuple(local.shape), (-(-rows // 4),) + full[n][1:], n)
+                self.assertEqual(local.dtype, torch.float32, n)  # bf16 only when gathered
+        finally:
+            dist.destroy()
 
 
 if __name__ == "__main__":
