@@ -121,10 +121,11 @@ static int64_t ag_input(const struct wk *w, int u)
 /* foreach_all_gather: the param_dtype copy of the inputs, the flat output. */
 static void unshard(struct wk *w, int u, int op)
 {
-	int64_t in = ag_input(w, u);
+	int64_t in;
 
 	if (u < 0 || w->ul[u] || w->agl[u] || w->u[u].elems <= 0)
 		return;
+	in = ag_input(w, u);  /* u is a unit: after the check */
 	if (w->wmp)
 		alloc(w, MEM_BUFFERS, W_AG_BUF, op, in * w->wmp);
 	alloc(w, MEM_BUFFERS, W_AG_BUF, op, w->ush[u] * w->N * w->wagb);
