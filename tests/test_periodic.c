@@ -180,8 +180,10 @@ Test(periodic, memory_runs_match_full_tape, .timeout = 120)
 
 		random_model(&seed, model, what, sizeof what);
 		n = random_settings(&seed, model, buf, sets);
-		if (scenario_load(&s, scen, sets, n, &e))
+		if (scenario_load(&s, scen, sets, n, &e)) {
+			scenario_free(&s);  /* scenario.h: freed after a failed load too */
 			continue;  /* not a valid setting (offload without sharding...) */
+		}
 		cr_assert_eq(plan_profile_load(&s, &pf, &e), 0, "%s", e.msg);
 		predict_graph_opts(&s, &o);
 		if (graph_build(&g, &s.model, &o, &e)) {  /* tp must divide the heads... */
@@ -302,8 +304,10 @@ Test(periodic, step_blocks_match_full_simulation, .timeout = 300)
 		snprintf(buf[n], 160, "training.grad_accum=%d", 1 + pick(&seed, 3));
 		sets[n] = buf[n];
 		n++;
-		if (scenario_load(&s, scen, sets, n, &e))
+		if (scenario_load(&s, scen, sets, n, &e)) {
+			scenario_free(&s);
 			continue;
+		}
 		predict_graph_opts(&s, &o);
 		if (graph_build(&g, &s.model, &o, &e)) {
 			graph_free(&g);
