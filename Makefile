@@ -20,7 +20,7 @@ OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 WARN     := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
             -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wundef -Wvla
-CPPFLAGS += -Isim -Iruntime -Icuda -I$(BUILD)/gen -MMD -MP
+CPPFLAGS += -Isim/core -Isim/inputs -Isim/models -Isim/drivers -Isim/cmd -Iruntime -Icuda -I$(BUILD)/gen -MMD -MP
 LDLIBS   := -lcjson -lyaml -lsqlite3 -lgsl -lgslcblas -linih -lm
 # MPI (Open MPI from Debian): flags from its compiler wrapper, used by runtime/ only
 MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
@@ -57,16 +57,16 @@ PYREF_CUR  := torch==2.15.0 transformers==5.23.0
 PYREF_OLD  := transformers==4.26.1
 
 # ---- sources ----------------------------------------------------------------
-SIM_LIB_SRCS := sim/err.c sim/units.c sim/cfg.c sim/catalog.c sim/model.c sim/hw.c \
-                sim/scenario.c sim/plan.c sim/graph.c sim/life.c sim/predict.c sim/report.c sim/store.c \
-                sim/evq.c sim/coll.c sim/des.c sim/compute.c sim/eager.c sim/step.c \
-                sim/import.c sim/import_hf.c sim/import_accel.c sim/import_ds.c sim/launch.c \
-                sim/results.c sim/profile.c sim/memwalk.c sim/memstrat.c sim/memfsdp2.c sim/memory.c \
-                sim/failures.c sim/ckpt.c sim/job.c sim/jobrun.c sim/record.c sim/calib.c \
-                sim/sweep.c sim/sweep_eval.c sim/sweep_out.c sim/alloc.c sim/progress.c sim/memrun.c sim/heap.c \
-                sim/period.c
-SIMULATE_SRCS := sim/simulate_main.c
-RESULTS_SRCS := sim/results_main.c
+SIM_LIB_SRCS := sim/core/err.c sim/core/units.c sim/core/cfg.c sim/inputs/catalog.c sim/inputs/model.c sim/inputs/hw.c \
+                sim/inputs/scenario.c sim/models/plan.c sim/models/graph.c sim/models/life.c sim/drivers/predict.c sim/drivers/report.c sim/drivers/store.c \
+                sim/core/evq.c sim/models/coll.c sim/models/des.c sim/models/compute.c sim/models/eager.c sim/models/step.c \
+                sim/inputs/import.c sim/inputs/import_hf.c sim/inputs/import_accel.c sim/inputs/import_ds.c sim/drivers/launch.c \
+                sim/drivers/results.c sim/models/profile.c sim/models/memwalk.c sim/models/memstrat.c sim/models/memfsdp2.c sim/models/memory.c \
+                sim/models/failures.c sim/models/ckpt.c sim/models/job.c sim/models/jobrun.c sim/drivers/record.c sim/models/calib.c \
+                sim/drivers/sweep.c sim/drivers/sweep_eval.c sim/drivers/sweep_out.c sim/models/alloc.c sim/core/progress.c sim/models/memrun.c sim/core/heap.c \
+                sim/models/period.c
+SIMULATE_SRCS := sim/cmd/simulate_main.c
+RESULTS_SRCS := sim/cmd/results_main.c
 BENCH_STEP_SRCS := bench/bench_step.c
 TEST_SRCS := tests/test_units.c tests/test_loader.c tests/test_params.c tests/test_graph.c tests/test_eager.c \
              tests/test_store.c tests/test_coll.c tests/test_step.c \
@@ -108,7 +108,7 @@ $(BUILD)/gen/schema_sql.h: results/schema.sql
 	@mkdir -p $(dir $@)
 	{ echo 'static const char schema_sql[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/  "/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
-$(BUILD)/sim/store.o: $(BUILD)/gen/schema_sql.h
+$(BUILD)/sim/drivers/store.o: $(BUILD)/gen/schema_sql.h
 
 $(BUILD)/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
@@ -116,7 +116,7 @@ $(BUILD)/runtime/%.o: runtime/%.c
 
 $(BUILD)/cuda/%.o: cuda/%.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -Isim -Iruntime -Icuda -MMD -MP $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) -Isim/core -Isim/inputs -Isim/models -Isim/drivers -Isim/cmd -Iruntime -Icuda -MMD -MP $(NVCCFLAGS) -c $< -o $@
 
 $(BUILD)/cuda/%.o: cuda/%.c
 	@mkdir -p $(dir $@)
@@ -150,16 +150,16 @@ $(LIB): $(SIM_LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN)/simulate: $(BUILD)/sim/simulate_main.o $(LIB)
+$(BIN)/simulate: $(BUILD)/sim/cmd/simulate_main.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # recommend links Open MPI (mpicc); without mpirun it runs as a world of one
-$(BUILD)/sim/recommend_main.o: sim/recommend_main.c $(BUILD)/gen/heatmap_gp.h
+$(BUILD)/sim/cmd/recommend_main.o: sim/cmd/recommend_main.c $(BUILD)/gen/heatmap_gp.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CPPFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
 
-$(BIN)/recommend: $(BUILD)/sim/recommend_main.o $(LIB)
+$(BIN)/recommend: $(BUILD)/sim/cmd/recommend_main.o $(LIB)
 	@mkdir -p $(BIN)
 	$(MPICC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -169,7 +169,7 @@ $(BUILD)/gen/heatmap_gp.h: results/plots/heatmap.gp
 	{ echo 'static const char heatmap_gp[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/  "/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
 
-$(BIN)/results: $(BUILD)/sim/results_main.o $(LIB)
+$(BIN)/results: $(BUILD)/sim/cmd/results_main.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -366,9 +366,9 @@ $(BIN)/bench_job: $(BUILD)/bench/bench_job.o $(LIB)
 clean:
 	rm -rf build build-san bin bin-san build-fuzz bin-fuzz build-clang bin-clang
 
--include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/simulate_main.d \
-         $(BUILD)/sim/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d \
+-include $(SIM_LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BUILD)/sim/cmd/simulate_main.d \
+         $(BUILD)/sim/cmd/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d \
          $(BUILD)/bench/bench_job.d $(RT_LIB_OBJS:.o=.d) $(BUILD)/runtime/validate_main.d \
          $(BUILD)/tests/rt_mpi_main.d $(BUILD)/tests/gpu_tests.d $(BUILD)/bench/gpu_bench.d \
-         $(CUDA_SRCS:%.cu=$(BUILD)/%.d) $(BUILD)/sim/recommend_main.d $(BUILD)/bench/bench_recommend.d $(BUILD)/bench/bench_simulate.d \
+         $(CUDA_SRCS:%.cu=$(BUILD)/%.d) $(BUILD)/sim/cmd/recommend_main.d $(BUILD)/bench/bench_recommend.d $(BUILD)/bench/bench_simulate.d \
          $(BUILD)/tests/store_writer.d $(wildcard $(BUILD)/fuzz/*.d)

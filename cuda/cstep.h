@@ -8,7 +8,7 @@
  * be set against the cpu backend's fp32 run of strategy `single`; what it
  * adds is the precision (kernels.h): CUK_BF16 = torch.autocast (bf16
  * activations and a bf16 copy of the parameters for the products; fp32
- * master, gradients and optimizer), CUK_BF16W = sim/memory.h's contract (bf16
+ * master, gradients and optimizer), CUK_BF16W = sim/models/memory.h's contract (bf16
  * working parameters and gradients, fp32 master and optimizer); the optimizer
  * writes the bf16 copy back after each update.
  *

@@ -20,7 +20,7 @@
  *
  * CUK_BF16 is torch.autocast over fp32 weights: products read a bf16 copy of
  * their weight and bias (cuk_cast) and gradients accumulate into fp32.
- * CUK_BF16W is the shardcast memory contract's mixed precision (sim/memory.h
+ * CUK_BF16W is the shardcast memory contract's mixed precision (sim/models/memory.h
  * S2, ZeRO's 2 + 2 + K bytes): bf16 working parameters and gradients, an fp32
  * master copy that only the optimizer touches (cuk_adamw_mp writes the
  * working copy back). Pointers typed float are fp32 in every mode; `void *`

@@ -5,7 +5,7 @@
 -- Every statement is CREATE ... IF NOT EXISTS, so applying this file to a
 -- database of an older version adds what that version lacks; a change that is
 -- not an addition is a step of its own in store.c (version 3: runs.uuid, filled
--- for older runs from a hash of their content). Written by sim/store.c in one
+-- for older runs from a hash of their content). Written by sim/drivers/store.c in one
 -- transaction per run, in WAL mode, so a killed process leaves no partial run.
 CREATE TABLE IF NOT EXISTS runs (
   id            INTEGER PRIMARY KEY,

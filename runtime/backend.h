@@ -45,7 +45,7 @@ struct rt_req {
 enum copy_kind { COPY_H2D, COPY_D2H, COPY_D2D };
 
 /* Storage types of the runtime's tensors: fp32, or a 16-bit type of mixed
- * precision (sim/memory.h S2; plan.h's widths). */
+ * precision (sim/models/memory.h S2; plan.h's widths). */
 enum rt_dtype { RT_F32, RT_BF16, RT_F16 };
 
 /* A device's backend. Every function takes the backend it was reached

@@ -2,7 +2,7 @@
  * model_rt.h — the decoder's training micro-step, executed by walking the
  * simulator's model graph (graph.h, flavour GRAPH_SHARDCAST).
  *
- * The allocation schedule is the contract of sim/memory.h (framework =
+ * The allocation schedule is the contract of sim/models/memory.h (framework =
  * shardcast, rules S4-S5), which the memory model replays to predict the
  * arena's peak byte for byte:
  *
@@ -97,7 +97,7 @@ struct rtm {
 	int np;
 	int *op_w, *op_b;          /* per op: its weight / bias param, -1 none */
 
-	struct life lf;            /* lifetimes (sim/life.h, memory.h S4-S5), shared with the memory walk */
+	struct life lf;            /* lifetimes (sim/models/life.h, memory.h S4-S5), shared with the memory walk */
 
 	/* per tensor, during a micro-step */
 	void **val;

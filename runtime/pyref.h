@@ -5,7 +5,7 @@
  * PyTorch + transformers on meta tensors, see its header) in the stack the
  * scenario's framework_version names (build/pyref/current or build/pyref/1.13,
  * made by `make pyref-deps`), replays the recorded allocation trace through
- * the caching-allocator emulator (sim/alloc.h), and prints and stores the
+ * the caching-allocator emulator (sim/models/alloc.h), and prints and stores the
  * measurements beside the simulator's prediction for the same batches.
  */
 #ifndef SHARDCAST_PYREF_H

@@ -2,7 +2,7 @@
  * strategy.h — one implementation of every data-parallel strategy over any
  * backend: where parameters, gradients and optimizer states live on each
  * device, and how they are gathered, reduced and updated around the model's
- * micro-steps. What is allocated, and when, is sim/memory.h's contract for
+ * micro-steps. What is allocated, and when, is sim/models/memory.h's contract for
  * framework = shardcast (S3, S6), so the memory model predicts the arena:
  *
  *   single, ddp   flat buffers of the whole model: parameters, optimizer
@@ -30,7 +30,7 @@
  *                 hybrid shards inside groups of gpus_per_node ranks and
  *                 all-reduces the shards across them
  *   fsdp2         fsdp's units with FSDP2's layout and buffers (stratfsdp2.c,
- *                 sim/memfsdp2.c): every parameter sharded on dim 0 (its rows
+ *                 sim/models/memfsdp2.c): every parameter sharded on dim 0 (its rows
  *                 padded to a multiple of the shard group), a unit all-gathered
  *                 into a flat buffer then copied out into its padded
  *                 per-parameter tensors, the buffer kept in forward until the

@@ -24,7 +24,7 @@
  *    reduction or the end of the micro-step (foreach_reduce,
  *    reduce_scatter_states).
  *
- * sim/memfsdp2.c walks the same schedule for framework = shardcast.
+ * sim/models/memfsdp2.c walks the same schedule for framework = shardcast.
  */
 #include "strategy_int.h"
 

@@ -140,7 +140,7 @@ if "$root/$bin/simulate" scenarios/gpt-tiny-cpu-ddp.ini --memory-timeline "$tmp/
      "$("$root/$bin/simulate" scenarios/gpt-tiny-cpu-ddp.ini --json | jq '.memory.peak_bytes')" ]; then ok
 else bad "--memory-timeline: $(cat "$tmp/err")"; fi
 # FSDP backward_post: after the root's backward nothing is left gathered (the
-# runtime frees every unit; sim/memory.h S5), so the timeline ends with no
+# runtime frees every unit; sim/models/memory.h S5), so the timeline ends with no
 # gathered-parameter buffer, as with backward_pre
 for pf in backward_pre backward_post; do
 	if "$root/$bin/simulate" scenarios/gpt-tiny-cpu-ddp.ini --set training.strategy=fsdp \

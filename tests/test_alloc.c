@@ -1,5 +1,5 @@
 /*
- * test_alloc.c — the emulated CUDA caching allocator (sim/alloc.c) on cases
+ * test_alloc.c — the emulated CUDA caching allocator (sim/models/alloc.c) on cases
  * worked by hand from c10/cuda/CUDACachingAllocator.cpp's rules, and on a
  * trace recorded by the PyTorch reference tracer.
  */

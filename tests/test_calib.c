@@ -1,5 +1,5 @@
 /*
- * test_calib.c — `validate --calibrate` (sim/calib.c) on runs whose step times
+ * test_calib.c — `validate --calibrate` (sim/models/calib.c) on runs whose step times
  * are known: each run's "measured" time is the step model's own with known
  * device parameters (the catalog's gemm_efficiency x 0.4 and
  * memory_efficiency x 0.7), so a fit that recovers them predicts every run,

@@ -1,5 +1,5 @@
 /*
- * test_ckpt.c — checkpoint costs (sim/ckpt.c): what a checkpoint holds per
+ * test_ckpt.c — checkpoint costs (sim/models/ckpt.c): what a checkpoint holds per
  * strategy, the HSDP replica share, monotonicity in storage bandwidth, the
  * first save's planning, staging and interference, restarts into another
  * number of GPUs, the job model consuming these costs (one save in flight, the

@@ -1,6 +1,6 @@
 /*
- * test_eager.c — the extra kernels of eager formulas (sim/eager.c) and the
- * device efficiencies that are functions (sim/compute.c).
+ * test_eager.c — the extra kernels of eager formulas (sim/models/eager.c) and the
+ * device efficiencies that are functions (sim/models/compute.c).
  */
 #include <criterion/criterion.h>
 #include <string.h>

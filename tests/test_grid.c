@@ -6,8 +6,8 @@
  * x accumulation x precision: fp32, and bf16 and fp16 mixed precision with
  * 16-bit activations, parameters and gradients beside fp32 masters) on the CPU
  * backend with framework = shardcast:
- *  - the peak bytes per rank that predict_run() gives (sim/memory.c walking
- *    the graph under sim/memory.h's contract) equal the arena's measured peak
+ *  - the peak bytes per rank that predict_run() gives (sim/models/memory.c walking
+ *    the graph under sim/models/memory.h's contract) equal the arena's measured peak
  *    over two optimizer steps, byte for byte;
  *  - with gpu_memory set just below the predicted peak at B + 1, the
  *    predicted max micro-batch and the runtime's search (grow, bisect,
@@ -183,7 +183,7 @@ GRID(fsdp_other,
      {"fsdp:full_shard", 2, 4, 8, 0, 1, 1, 0.1, "training.optimizer=sgd", 0},
      {"zero3", 8, 2, 32, 1, 0, 1, 0, "training.optimizer=sgd_momentum", 0})
 
-/* FSDP2 (sim/memfsdp2.c, runtime/stratfsdp2.c): per-parameter shards, the
+/* FSDP2 (sim/models/memfsdp2.c, runtime/stratfsdp2.c): per-parameter shards, the
  * all-gather buffer handed to the next unit in forward, the reduce-scatter
  * input kept until the next reduction; default (blocks resharded, the root
  * kept), true, false; forward prefetch; hybrid; accumulation; bf16 and fp16 */

@@ -1,5 +1,5 @@
 /*
- * test_plan.c — the plan (sim/plan.h): one row per (strategy, sharding,
+ * test_plan.c — the plan (sim/models/plan.h): one row per (strategy, sharding,
  * framework, precision, offload), each citing the framework source whose
  * behaviour it pins. The cluster is 2 nodes x 8 GPUs (dp 16), AdamW.
  *
@@ -45,7 +45,7 @@ static const struct row rows[] = {
 	{"dp", PT, BF16, NONE, PT, MECH_DP, 1, REDUCE_DP, 0, 4, 4, 0, 0, 0, 0, 12,
 	 "torch/nn/parallel/data_parallel.py, replicate.py"},
 	{"dp", SC, BF16, NONE, SC, MECH_DP, 1, REDUCE_DP, 0, 2, 2, 4, 0, 0, 0, 14,
-	 "sim/memory.h S2 (shardcast: 16-bit + fp32 master)"},
+	 "sim/models/memory.h S2 (shardcast: 16-bit + fp32 master)"},
 	/* DDP's reducer all-reduces the fp32 .grad buckets */
 	{"ddp", PT, FP32, NONE, PT, MECH_REPL, 1, REDUCE_DDP, 0, 4, 4, 0, 0, 0, 0, 12,
 	 "torch/nn/parallel/distributed.py, reducer.cpp"},
@@ -55,7 +55,7 @@ static const struct row rows[] = {
 	{"ddp", DS, BF16, NONE, DS, MECH_ZERO12, 1, REDUCE_DDP, 0, 2, 2, 4, 0, 0, 0, 14,
 	 "deepspeed/runtime/bf16_optimizer.py"},
 	{"ddp", SC, FP32, NONE, SC, MECH_REPL, 1, REDUCE_DDP, 0, 4, 4, 0, 0, 0, 0, 12,
-	 "sim/memory.h S2, S6 (runtime/strategy.c ddp)"},
+	 "sim/models/memory.h S2, S6 (runtime/strategy.c ddp)"},
 	/* ZeRO-1: fp32 master and Adam partitions of 1/dp; reduce after the last micro-step */
 	{"zero1", DS, BF16, NONE, DS, MECH_ZERO12, 16, REDUCE_AFTER_ACCUM, 0, 2, 2, 4, 0, 0, 0, 14,
 	 "deepspeed/runtime/zero/stage_1_and_2.py (single_partition_of_fp32_groups)"},
@@ -63,7 +63,7 @@ static const struct row rows[] = {
 	{"zero1", PT, BF16, NONE, DS, MECH_ZERO12, 16, REDUCE_AFTER_ACCUM, 0, 2, 2, 4, 0, 0, 0, 14,
 	 "deepspeed/runtime/zero/stage_1_and_2.py"},
 	{"zero1", SC, FP32, NONE, SC, MECH_ZERO12, 16, REDUCE_AFTER_ACCUM, 0, 4, 4, 0, 0, 0, 0, 12,
-	 "sim/memory.h S6 zero1"},
+	 "sim/models/memory.h S6 zero1"},
 	/* ZeRO-2: reduce_bucket_size buckets reduce-scattered during backward; fp16 loss scaler */
 	{"zero2", DS, FP16, NONE, DS, MECH_ZERO12, 16, REDUCE_BUCKETS, 0, 2, 2, 4, 0, 0, 0, 14,
 	 "deepspeed/runtime/zero/stage_1_and_2.py (reduce_ipg_grads), fp16/loss_scaler.py"},
@@ -80,9 +80,9 @@ static const struct row rows[] = {
 	 "deepspeed/runtime/zero/stage3.py (offload_param: partitions on the host)"},
 	/* the runtime's zero3 is its unit mechanism, gathered per block */
 	{"zero3", SC, BF16, NONE, SC, MECH_UNITS, 16, REDUCE_UNITS, 1, 2, 2, 4, 2, 2, 2, 14,
-	 "sim/memory.h S6 zero3 (runtime/strategy.c units)"},
+	 "sim/models/memory.h S6 zero3 (runtime/strategy.c units)"},
 	{"zero3", SC, FP32, NONE, SC, MECH_UNITS, 16, REDUCE_UNITS, 1, 4, 4, 0, 4, 4, 4, 12,
-	 "sim/memory.h S2 (fp32: no master)"},
+	 "sim/models/memory.h S2 (fp32: no master)"},
 	/* FSDP: fp32 FlatParameter shards, gathered per unit, resharded after forward */
 	{"fsdp:full_shard", PT, FP32, NONE, PT, MECH_UNITS, 16, REDUCE_UNITS, 1, 4, 4, 0, 4, 4, 4, 12,
 	 "torch/distributed/fsdp/_runtime_utils.py, _flat_param.py"},
@@ -105,9 +105,9 @@ static const struct row rows[] = {
 	{"fsdp:hybrid_shard_zero2", PT, BF16, NONE, PT, MECH_UNITS, 8, REDUCE_UNITS, 0, 4, 2, 0, 2, 2, 4, 12,
 	 "torch/distributed/fsdp/_init_utils.py (_HYBRID_SHARD_ZERO2)"},
 	{"fsdp:full_shard", SC, BF16, NONE, SC, MECH_UNITS, 16, REDUCE_UNITS, 1, 2, 2, 4, 2, 2, 2, 14,
-	 "sim/memory.h S6 fsdp (runtime/strategy.c units)"},
+	 "sim/models/memory.h S6 fsdp (runtime/strategy.c units)"},
 	{"fsdp:hybrid_shard", SC, FP32, ALL, SC, MECH_UNITS, 8, REDUCE_UNITS, 1, 4, 4, 0, 4, 4, 4, 12,
-	 "sim/memory.h S6 (hybrid: ranks of a node; offload stages the shard)"},
+	 "sim/models/memory.h S6 (hybrid: ranks of a node; offload stages the shard)"},
 	/* FSDP2: fp32 DTensor shards per parameter; MixedPrecisionPolicy gathers
 	 * in param_dtype, autograd's gradients stay in it (the upcast to the
 	 * reduce dtype is deferred to the copy-in), fp32 sharded .grad */
@@ -120,7 +120,7 @@ static const struct row rows[] = {
 	{"fsdp2:hybrid_shard", PT, BF16, NONE, PT, MECH_UNITS, 8, REDUCE_UNITS, 1, 4, 2, 0, 2, 2, 4, 12,
 	 "torch/distributed/fsdp/_fully_shard/_fully_shard.py (2-D mesh: HSDPMeshInfo)"},
 	{"fsdp2", SC, BF16, NONE, SC, MECH_UNITS, 16, REDUCE_UNITS, 1, 2, 2, 4, 2, 2, 2, 14,
-	 "sim/memory.h S6 fsdp2 (runtime/stratfsdp2.c)"},
+	 "sim/models/memory.h S6 fsdp2 (runtime/stratfsdp2.c)"},
 };
 
 static void settings(struct scn_settings *st, const char *spec, int fw, int prec, int off)

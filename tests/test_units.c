@@ -1,5 +1,5 @@
 /*
- * test_units.c — quantities with units (sim/units.c).
+ * test_units.c — quantities with units (sim/core/units.c).
  */
 #include <criterion/criterion.h>
 

@@ -6,7 +6,7 @@
 # outbase.png and outbase.svg), plottitle, ncols, nrows. The data file has one
 # line per cell: x y rgb "batch label" "model label" "strategy" "options"
 # "figure and lead"
-# (sweep_write_heatmap_data in sim/sweep_out.c; results/plots/render.sh makes
+# (sweep_write_heatmap_data in sim/drivers/sweep_out.c; results/plots/render.sh makes
 # the same from the results database).
 # Rendered by `recommend --plot F.png` and by `make plots`.
 

@@ -31,7 +31,7 @@ from a CUDA run is substituted, each listed in SUBSTITUTIONS:
 
 FSDP with fp16/bf16 is MixedPrecision(param_dtype = reduce_dtype =
 buffer_dtype = the 16-bit type) without autocast, as the simulator's pytorch
-profile assumes (sim/predict.c); DDP with fp16/bf16 runs under autocast like a
+profile assumes (sim/drivers/predict.c); DDP with fp16/bf16 runs under autocast like a
 single GPU.
 """
 from __future__ import annotations

@@ -920,6 +920,8 @@ static void fill_result(const struct mem_plan *p, const struct graph *g, const s
 			int t, struct mem_result *r)
 {
 	int w, best = 0;
+	int64_t most;
+	const char *what;
 
 	memset(r, 0, sizeof *r);
 	r->valid = 1;
@@ -940,10 +942,14 @@ static void fill_result(const struct mem_plan *p, const struct graph *g, const s
 	for (w = 1; w < W_NWHAT; w++)
 		if (d->what[w] > d->what[best])
 			best = w;
+	/* the caching allocator's free cached blocks can be the largest part of a
+	 * reserved peak (a segment mapped in the optimizer step while backward's
+	 * blocks sit free): then they bind, not the largest tensor label */
+	most = d->slack > d->what[best] ? d->slack : d->what[best];
+	what = d->slack > d->what[best] ? "free blocks cached by the allocator" : mem_what_name(best);
 	snprintf(r->binding, sizeof r->binding, "GPU %d: %s (%.0f%% of the peak), %s%s%s",
-		 r->binding_gpu, mem_what_name(best), d->peak > 0 ?
-		 100.0 * (double)d->what[best] / (double)d->peak : 0.0, mem_phase_name(d->phase),
-		 d->op >= 0 ? " " : "", d->op >= 0 ? g->ops[d->op].name : "");
+		 r->binding_gpu, what, d->peak > 0 ? 100.0 * (double)most / (double)d->peak : 0.0,
+		 mem_phase_name(d->phase), d->op >= 0 ? " " : "", d->op >= 0 ? g->ops[d->op].name : "");
 }
 
 int mem_predict(const struct scenario *s, const struct graph *g, struct prediction *pr,

@@ -4,7 +4,7 @@
  * saver), when it is last used, and what activation checkpointing recomputes.
  * One analysis, read by the simulator's memory walk (memwalk.c) and by the
  * runtime's interpreter (runtime/model_rt.c), so the arena's peak and its
- * prediction follow the same rules (sim/memory.h S4-S5; tests/test_grid.c
+ * prediction follow the same rules (sim/models/memory.h S4-S5; tests/test_grid.c
  * checks them equal byte for byte).
  *
  * Rules (memory.h S4-S5):

@@ -48,7 +48,7 @@
  *     allocated. A shard of U elements over N ranks is ceil(U / N) elements; a
  *     gathered unit is N x ceil(U / N) elements. Offloaded states are not
  *     allocated on the device (their bytes are reported as host memory).
- *  (S4-S5's lifetimes are computed once, by sim/life.c, for the walk and the
+ *  (S4-S5's lifetimes are computed once, by sim/models/life.c, for the walk and the
  *  runtime alike.)
  *  S4 Activations: the GRAPH_SHARDCAST graph, tensor bytes = elems x dsize x
  *     micro_batch (token ids: int64). At the start of each micro-step the ids
