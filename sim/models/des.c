@@ -461,6 +461,24 @@ static void totals(struct des *d)
 	d->tot.comm = comm;
 }
 
+/* Pushes ev into the queue whose earliest event loop() keeps in a local slot:
+ * ev takes the slot when it is empty or ev comes first (the slot's event then
+ * goes to the heap). Returns nonzero when the heap cannot grow. */
+static inline int push_slot(struct evq *q, struct evq_node ev, struct evq_node *slot, int *has)
+{
+	int rc = 0;
+
+	if (!*has) {
+		*has = 1;
+	} else if (evq_before(&ev, slot)) {
+		rc = evq_heap_push(q, *slot);
+	} else {
+		return evq_heap_push(q, ev);
+	}
+	*slot = ev;
+	return rc;
+}
+
 /* The run's event loop. Task ends (most events) are handled here with the
  * queue's slot (evq.h) and the counters in locals, so that one event leads to
  * the next without a trip through memory; the rest (collectives) go through
@@ -553,15 +571,7 @@ static void loop(struct run *r)
 				continue;
 			}
 			memcpy(&ev.t, &t, sizeof ev.t);
-			if (!has) {
-				slot = ev;
-				has = 1;
-			} else if (evq_before(&ev, &slot)) {
-				oom |= evq_heap_push(q, slot);
-				slot = ev;
-			} else {
-				oom |= evq_heap_push(q, ev);
-			}
+			oom |= push_slot(q, ev, &slot, &has);
 		}
 	}
 	q->slot = slot;
