@@ -1279,48 +1279,38 @@ static void dp_microstep(struct bld *b)
 
 /* ---- setting up ------------------------------------------------------------------ */
 
+/* old resized to n elements of sz bytes, or old itself (and *fail set) when
+ * realloc fails: the caller keeps a valid array either way. */
+static void *resized(void *old, int n, size_t sz, int *fail)
+{
+	void *np = realloc(old, (size_t)n * sz);
+
+	*fail |= !np;
+	return np ? np : old;
+}
+
 static int grow_ops(struct step_sim *ss, int nops, int ng)
 {
+	int fail = 0;
+
 	if (nops > ss->capops) {
-		double *tf = realloc(ss->tf, (size_t)nops * sizeof *tf);
-		if (tf)
-			ss->tf = tf;
-		double *tb = realloc(ss->tb, (size_t)nops * sizeof *tb);
-		if (tb)
-			ss->tb = tb;
-		double *tpb = realloc(ss->tpb, (size_t)nops * sizeof *tpb);
-		if (tpb)
-			ss->tpb = tpb;
-		double *tpx = realloc(ss->tpx, (size_t)nops * sizeof *tpx);
-		if (tpx)
-			ss->tpx = tpx;
-		unsigned char *pos = realloc(ss->pos, (size_t)nops);
-		if (pos)
-			ss->pos = pos;
-		double *bkt = realloc(ss->bkt, (size_t)nops * sizeof *bkt);
-		if (bkt)
-			ss->bkt = bkt;
-		int *uo = realloc(ss->unit_of, (size_t)nops * sizeof *uo);
-		if (uo)
-			ss->unit_of = uo;
-		struct eager_extra *ex = realloc(ss->ex, (size_t)nops * sizeof *ex);
-		if (ex)
-			ss->ex = ex;
-		unsigned char *in = realloc(ss->internal, (size_t)nops);
-		if (in)
-			ss->internal = in;
-		if (!tf || !tb || !tpb || !tpx || !pos || !bkt || !uo || !ex || !in)
+		ss->tf = resized(ss->tf, nops, sizeof *ss->tf, &fail);
+		ss->tb = resized(ss->tb, nops, sizeof *ss->tb, &fail);
+		ss->tpb = resized(ss->tpb, nops, sizeof *ss->tpb, &fail);
+		ss->tpx = resized(ss->tpx, nops, sizeof *ss->tpx, &fail);
+		ss->pos = resized(ss->pos, nops, sizeof *ss->pos, &fail);
+		ss->bkt = resized(ss->bkt, nops, sizeof *ss->bkt, &fail);
+		ss->unit_of = resized(ss->unit_of, nops, sizeof *ss->unit_of, &fail);
+		ss->ex = resized(ss->ex, nops, sizeof *ss->ex, &fail);
+		ss->internal = resized(ss->internal, nops, sizeof *ss->internal, &fail);
+		if (fail)
 			return -1;
 		ss->capops = nops;
 	}
 	if (ng > ss->capg) {
-		int *f = realloc(ss->gfirst, (size_t)ng * sizeof *f);
-		if (f)
-			ss->gfirst = f;
-		int *l = realloc(ss->glast, (size_t)ng * sizeof *l);
-		if (l)
-			ss->glast = l;
-		if (!f || !l)
+		ss->gfirst = resized(ss->gfirst, ng, sizeof *ss->gfirst, &fail);
+		ss->glast = resized(ss->glast, ng, sizeof *ss->glast, &fail);
+		if (fail)
 			return -1;
 		ss->capg = ng;
 	}
