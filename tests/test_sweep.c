@@ -253,6 +253,91 @@ Test(sweep, results_do_not_depend_on_evaluation_order, .timeout = 60)
 	sweep_free(&sw);
 }
 
+/* A document written from a sweep's results (Markdown or heatmap data), as a
+ * malloc'd string. */
+static char *written(const struct sweep *sw, const struct sweep_result *r,
+		     int (*write)(const struct sweep *, const struct sweep_result *, FILE *))
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	cr_assert(f);
+	cr_assert_eq(write(sw, r, f), 0);
+	fclose(f);
+	return text;
+}
+
+/* SWEEP_MEM_BEST (recommend without --csv, --json or --db) leaves out the
+ * breakdowns of all but each cell's best: everything else is the same bits as
+ * with every breakdown (the breakdown is read by nothing but the outputs), the
+ * best's record is identical whole, the others say their memory figures were
+ * not computed, and the Markdown and heatmap are the same text. Returns how
+ * many results did not fit. */
+static int best_only_same_tables(const char *text)
+{
+	struct sweep sw;
+	struct sweep_result *a, *b, x;
+	struct sweep_ctx *c;
+	struct err e = {0};
+	char *ta, *tb;
+	int cell, i, nofit = 0, skipped = 0;
+
+	load_text(&sw, text);
+	a = eval_all(&sw);
+	b = calloc((size_t)sw.ncell * sw.ncand, sizeof *b);
+	c = sweep_ctx_create(&sw);
+	cr_assert(b && c);
+	sweep_ctx_memory(c, SWEEP_MEM_BEST);
+	for (cell = 0; cell < sw.ncell; cell++)
+		cr_assert_eq(sweep_eval_cell(c, cell, b + (size_t)cell * sw.ncand, &e), 0, "%s", e.msg);
+	for (i = 0; i < sw.ncell * sw.ncand; i++) {
+		if (a[i].rank == 1 || (a[i].status != SWEEP_OK && a[i].status != SWEEP_NOFIT)) {
+			cr_expect_eq(memcmp(&a[i], &b[i], sizeof x), 0, "cell %d candidate %d", a[i].cell, a[i].cand);
+			continue;
+		}
+		cr_expect(sweep_has(&a[i], SWEEP_HAS_MEMORY, 0) && !sweep_has(&b[i], SWEEP_HAS_MEMORY, 0));
+		cr_expect_eq(b[i].peak, 0, "not computed");
+		skipped++;
+		nofit += a[i].status == SWEEP_NOFIT;
+		if (a[i].status == SWEEP_NOFIT)
+			cr_expect(strstr(b[i].note, "does not fit") || strstr(b[i].note, "largest micro-batch"),
+				  "%s", b[i].note);
+		x = b[i];  /* with a's memory figures and note: the same bytes */
+		x.peak = a[i].peak, x.capacity = a[i].capacity, x.params = a[i].params, x.grads = a[i].grads;
+		x.optimizer = a[i].optimizer, x.activations = a[i].activations, x.buffers = a[i].buffers;
+		x.overhead = a[i].overhead, x.memory = a[i].memory;
+		memcpy(x.note, a[i].note, sizeof x.note);
+		cr_expect_eq(memcmp(&a[i], &x, sizeof x), 0, "cell %d candidate %d", a[i].cell, a[i].cand);
+	}
+	cr_expect_gt(skipped, 0);
+	ta = written(&sw, a, sweep_write_markdown);
+	tb = written(&sw, b, sweep_write_markdown);
+	cr_expect_str_eq(ta, tb);
+	free(ta);
+	free(tb);
+	ta = written(&sw, a, sweep_write_heatmap_data);
+	tb = written(&sw, b, sweep_write_heatmap_data);
+	cr_expect_str_eq(ta, tb);
+	free(ta);
+	free(tb);
+	sweep_ctx_delete(c);
+	free(a);
+	free(b);
+	sweep_free(&sw);
+	return nofit;
+}
+
+Test(sweep, best_memory_only_changes_no_table, .timeout = 60)
+{
+	best_only_same_tables(small);
+	/* Llama-2-13B under DDP: 16 bytes per parameter (ZeRO, Table 1), 208 GB >
+	 * 80 GB: no fit; 2048 samples on 8 GPUs accumulate */
+	cr_expect_gt(best_only_same_tables("[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\n"
+					   "models = gpt2-xl, llama-2-13b\nglobal_batch = 8, 2048\n"
+					   "strategies = ddp, zero3\nprecision = bf16\n"), 0);
+}
+
 Test(sweep, ranks_by_the_objective)
 {
 	struct sweep sw;

@@ -73,6 +73,11 @@ static void usage(FILE *f)
 		"  --version      print the version and exit\n"
 		"  -h, --help     this help\n"
 		"\n"
+		"The memory breakdown at the peak (params, grads, optimizer, activations, buffers,\n"
+		"allocator overhead, what binds) is a replay of the allocation tape per candidate:\n"
+		"every candidate gets one only with --csv, --json or --db; the tables show each\n"
+		"cell's best, so without them only the best is replayed (the same figures).\n"
+		"\n"
 		"exit status: 0 success, 2 bad input (the message names file:line and the key), 1 internal error\n");
 }
 
@@ -364,12 +369,12 @@ static int record(const struct opts *o, const struct sweep *sw, const struct swe
 /* Rank 0's outputs of the gathered results. */
 static int outputs(const struct opts *o, const struct sweep *sw, const struct sweep_result *r, struct err *e)
 {
-	char *json = sweep_json(sw, r), *md = NULL;
+	char *json = o->json || o->db ? sweep_json(sw, r) : NULL, *md = NULL;
 	size_t mdlen = 0;
 	FILE *mf = open_memstream(&md, &mdlen);
 	int rc = 0;
 
-	if (!json || !mf)
+	if ((!json && (o->json || o->db)) || !mf)
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory writing the outputs");
 	if (mf) {
 		sweep_write_markdown(sw, r, mf);
@@ -409,8 +414,8 @@ static int calibrate(struct sweep *sw, const char *db, struct err *e)
 }
 
 /* Evaluates cells [lo, hi) into out; counts into k. */
-static int evaluate(const struct sweep *sw, int lo, int hi, struct sweep_result *out, struct progress *p,
-		    const char *note, struct sweep_counts *k, struct err *e)
+static int evaluate(const struct opts *o, const struct sweep *sw, int lo, int hi, struct sweep_result *out,
+		    struct progress *p, const char *note, struct sweep_counts *k, struct err *e)
 {
 	struct sweep_ctx *c = sweep_ctx_create(sw);
 	int cell, rc = 0;
@@ -418,6 +423,8 @@ static int evaluate(const struct sweep *sw, int lo, int hi, struct sweep_result 
 	if (!c)
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
 	sweep_ctx_cells(c, lo, hi);
+	/* every candidate's breakdown only for the outputs that export it */
+	sweep_ctx_memory(c, o->csv || o->json || o->db ? SWEEP_MEM_ALL : SWEEP_MEM_BEST);
 	for (cell = lo; !rc && cell < hi; cell++) {
 		rc = sweep_eval_cell(c, cell, out + (size_t)(cell - lo) * sw->ncand, e);
 		progress_show(p, cell - lo + 1, hi - lo, "cells", note);
@@ -456,7 +463,7 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 		goto out;
 	}
 	progress_start(&p, me == 0 && o->progress, 0);
-	rc = evaluate(&sw, lo, hi, mine, &p, nranks > 1 ? "(rank 0's share)" : NULL, &k, e);
+	rc = evaluate(o, &sw, lo, hi, mine, &p, nranks > 1 ? "(rank 0's share)" : NULL, &k, e);
 	if (rc)
 		fprintf(stderr, "recommend: %s%d: error: %s\n", nranks > 1 ? "rank " : "", me, e->msg);
 	MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

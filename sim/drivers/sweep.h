@@ -148,6 +148,9 @@ struct sweep_result {
 				     model's mean wall time with [failures] (time_to_train) */
 	double ettr;              /* training time / wall time with [failures]; 0 = not run */
 	double score;             /* the objective, larger is better */
+	int32_t memory;           /* 1: peak .. overhead and the binding note were computed
+				     (every ok / no_fit result, or only each cell's best:
+				     sweep_ctx_memory) */
 	char note[112];           /* why it does not fit / is invalid; what binds its memory */
 };
 
@@ -187,6 +190,15 @@ void sweep_ctx_delete(struct sweep_ctx *c);
  * it, never a result. */
 void sweep_ctx_cells(struct sweep_ctx *c, int lo, int hi);
 
+/* Which results get their memory figures (peak, the breakdown at the peak, the
+ * binding note): every ok and no_fit one (SWEEP_MEM_ALL, the default: what the
+ * CSV, JSON and the results database export), or only each cell's best
+ * (SWEEP_MEM_BEST: what the Markdown and the heatmap show). The breakdowns are
+ * replays of the allocation tape at each candidate's micro-batch, over half of
+ * a sweep's work; nothing else depends on them (ranking, micro-batch and step
+ * are the same bits either way, tests/test_sweep.c). */
+enum sweep_memory { SWEEP_MEM_ALL, SWEEP_MEM_BEST };
+void sweep_ctx_memory(struct sweep_ctx *c, int which);
 /* Evaluates every candidate of cell into out[0 .. ncand-1] and ranks them.
  * Returns 0 or fills e (I/O or out of memory while setting up a group). */
 int sweep_eval_cell(struct sweep_ctx *c, int cell, struct sweep_result *out, struct err *e);

@@ -87,6 +87,7 @@ struct sweep_ctx {
 	struct mem_memo *mm;
 	int nmemo;
 	int lo, hi;               /* the cells this context evaluates (sweep_ctx_cells) */
+	int mem_which;            /* enum sweep_memory */
 	struct prediction pred;   /* the job model's input and output (time_to_train) */
 	struct sweep_counts k;
 };
@@ -123,6 +124,11 @@ void sweep_ctx_cells(struct sweep_ctx *c, int lo, int hi)
 {
 	c->lo = lo;
 	c->hi = hi;
+}
+
+void sweep_ctx_memory(struct sweep_ctx *c, int which)
+{
+	c->mem_which = which;
 }
 
 static void group_free(struct sweep_ctx *c)
@@ -357,12 +363,14 @@ static int memory(struct sweep_ctx *c, int ci, int a, int64_t b, struct sweep_re
 			r->buffers = m->r.buffers;
 			r->overhead = m->r.overhead;
 			memcpy(r->note, m->r.note, sizeof r->note);
+			r->memory = 1;
 			return 0;
 		}
 	}
 	if (tapes(c, ci, a, e))
 		return e->code;
 	breakdown(&c->scratch, &c->g[s->graph], b, r);
+	r->memory = 1;
 	m = &s->mm[s->nmm++ % c->nmemo];
 	m->mb = b;
 	m->a = a;
@@ -438,9 +446,10 @@ static int batch_here(const struct sweep_ctx *c, int bi)
 /* What candidate i's memory gives in every cell of the group this context
  * evaluates, done at its first cell while each tape is at hand: the tape
  * without accumulation and the breakdowns at the micro-batches it decides,
- * then, if a batch needs it, the tape with accumulation and its breakdowns.
- * The cells then read the memos; each tape is built once and evaluated while
- * it is in the cache. */
+ * then, if a batch needs it, the tape with accumulation and its breakdowns
+ * (SWEEP_MEM_ALL; with SWEEP_MEM_BEST only the searches, the best's breakdown
+ * comes after the ranking). The cells then read the memos; each tape is built
+ * once and evaluated while it is in the cache. */
 static int slot_prepare(struct sweep_ctx *c, int i, struct err *e)
 {
 	const struct sweep *sw = c->sw;
@@ -461,7 +470,7 @@ static int slot_prepare(struct sweep_ctx *c, int i, struct err *e)
 			if (mb < 0)
 				return e->code;
 			memset(&r, 0, sizeof r);
-			if (memory(c, i, a, mb > 0 ? mb : 1, &r, e))
+			if (c->mem_which == SWEEP_MEM_ALL && memory(c, i, a, mb > 0 ? mb : 1, &r, e))
 				return e->code;
 		}
 	return 0;
@@ -616,6 +625,25 @@ static void score(const struct sweep *sw, struct sweep_result *r)
 	}
 }
 
+/* Why candidate s does not fit (a: the tape with accumulation), with the
+ * bytes it would need when its memory figures were computed. */
+static void nofit_note(const struct sweep_ctx *c, const struct slot *s, int a, int64_t batch,
+		       struct sweep_result *r)
+{
+	char need[64] = "does not fit";
+
+	if (r->memory)
+		snprintf(need, sizeof need, "needs %.1f GiB", r->peak / (1 << 30));
+	if (c->sw->batch_mode == SWEEP_MICRO && s->maxb[0] > 0)
+		snprintf(r->note, sizeof r->note, "largest micro-batch that fits is %lld", (long long)s->maxb[0]);
+	else if (a && s->maxb[0] > 0)
+		snprintf(r->note, sizeof r->note, "fits %lld without accumulation; with it (%lld per GPU) "
+			 "micro-batch 1 %s", (long long)s->maxb[0], (long long)(batch / c->work.dp), need);
+	else
+		snprintf(r->note, sizeof r->note, "%s at micro-batch 1 of %.1f GiB", need,
+			 (double)(int64_t)c->work.capacity / (1 << 30));
+}
+
 static int eval_cand(struct sweep_ctx *c, int i, int64_t batch, struct sweep_result *r, struct err *e)
 {
 	const struct sweep_cand *k = &c->sw->cands[i];
@@ -647,21 +675,13 @@ static int eval_cand(struct sweep_ctx *c, int i, int64_t batch, struct sweep_res
 		return e->code;
 	if (mb == 0) {
 		r->status = SWEEP_NOFIT;
-		if (memory(c, i, a, 1, r, e))
+		if (c->mem_which == SWEEP_MEM_ALL && memory(c, i, a, 1, r, e))
 			return e->code;
-		if (c->sw->batch_mode == SWEEP_MICRO && s->maxb[0] > 0)
-			snprintf(r->note, sizeof r->note, "largest micro-batch that fits is %lld", (long long)s->maxb[0]);
-		else if (a && s->maxb[0] > 0)
-			snprintf(r->note, sizeof r->note, "fits %lld without accumulation; with it (%lld per GPU) "
-				 "micro-batch 1 needs %.1f GiB", (long long)s->maxb[0],
-				 (long long)(batch / c->work.dp), r->peak / (1 << 30));
-		else
-			snprintf(r->note, sizeof r->note, "needs %.1f GiB at micro-batch 1 of %.1f GiB",
-				 r->peak / (1 << 30), r->capacity / (1 << 30));
+		nofit_note(c, s, a, batch, r);
 		return 0;
 	}
 	c->work.s.training.micro_batch = mb;
-	if (memory(c, i, a, mb, r, e))
+	if (c->mem_which == SWEEP_MEM_ALL && memory(c, i, a, mb, r, e))
 		return e->code;
 	if (step(c, s, mb, accum, &st, e))
 		return e->code;
@@ -719,6 +739,20 @@ void sweep_cell_best(const struct sweep *sw, const struct sweep_result *cell, in
 			*runner_up = i;
 }
 
+/* The memory figures of candidate i, the best of its cell (SWEEP_MEM_BEST):
+ * the breakdown eval_cand leaves out, at the micro-batch and tape it chose. */
+static int best_memory(struct sweep_ctx *c, int i, int64_t batch, struct sweep_result *r, struct err *e)
+{
+	int64_t accum, mb;
+	int a;
+
+	apply(c, &c->sw->cands[i]);
+	mb = choose(c, i, batch, &accum, &a, NULL, e);
+	if (mb < 0)
+		return e->code;
+	return memory(c, i, a, mb, r, e);
+}
+
 int sweep_eval_cell(struct sweep_ctx *c, int cell, struct sweep_result *out, struct err *e)
 {
 	const struct sweep *sw = c->sw;
@@ -736,5 +770,8 @@ int sweep_eval_cell(struct sweep_ctx *c, int cell, struct sweep_result *out, str
 			return e->code;
 	}
 	rank_cell(out, sw->ncand);
+	for (i = 0; c->mem_which == SWEEP_MEM_BEST && i < sw->ncand; i++)
+		if (out[i].rank == 1 && best_memory(c, i, sw->batches[batch], &out[i], e))
+			return e->code;
 	return 0;
 }
