@@ -161,8 +161,11 @@ int step_trace_write(const struct step_sim *ss, const char *path, struct err *e)
  * two successive periods agree (relative STEP_PERIOD_TOL; in every case tried
  * they agree from the first), at most STEP_PERIOD_PROBE, then extended by that
  * period: exact while micro-steps repeat, and a step of 10^6 micro-steps costs
- * what one of three does. tests/test_step.c checks it against full simulations;
- * recommend (sweep_eval.c) goes through the same step_accumulate. */
+ * what one of three does. tests/test_step.c checks it against full simulations.
+ * recommend (sweep_eval.c) simulates 1 and 2 micro-steps only and extends by
+ * the same step_extend without the third simulation that checks the period
+ * (the check costs a sweep a quarter of its time: bench/sweep.ini 2.31 ->
+ * 2.87 s); tests/test_sweep.c holds its results to simulate's within 1e-9. */
 #define STEP_ACCUM_FULL 8
 #define STEP_PERIOD_PROBE 16
 #define STEP_PERIOD_TOL 1e-9
