@@ -812,3 +812,66 @@ Test(step, many_micro_steps_are_their_period_exactly, .timeout = 120)
 			scenario_free(&s);
 		}
 }
+
+/* step_bound (step.h): the sum of each stream's least task times is at most
+ * the simulated step (tasks on a stream run one after the other; interference
+ * and link sharing only stretch them), extended to many micro-steps from the
+ * bounds of one and two exactly as a full simulation of them runs, for every
+ * strategy family, over NVLink and InfiniBand, offload and tensor parallelism.
+ * The bound is what lets recommend's tables skip simulations, so it must also
+ * not be vacuous: at least a fifth of the step in every case here (a compute
+ * stream or a link kept busy most of the step). */
+Test(step, bound_is_below_the_simulated_step, .timeout = 120)
+{
+	static const char *const cases[][5] = {
+		{"training.strategy=ddp", NULL},
+		{"training.strategy=dp", NULL},
+		{"training.strategy=zero1", "training.framework=deepspeed", NULL},
+		{"training.strategy=zero2", "training.framework=deepspeed", "training.offload=optimizer", NULL},
+		{"training.strategy=zero3", "training.framework=deepspeed", "cluster.nodes=4",
+		 "cluster.inter_node=ib-hdr", NULL},
+		{"training.strategy=fsdp", "training.precision=bf16", "training.activation_checkpointing=full", NULL},
+		{"training.strategy=fsdp", "training.fsdp_sharding_strategy=hybrid_shard", "cluster.nodes=4",
+		 "cluster.inter_node=ib-hdr", NULL},
+		{"training.strategy=ddp", "training.tensor_parallel=2", "model.name=llama-tiny", "cluster.nodes=2", NULL},
+	};
+	static const int64_t gas[] = {1, 2, 3, 9};
+	const char *sets[8];
+	int c, k, n;
+
+	for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+		struct scenario s;
+		struct graph g;
+		struct graph_opts o;
+		struct step_sim ss;
+		struct step_bound one, two;
+		struct err e = {0};
+
+		sets[0] = "cluster.gpus_per_node=8";
+		sets[1] = "training.micro_batch=2";
+		for (n = 2; cases[c][n - 2]; n++)
+			sets[n] = cases[c][n - 2];
+		cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
+		predict_graph_opts(&s, &o);
+		cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+		cr_assert_eq(step_sim_create(&ss), 0);
+		ss.full = 1;
+		s.s.training.grad_accum = 1;
+		cr_assert_eq(step_bound(&ss, &s, &g, 2, &one, &e), 0, "%s", e.msg);
+		s.s.training.grad_accum = 2;
+		cr_assert_eq(step_bound(&ss, &s, &g, 2, &two, &e), 0, "%s", e.msg);
+		for (k = 0; k < 4; k++) {
+			struct step_result full;
+			double lb = step_bound_at(&one, gas[k] > 1 ? &two : NULL, gas[k]);
+			s.s.training.grad_accum = gas[k];
+			cr_assert_eq(step_simulate(&ss, &s, &g, 2, &full, &e), 0, "%s", e.msg);
+			cr_expect_leq(lb, full.time * (1 + 1e-12), "%s x %lld: bound %.9g s, step %.9g s", cases[c][0],
+				      (long long)gas[k], lb, full.time);
+			cr_expect_gt(lb, 0.2 * full.time, "%s x %lld: bound %.9g s, step %.9g s", cases[c][0],
+				     (long long)gas[k], lb, full.time);
+		}
+		step_sim_delete(&ss);
+		graph_free(&g);
+		scenario_free(&s);
+	}
+}

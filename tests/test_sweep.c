@@ -268,47 +268,65 @@ static char *written(const struct sweep *sw, const struct sweep_result *r,
 	return text;
 }
 
-/* SWEEP_MEM_BEST (recommend without --csv, --json or --db) leaves out the
- * breakdowns of all but each cell's best: everything else is the same bits as
- * with every breakdown (the breakdown is read by nothing but the outputs), the
- * best's record is identical whole, the others say their memory figures were
- * not computed, and the Markdown and heatmap are the same text. Returns how
- * many results did not fit. */
-static int best_only_same_tables(const char *text)
+/* SWEEP_TABLES (recommend without --csv, --json or --db) computes what the
+ * tables show: the breakdown of each cell's best only, and the steps of the
+ * candidates whose lower bound (step_bound) does not rule them out as the best
+ * or the runner-up. Against every breakdown and every step (SWEEP_ALL):
+ * each cell's best and runner-up are the same candidates, the best's record is
+ * identical whole, every simulated step the same bits, every skipped one truly
+ * below what it would have had to beat, and the Markdown and heatmap are the
+ * same text. Returns how many steps were skipped (*nofit: results that do not
+ * fit). */
+static int best_only_same_tables(const char *text, int *nofit)
 {
 	struct sweep sw;
 	struct sweep_result *a, *b, x;
 	struct sweep_ctx *c;
 	struct err e = {0};
 	char *ta, *tb;
-	int cell, i, nofit = 0, skipped = 0;
+	int cell, i, j, skipped = 0, bounded = 0, best, ru, best2, ru2;
 
 	load_text(&sw, text);
 	a = eval_all(&sw);
 	b = calloc((size_t)sw.ncell * sw.ncand, sizeof *b);
 	c = sweep_ctx_create(&sw);
 	cr_assert(b && c);
-	sweep_ctx_memory(c, SWEEP_MEM_BEST);
-	for (cell = 0; cell < sw.ncell; cell++)
+	sweep_ctx_detail(c, SWEEP_TABLES);
+	*nofit = 0;
+	for (cell = 0; cell < sw.ncell; cell++) {
+		const struct sweep_result *ca = a + (size_t)cell * sw.ncand, *cb = b + (size_t)cell * sw.ncand;
 		cr_assert_eq(sweep_eval_cell(c, cell, b + (size_t)cell * sw.ncand, &e), 0, "%s", e.msg);
-	for (i = 0; i < sw.ncell * sw.ncand; i++) {
-		if (a[i].rank == 1 || (a[i].status != SWEEP_OK && a[i].status != SWEEP_NOFIT)) {
-			cr_expect_eq(memcmp(&a[i], &b[i], sizeof x), 0, "cell %d candidate %d", a[i].cell, a[i].cand);
-			continue;
+		sweep_cell_best(&sw, ca, &best, &ru);
+		sweep_cell_best(&sw, cb, &best2, &ru2);
+		cr_expect(best == best2 && ru == ru2, "cell %d: best %d / %d, runner-up %d / %d", cell, best, best2, ru,
+			  ru2);
+		for (j = 0; j < sw.ncand; j++) {
+			i = cell * sw.ncand + j;
+			if (j == best || (a[i].status != SWEEP_OK && a[i].status != SWEEP_NOFIT)) {
+				cr_expect_eq(memcmp(&a[i], &b[i], sizeof x), 0, "cell %d candidate %d", cell, j);
+				continue;
+			}
+			cr_expect(sweep_has(&a[i], SWEEP_HAS_MEMORY, 0) && !sweep_has(&b[i], SWEEP_HAS_MEMORY, 0));
+			skipped++;
+			*nofit += a[i].status == SWEEP_NOFIT;
+			if (a[i].status == SWEEP_NOFIT)
+				cr_expect(strstr(b[i].note, "does not fit") || strstr(b[i].note, "largest micro-batch"),
+					  "%s", b[i].note);
+			if (b[i].status == SWEEP_BOUNDED) {  /* truly below what it had to beat */
+				bounded++;
+				cr_expect_lt(a[i].score, ca[best].score, "cell %d candidate %d", cell, j);
+				cr_expect(!strcmp(sw.cands[j].strat, sw.cands[best].strat) ||
+					  (ru >= 0 && a[i].score < ca[ru].score), "cell %d candidate %d", cell, j);
+				cr_expect(!sweep_has(&b[i], SWEEP_HAS_STEP, 0));
+				continue;
+			}
+			x = b[i];  /* with a's memory figures, note and rank: the same bytes */
+			x.peak = a[i].peak, x.capacity = a[i].capacity, x.params = a[i].params, x.grads = a[i].grads;
+			x.optimizer = a[i].optimizer, x.activations = a[i].activations, x.buffers = a[i].buffers;
+			x.overhead = a[i].overhead, x.memory = a[i].memory, x.rank = a[i].rank;
+			memcpy(x.note, a[i].note, sizeof x.note);
+			cr_expect_eq(memcmp(&a[i], &x, sizeof x), 0, "cell %d candidate %d", cell, j);
 		}
-		cr_expect(sweep_has(&a[i], SWEEP_HAS_MEMORY, 0) && !sweep_has(&b[i], SWEEP_HAS_MEMORY, 0));
-		cr_expect_eq(b[i].peak, 0, "not computed");
-		skipped++;
-		nofit += a[i].status == SWEEP_NOFIT;
-		if (a[i].status == SWEEP_NOFIT)
-			cr_expect(strstr(b[i].note, "does not fit") || strstr(b[i].note, "largest micro-batch"),
-				  "%s", b[i].note);
-		x = b[i];  /* with a's memory figures and note: the same bytes */
-		x.peak = a[i].peak, x.capacity = a[i].capacity, x.params = a[i].params, x.grads = a[i].grads;
-		x.optimizer = a[i].optimizer, x.activations = a[i].activations, x.buffers = a[i].buffers;
-		x.overhead = a[i].overhead, x.memory = a[i].memory;
-		memcpy(x.note, a[i].note, sizeof x.note);
-		cr_expect_eq(memcmp(&a[i], &x, sizeof x), 0, "cell %d candidate %d", a[i].cell, a[i].cand);
 	}
 	cr_expect_gt(skipped, 0);
 	ta = written(&sw, a, sweep_write_markdown);
@@ -325,17 +343,35 @@ static int best_only_same_tables(const char *text)
 	free(a);
 	free(b);
 	sweep_free(&sw);
-	return nofit;
+	return bounded;
 }
 
-Test(sweep, best_memory_only_changes_no_table, .timeout = 60)
+Test(sweep, best_memory_only_changes_no_table, .timeout = 120)
 {
-	best_only_same_tables(small);
+	int nofit, bounded;
+
+	bounded = best_only_same_tables(small, &nofit);
+	cr_expect_gt(bounded, 0, "steps skipped on their bounds");
 	/* Llama-2-13B under DDP: 16 bytes per parameter (ZeRO, Table 1), 208 GB >
-	 * 80 GB: no fit; 2048 samples on 8 GPUs accumulate */
-	cr_expect_gt(best_only_same_tables("[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\n"
-					   "models = gpt2-xl, llama-2-13b\nglobal_batch = 8, 2048\n"
-					   "strategies = ddp, zero3\nprecision = bf16\n"), 0);
+	 * 80 GB: no fit; 2048 samples on 8 GPUs accumulate (bounds of 1 and 2
+	 * micro-steps extended) */
+	bounded = best_only_same_tables("[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\n"
+					"models = gpt2-xl, llama-2-13b\nglobal_batch = 8, 2048\n"
+					"strategies = ddp, zero3, fsdp:full_shard, fsdp:shard_grad_op\n"
+					"activation_checkpointing = none, full\nprecision = bf16\n", &nofit);
+	cr_expect_gt(nofit, 0);
+	cr_expect_gt(bounded, 0);
+	/* several nodes over InfiniBand (exposed communication: the bound's
+	 * collectives), tensor parallelism, and the cost objective */
+	best_only_same_tables("[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\nintra_node = nvlink3\n"
+			      "inter_node = ib-hdr\nnics_per_node = 1\n[sweep]\nmodels = gpt2-xl\n"
+			      "global_batch = 64, 512\nstrategies = ddp, zero2, zero3, fsdp:hybrid_shard\n"
+			      "tensor_parallel = 1, 2\nnodes = 1, 4\nobjective = cost\n", &nofit);
+	/* micro-batch mode (as bench/sweep-1m.ini) */
+	best_only_same_tables("[cluster]\ngpu = h100-sxm5-80gb\ngpus_per_node = 8\nintra_node = nvlink4\n"
+			      "inter_node = ib-ndr\nnics_per_node = 8\n[sweep]\nmodels = gpt2\nmicro_batch = 1, 4, 16\n"
+			      "strategies = ddp, zero1, zero3, fsdp:full_shard\noffload = none, optimizer\n"
+			      "nodes = 1, 8\n", &nofit);
 }
 
 Test(sweep, ranks_by_the_objective)

@@ -73,10 +73,11 @@ static void usage(FILE *f)
 		"  --version      print the version and exit\n"
 		"  -h, --help     this help\n"
 		"\n"
-		"The memory breakdown at the peak (params, grads, optimizer, activations, buffers,\n"
-		"allocator overhead, what binds) is a replay of the allocation tape per candidate:\n"
-		"every candidate gets one only with --csv, --json or --db; the tables show each\n"
-		"cell's best, so without them only the best is replayed (the same figures).\n"
+		"Every candidate's figures are computed only for --csv, --json and --db. The tables\n"
+		"show each cell's best and runner-up: without those options only the best gets its\n"
+		"memory breakdown (a replay of its allocation tape), and a candidate's step is\n"
+		"simulated only when a lower bound on its time (each stream's least busy time) does\n"
+		"not already put it behind the best and the runner-up (the same tables).\n"
 		"\n"
 		"exit status: 0 success, 2 bad input (the message names file:line and the key), 1 internal error\n");
 }
@@ -424,7 +425,7 @@ static int evaluate(const struct opts *o, const struct sweep *sw, int lo, int hi
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
 	sweep_ctx_cells(c, lo, hi);
 	/* every candidate's breakdown only for the outputs that export it */
-	sweep_ctx_memory(c, o->csv || o->json || o->db ? SWEEP_MEM_ALL : SWEEP_MEM_BEST);
+	sweep_ctx_detail(c, o->csv || o->json || o->db ? SWEEP_ALL : SWEEP_TABLES);
 	for (cell = lo; !rc && cell < hi; cell++) {
 		rc = sweep_eval_cell(c, cell, out + (size_t)(cell - lo) * sw->ncand, e);
 		progress_show(p, cell - lo + 1, hi - lo, "cells", note);
