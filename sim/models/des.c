@@ -603,21 +603,20 @@ void des_stream_bounds(const struct des *d, double *lb, int max, int *n)
 {
 	/* a compute task runs slow times longer under interference: never
 	 * shorter, unless a caller's factor were below 1 */
-	double shrink = d->slow < 1 ? d->slow : 1, least;
-	int i;
+	double shrink = d->slow < 1 ? d->slow : 1;
+	int i, s;
 
 	*n = d->nstreams < max ? d->nstreams : max;
 	for (i = 0; i < *n; i++)
 		lb[i] = 0;
 	for (i = 0; i < d->ntasks; i++) {
 		const struct des_task *t = &d->tasks[i];
-		if (t->stream >= *n)
+		if ((s = t->stream) >= *n)
 			continue;
 		if (t->coll >= 0)
-			least = coll_time(&d->colls[t->coll].c);
+			lb[s] += coll_time(&d->colls[t->coll].c);
 		else
-			least = d->streams[t->stream].cls == DES_COMPUTE ? t->dur * shrink : t->dur;
-		lb[t->stream] += least;
+			lb[s] += shrink < 1 && d->streams[s].cls == DES_COMPUTE ? t->dur * shrink : t->dur;
 	}
 }
 
