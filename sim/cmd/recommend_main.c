@@ -489,14 +489,18 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 	}
 	MPI_Gatherv(mine, (int)((size_t)(hi - lo) * sw.ncand * rec), MPI_BYTE, all, counts, displs, MPI_BYTE, 0,
 		    MPI_COMM_WORLD);
-	MPI_Reduce(&k, &sum, 5, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+	/* every count (the struct is longs only: the first five alone were summed,
+	 * and graphs showed 0) */
+	_Static_assert(sizeof k % sizeof(long) == 0, "sweep_counts holds longs");
+	MPI_Reduce(&k, &sum, (int)(sizeof k / sizeof(long)), MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (me == 0) {
 		rc = outputs(o, &sw, all, e);
 		if (o->stats)
 			fprintf(stderr, "recommend: %d cells x %d candidates on %d rank%s: %ld evaluated against memory, "
-				"%ld step simulations, %ld tapes, %ld graphs in %.2f s (%.0f candidates/s)\n", sw.ncell,
-				sw.ncand, nranks, nranks > 1 ? "s" : "", sum.candidates, sum.steps, sum.tapes, sum.graphs,
-				progress_now() - t0, sum.candidates / (progress_now() - t0));
+				"%ld step simulations (%ld task graphs bounded instead), %ld tapes, %ld graphs in %.2f s "
+				"(%.0f candidates/s)\n", sw.ncell, sw.ncand, nranks, nranks > 1 ? "s" : "", sum.candidates,
+				sum.steps, sum.bounds, sum.tapes, sum.graphs, progress_now() - t0,
+				sum.candidates / (progress_now() - t0));
 	}
 	MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
 out:
