@@ -375,6 +375,18 @@ Test(sweep, best_memory_only_changes_no_table, .timeout = 120)
 			      "micro_batch = 1, 4, 64\nstrategies = ddp, zero1, zero3, fsdp:full_shard\n"
 			      "offload = none, optimizer\nnodes = 1, 8\n", &nofit);
 	cr_expect_gt(nofit, 0, "gpt2-xl at micro-batch 64 under DDP");
+	/* the largest micro-batch (auto), and time to train without failures (the
+	 * bound's train_days) */
+	best_only_same_tables("[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[job]\ntrain_tokens = 1e10\n"
+			      "[sweep]\nmodels = gpt2, gpt2-xl\nmicro_batch = auto\nstrategies = ddp, zero2, fsdp:full_shard\n"
+			      "activation_checkpointing = none, full\nobjective = time_to_train\n", &nofit);
+	/* with [failures] the job model's time is not bounded: every step simulated */
+	cr_expect_eq(best_only_same_tables("[cluster]\ngpu = h100-sxm5-80gb\ngpus_per_node = 8\n"
+					   "intra_node = nvlink4\ninter_node = ib-ndr\nnics_per_node = 8\n"
+					   "[failures]\ncatalog = llama3-h100\ntrials = 20\n[checkpoint]\n"
+					   "interval_minutes = auto\nstorage_bandwidth = 100GB/s\n[job]\n"
+					   "train_tokens = 1e12\n[sweep]\nmodels = gpt2-xl\nglobal_batch = 256\n"
+					   "strategies = ddp, fsdp\nnodes = 1, 4\nobjective = time_to_train\n", &nofit), 0);
 }
 
 Test(sweep, ranks_by_the_objective)
