@@ -48,7 +48,14 @@ static int64_t page_size(int pool)
  * A set by (size, address) (a pool's free blocks, the allocator's BlockPool)
  * is split into size classes, 8 per power of two, each a sorted array: sizes
  * of different classes never interleave, so the classes in order are the set
- * in order, and an insertion moves only its class's entries. */
+ * in order, and an insertion moves only its class's entries.
+ *
+ * A class's array runs from its largest (size, address) down to its smallest:
+ * the large pool's classes fill with blocks of one size (a model's repeated
+ * layers, each activation a segment of its own), which the backward pass
+ * frees from the highest address down and the next forward takes back from
+ * the lowest address up; kept descending, both happen at the array's end and
+ * move nothing (kept ascending, each moved the whole class). */
 
 static int size_class(int64_t size)
 {
@@ -57,7 +64,8 @@ static int size_class(int64_t size)
 	return e < 3 ? 0 : e * 8 + (int)((size >> (e - 3)) & 7);
 }
 
-/* Where block h goes in sorted keys v[0..n): the first entry not before it. */
+/* Where (k, addr) goes in keys v[0..n) sorted ascending: the first entry not
+ * before it. */
 static int key_position(const struct alloc_key *v, int n, int64_t k, int64_t addr)
 {
 	int lo = 0, hi = n, mid;
@@ -72,31 +80,42 @@ static int key_position(const struct alloc_key *v, int n, int64_t k, int64_t add
 	return lo;
 }
 
-static int keys_insert(struct alloc *a, struct alloc_key **v, int *n, int *cap, int64_t k, int h)
+/* Where (size, addr) goes in a class's keys v[0..n), sorted descending: the
+ * first entry not after it (not larger). */
+static int class_position(const struct alloc_key *v, int n, int64_t size, int64_t addr)
 {
-	int i;
+	int lo = 0, hi = n, mid;
 
+	while (lo < hi) {
+		mid = (lo + hi) / 2;
+		if (v[mid].k > size || (v[mid].k == size && v[mid].addr > addr))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Inserts block h's entry (k, its address) at v[i], moving v[i..n) up. */
+static int keys_put(struct alloc *a, struct alloc_key **v, int *n, int *cap, int i, int64_t k, int h)
+{
 	if (vec_grow((void **)v, cap, *n + 1, sizeof **v)) {
 		a->nomem = 1;
 		return -1;
 	}
-	i = key_position(*v, *n, k, a->b[h].addr);
-	memmove(*v + i + 1, *v + i, (size_t)(*n - i) * sizeof **v);
+	if (i < *n)
+		memmove(*v + i + 1, *v + i, (size_t)(*n - i) * sizeof **v);
 	(*v)[i] = (struct alloc_key){.k = k, .addr = a->b[h].addr, .h = h};
 	(*n)++;
 	return 0;
 }
 
-static int keys_erase(const struct alloc *a, struct alloc_key *v, int *n, int64_t k, int h)
+/* Removes v[i], moving v[i + 1..n) down. */
+static void keys_cut(struct alloc_key *v, int *n, int i)
 {
-	int i = key_position(v, *n, k, a->b[h].addr);
-
-	if (i < *n && v[i].h == h) {
+	if (i + 1 < *n)
 		memmove(v + i, v + i + 1, (size_t)(*n - i - 1) * sizeof *v);
-		(*n)--;
-		return 1;
-	}
-	return 0;
+	(*n)--;
 }
 
 static int set_insert(struct alloc *a, struct alloc_set *s, int h, int by_size)
@@ -105,14 +124,16 @@ static int set_insert(struct alloc *a, struct alloc_set *s, int h, int by_size)
 	int c;
 
 	if (!by_size)
-		return keys_insert(a, &s->v, &s->n, &s->cap, a->b[h].addr, h);
+		return keys_put(a, &s->v, &s->n, &s->cap, key_position(s->v, s->n, a->b[h].addr, a->b[h].addr),
+				a->b[h].addr, h);
 	if (!s->bk && !(s->bk = calloc(ALLOC_CLASSES, sizeof *s->bk))) {
 		a->nomem = 1;
 		return -1;
 	}
 	c = size_class(a->b[h].size);
 	bk = &s->bk[c];
-	if (keys_insert(a, &bk->v, &bk->n, &bk->cap, a->b[h].size, h))
+	if (keys_put(a, &bk->v, &bk->n, &bk->cap, class_position(bk->v, bk->n, a->b[h].size, a->b[h].addr),
+		     a->b[h].size, h))
 		return -1;
 	s->used[c / 64] |= (uint64_t)1 << (c % 64);
 	s->count++;
@@ -122,22 +143,29 @@ static int set_insert(struct alloc *a, struct alloc_set *s, int h, int by_size)
 static void set_erase(const struct alloc *a, struct alloc_set *s, int h, int by_size)
 {
 	struct alloc_bucket *bk;
-	int c;
+	int c, i;
 
 	if (!by_size) {
-		keys_erase(a, s->v, &s->n, a->b[h].addr, h);
+		i = key_position(s->v, s->n, a->b[h].addr, a->b[h].addr);
+		if (i < s->n && s->v[i].h == h)
+			keys_cut(s->v, &s->n, i);
 		return;
 	}
 	c = size_class(a->b[h].size);
 	bk = s->bk ? &s->bk[c] : NULL;
-	if (!bk || !keys_erase(a, bk->v, &bk->n, a->b[h].size, h))
+	if (!bk)
 		return;
+	i = class_position(bk->v, bk->n, a->b[h].size, a->b[h].addr);
+	if (i == bk->n || bk->v[i].h != h)
+		return;
+	keys_cut(bk->v, &bk->n, i);
 	s->count--;
 	if (bk->n == 0)
 		s->used[c / 64] &= ~((uint64_t)1 << (c % 64));
 }
 
-/* A place in a set by size: class c, entry i; c < 0 = past the end. */
+/* A place in a set by size: class c, entry i of its (descending) array;
+ * c < 0 = past the end. */
 struct pos {
 	int c, i;
 };
@@ -175,13 +203,24 @@ static int at(const struct alloc_set *s, struct pos p)
 	return s->bk[p.c].v[p.i].h;
 }
 
+/* The smallest entry of the first non-empty class at or above c. */
+static struct pos class_first(const struct alloc_set *s, int c)
+{
+	struct pos p = {c < ALLOC_CLASSES ? next_class(s, c) : -1, 0};
+
+	if (p.c >= 0)
+		p.i = s->bk[p.c].n - 1;
+	return p;
+}
+
+/* The entry after p in (size, address) order. */
 static struct pos next_pos(const struct alloc_set *s, struct pos p)
 {
-	if (++p.i < s->bk[p.c].n)
+	if (p.i > 0) {
+		p.i--;
 		return p;
-	p.c = p.c + 1 < ALLOC_CLASSES ? next_class(s, p.c + 1) : -1;
-	p.i = 0;
-	return p;
+	}
+	return class_first(s, p.c + 1);
 }
 
 /* Erases the entry at p (as set_erase would). */
@@ -189,8 +228,7 @@ static void erase_at(struct alloc_set *s, struct pos p)
 {
 	struct alloc_bucket *bk = &s->bk[p.c];
 
-	memmove(bk->v + p.i, bk->v + p.i + 1, (size_t)(bk->n - p.i - 1) * sizeof *bk->v);
-	bk->n--;
+	keys_cut(bk->v, &bk->n, p.i);
 	s->count--;
 	if (bk->n == 0)
 		s->used[p.c / 64] &= ~((uint64_t)1 << (p.c % 64));
@@ -200,12 +238,15 @@ static void erase_at(struct alloc_set *s, struct pos p)
 static struct pos lower_bound(const struct alloc *a, int pool, int64_t size)
 {
 	const struct alloc_set *s = &a->free_[pool];
-	struct pos p = {next_class(s, size_class(size)), 0};
+	int c = size_class(size), n;
+	struct pos p = class_first(s, c);
 
-	if (p.c >= 0 && p.c == size_class(size)) {
-		p.i = key_position(s->bk[p.c].v, s->bk[p.c].n, size, INT64_MIN);
-		if (p.i == s->bk[p.c].n)
-			p = next_pos(s, (struct pos){p.c, p.i - 1});
+	if (p.c == c) {  /* the class's entries of at least size come first */
+		n = class_position(s->bk[c].v, s->bk[c].n, size, INT64_MIN);
+		if (n > 0)
+			p.i = n - 1;
+		else
+			p = class_first(s, c + 1);
 	}
 	return p;
 }
@@ -213,11 +254,7 @@ static struct pos lower_bound(const struct alloc *a, int pool, int64_t size)
 /* The largest free block of the pool (c < 0: none). */
 static struct pos last_pos(const struct alloc_set *s)
 {
-	struct pos p = {prev_class(s, ALLOC_CLASSES - 1), 0};
-
-	if (p.c >= 0)
-		p.i = s->bk[p.c].n - 1;
-	return p;
+	return (struct pos){prev_class(s, ALLOC_CLASSES - 1), 0};
 }
 
 /* Copies the blocks of set s (by size) to a->scratch, in order; their count, or -1. */
@@ -230,7 +267,7 @@ static int set_copy(struct alloc *a, const struct alloc_set *s)
 		a->nomem = 1;
 		return -1;
 	}
-	for (p = (struct pos){next_class(s, 0), 0}; p.c >= 0; p = next_pos(s, p))
+	for (p = class_first(s, 0); p.c >= 0; p = next_pos(s, p))
 		a->scratch[n++] = at(s, p);
 	return n;
 }
