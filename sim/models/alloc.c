@@ -239,16 +239,13 @@ static struct pos lower_bound(const struct alloc *a, int pool, int64_t size)
 {
 	const struct alloc_set *s = &a->free_[pool];
 	int c = size_class(size), n;
-	struct pos p = class_first(s, c);
 
-	if (p.c == c) {  /* the class's entries of at least size come first */
+	if (s->used[c / 64] >> (c % 64) & 1) {  /* the class's entries of at least size come first */
 		n = class_position(s->bk[c].v, s->bk[c].n, size, INT64_MIN);
 		if (n > 0)
-			p.i = n - 1;
-		else
-			p = class_first(s, c + 1);
+			return (struct pos){c, n - 1};
 	}
-	return p;
+	return class_first(s, c + 1);
 }
 
 /* The largest free block of the pool (c < 0: none). */
@@ -274,12 +271,20 @@ static int set_copy(struct alloc *a, const struct alloc_set *s)
 
 /* ---- blocks ------------------------------------------------------------------ */
 
+/* garbage_collect_cached_blocks runs only under a memory fraction
+ * (DeviceCachingAllocator::malloc: set_fraction && threshold > 0). */
+static int gc_on(const struct alloc *a)
+{
+	return a->c.gc_threshold > 0 && a->c.allowed > 0;
+}
+
 static int new_block(struct alloc *a, int pool, int64_t addr, int64_t size, int mapped)
 {
 	int h;
 
-	if (a->nspare > 0) {
-		h = a->spare[--a->nspare];
+	if (a->spare >= 0) {
+		h = a->spare;
+		a->spare = a->b[h].next;
 	} else {
 		if (vec_grow((void **)&a->b, &a->capb, a->nb + 1, sizeof *a->b)) {
 			a->nomem = 1;
@@ -288,17 +293,22 @@ static int new_block(struct alloc *a, int pool, int64_t addr, int64_t size, int 
 		h = a->nb++;
 	}
 	a->b[h] = (struct alloc_block){.addr = addr, .size = size, .prev = -1, .next = -1,
-		.small = (int8_t)pool, .mapped = (int8_t)mapped, .used = 1};
+		.small = (int8_t)pool, .mapped = (int8_t)mapped};
+	if (gc_on(a)) {  /* ages only where they are read */
+		if (vec_grow((void **)&a->gc_base, &a->capgc, h + 1, sizeof *a->gc_base)) {
+			a->nomem = 1;
+			return -1;
+		}
+		a->gc_base[h] = 0;
+	}
 	return h;
 }
 
+/* Block h is unused: on the spare stack (its next links the stack). */
 static void drop_block(struct alloc *a, int h)
 {
-	a->b[h].used = 0;
-	if (vec_grow((void **)&a->spare, &a->capspare, a->nspare + 1, sizeof *a->spare))
-		a->nomem = 1;  /* the block is only lost */
-	else
-		a->spare[a->nspare++] = h;
+	a->b[h].next = a->spare;
+	a->spare = h;
 }
 
 static int is_split(const struct alloc *a, int h)
@@ -365,13 +375,6 @@ static void release_block(struct alloc *a, int h)
 }
 
 /* ---- expandable segments ------------------------------------------------------- */
-
-/* garbage_collect_cached_blocks runs only under a memory fraction
- * (DeviceCachingAllocator::malloc: set_fraction && threshold > 0). */
-static int gc_on(const struct alloc *a)
-{
-	return a->c.gc_threshold > 0 && a->c.allowed > 0;
-}
 
 /* What cudaMalloc may hold: the capacity, or the fraction's maximum. */
 static int64_t limit(const struct alloc *a)
@@ -587,7 +590,7 @@ static void garbage_collect(struct alloc *a)
 	target = a->reserved - thr;
 	for (i = 0; i < n; i++)
 		if (!is_split(a, a->scratch[i])) {
-			total_age += (double)(a->gc_calls[LARGE] - a->b[a->scratch[i]].gc_base);
+			total_age += (double)(a->gc_calls[LARGE] - a->gc_base[a->scratch[i]]);
 			count++;
 		} else {
 			a->scratch[i] = -1;  /* never a candidate */
@@ -599,7 +602,7 @@ static void garbage_collect(struct alloc *a)
 			h = a->scratch[i];
 			if (h < 0)
 				continue;
-			age = a->gc_calls[LARGE] - a->b[h].gc_base;
+			age = a->gc_calls[LARGE] - a->gc_base[h];
 			if ((double)age >= avg) {
 				freed = 1;
 				reclaimed += a->b[h].size;
@@ -673,7 +676,8 @@ void alloc_free(struct alloc *a, int h)
 	a->allocated -= a->b[h].size;
 	try_merge(a, h, a->b[h].prev);
 	try_merge(a, h, a->b[h].next);
-	a->b[h].gc_base = a->gc_calls[pool];
+	if (gc_on(a))
+		a->gc_base[h] = a->gc_calls[pool];
 	set_insert(a, &a->free_[pool], h, 1);
 }
 
@@ -685,7 +689,7 @@ void alloc_reset(struct alloc *a, const struct alloc_cfg *c)
 
 	a->c = *c;
 	a->nb = 0;
-	a->nspare = 0;
+	a->spare = -1;
 	for (i = 0; i < 2; i++) {
 		struct alloc_set *f = &a->free_[i];
 		int k;
@@ -716,7 +720,7 @@ void alloc_release(struct alloc *a)
 	int i;
 
 	free(a->b);
-	free(a->spare);
+	free(a->gc_base);
 	free(a->scratch);
 	for (i = 0; i < 2; i++) {
 		int c;
