@@ -442,6 +442,17 @@ static int emu_below(struct mem_emu *m, int h)
 	return 0;
 }
 
+/* Takes the state after an alloc event i into the replay's peak: the most
+ * held (cur), at the event where it first held that with the most allocated. */
+static inline void emu_take(int64_t cur, int64_t allocated, int i, int64_t *peak, int64_t *best_alloc, int *at)
+{
+	if (cur > *peak || (cur == *peak && allocated > *best_alloc)) {
+		*peak = cur;
+		*best_alloc = allocated;
+		*at = i;
+	}
+}
+
 /* Replays tape t at b through the emulated allocator, cap bytes for its
  * requests. Returns 0, ALLOC_EOOM (it ran out) or ALLOC_ESYS (host memory);
  * *peak = the most it held plus what is outside it, *at = the event where it
@@ -451,43 +462,46 @@ static int emu_replay(const struct mem_plan *p, int t, int64_t b, int64_t cap, i
 	const struct mem_tape *tp = &p->tape[t];
 	struct mem_emu *m = p->emu;
 	struct alloc_cfg c = p->acfg;
-	const int *cls;
-	int64_t outside = 0, sz, cur, best_alloc = -1;
-	int i, h, r;
+	const int *cls, *rep;
+	int *top;
+	int64_t outside = 0, sz, pk = 0, best_alloc = -1;
+	int i, h, r, pat = -1, rc = 0;
 
-	*peak = 0;
-	*at = -1;
 	c.capacity = cap;
-	if (emu_prepare(m, tp, t, b))
+	if (emu_prepare(m, tp, t, b)) {
+		*peak = 0;
+		*at = -1;
 		return ALLOC_ESYS;
+	}
 	alloc_reset(&m->a, &c);
 	cls = m->cls[t].of;
+	rep = m->rep;
+	top = m->top;
 	for (i = 0; i < tp->n; i++) {
 		const struct mem_event *e = &tp->ev[i];
 		sz = e->fixed + b * e->per_sample;
 		if (!e->pooled) {
 			outside += e->sign * sz;
+			if (e->sign > 0)
+				emu_take(m->a.reserved + outside, m->a.allocated, i, &pk, &best_alloc, &pat);
 		} else if (e->sign > 0) {
 			h = alloc_malloc(&m->a, sz);
-			if (h < 0)
-				return h;
-			if (h >= m->capb && emu_below(m, h))
-				return ALLOC_ESYS;
-			r = m->rep[cls[i]];  /* on its size's stack */
-			m->below[h] = m->top[r];
-			m->top[r] = h;
-		} else if ((h = m->top[r = m->rep[cls[i]]]) >= 0) {
-			m->top[r] = m->below[h];
+			if (h < 0 || (h >= m->capb && emu_below(m, h))) {
+				rc = h < 0 ? h : ALLOC_ESYS;
+				break;
+			}
+			r = rep[cls[i]];  /* on its size's stack */
+			m->below[h] = top[r];
+			top[r] = h;
+			emu_take(m->a.reserved + outside, m->a.allocated, i, &pk, &best_alloc, &pat);
+		} else if ((h = top[r = rep[cls[i]]]) >= 0) {
+			top[r] = m->below[h];
 			alloc_free(&m->a, h);
 		}
-		cur = m->a.reserved + outside;
-		if (e->sign > 0 && (cur > *peak || (cur == *peak && m->a.allocated > best_alloc))) {
-			*peak = cur;
-			best_alloc = m->a.allocated;
-			*at = i;
-		}
 	}
-	return 0;
+	*peak = pk;
+	*at = pat;
+	return rc;
 }
 
 /* What the allocator may take: the device's capacity less what is outside it. */
