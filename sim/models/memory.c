@@ -296,6 +296,8 @@ struct mem_classes {
 	int *of;               /* (n) per event: its class, -1 outside the allocator */
 	int64_t *fixed, *ps;   /* (k) per class: bytes, bytes per sample */
 	int k;                 /* classes; -1 not found yet for the tape */
+	int end;               /* 1 + the last alloc event: a replay stops there (only frees
+				  follow, which change neither its peak nor whether it fits) */
 	int capn, capk;
 };
 
@@ -377,34 +379,52 @@ static int emu_find(struct mem_emu *m, int64_t k1, int64_t k2, int v)
 	return m->val[i];
 }
 
-/* The classes of tape tp's pooled events into c. Returns 0 or -1. */
+/* The class of pooled event e (a new one when its sizes are new), or -1. */
+static int emu_class(struct mem_emu *m, struct mem_classes *c, const struct mem_event *e)
+{
+	int k = emu_find(m, e->fixed, e->per_sample, c->k);
+
+	if (k == c->k && k == c->capk) {  /* a new class, and no room */
+		if (emu_grow((void **)&c->fixed, c->capk, 2 * k + 16, sizeof *c->fixed) ||
+		    emu_grow((void **)&c->ps, c->capk, 2 * k + 16, sizeof *c->ps))
+			return -1;
+		c->capk = 2 * k + 16;
+	}
+	if (k == c->k) {  /* a new class */
+		c->fixed[k] = e->fixed;
+		c->ps[k] = e->per_sample;
+		c->k++;
+	}
+	return k;
+}
+
+/* The classes of tape tp's pooled events into c, and where its last alloc
+ * is. An event of a periodic run's later copy (memrun.h) whose sizes match
+ * the event one copy before takes its class without a lookup. Returns 0 or -1. */
 static int emu_classes(struct mem_emu *m, const struct mem_tape *tp, struct mem_classes *c)
 {
-	int i, k;
+	const struct mem_event *e, *x;
+	int i, r = 0, back;
 
 	if (emu_table(m, tp->n) || emu_grow((void **)&c->of, c->capn, tp->n, sizeof *c->of))
 		return -1;
 	c->capn = c->capn > tp->n ? c->capn : tp->n;
 	c->k = 0;
+	c->end = 0;
 	for (i = 0; i < tp->n; i++) {
-		const struct mem_event *e = &tp->ev[i];
-		if (!e->pooled) {
+		e = &tp->ev[i];
+		while (r < tp->nrun && i >= tp->run[r].start + tp->run[r].len * tp->run[r].reps)
+			r++;
+		back = r < tp->nrun && i >= tp->run[r].start + tp->run[r].len ? tp->run[r].len : 0;
+		x = e - back;
+		if (e->sign > 0)
+			c->end = i + 1;
+		if (!e->pooled)
 			c->of[i] = -1;
-			continue;
-		}
-		k = emu_find(m, e->fixed, e->per_sample, c->k);
-		if (k == c->k && k == c->capk) {  /* a new class, and no room */
-			if (emu_grow((void **)&c->fixed, c->capk, 2 * k + 16, sizeof *c->fixed) ||
-			    emu_grow((void **)&c->ps, c->capk, 2 * k + 16, sizeof *c->ps))
-				return -1;
-			c->capk = 2 * k + 16;
-		}
-		if (k == c->k) {  /* a new class */
-			c->fixed[k] = e->fixed;
-			c->ps[k] = e->per_sample;
-			c->k++;
-		}
-		c->of[i] = k;
+		else if (back > 0 && x->pooled && x->fixed == e->fixed && x->per_sample == e->per_sample)
+			c->of[i] = c->of[i - back];
+		else if ((c->of[i] = emu_class(m, c, e)) < 0)
+			return -1;
 	}
 	return 0;
 }
@@ -477,7 +497,7 @@ static int emu_replay(const struct mem_plan *p, int t, int64_t b, int64_t cap, i
 	cls = m->cls[t].of;
 	rep = m->rep;
 	top = m->top;
-	for (i = 0; i < tp->n; i++) {
+	for (i = 0; i < m->cls[t].end; i++) {
 		const struct mem_event *e = &tp->ev[i];
 		sz = e->fixed + b * e->per_sample;
 		if (!e->pooled) {
