@@ -301,6 +301,8 @@ struct mem_classes {
 	int capn, capk;
 };
 
+#define EMU_MEMO 8
+
 struct mem_emu {
 	struct alloc a;
 	struct mem_classes cls[2];  /* per tape */
@@ -317,10 +319,13 @@ struct mem_emu {
 	int *below;            /* (capb) per block handle: the next live block of its size */
 	int capb;
 	int nomem;             /* the host ran out of memory */
-	/* the last replay that ran through at the capacity, per tape: a sweep
-	 * asks for the breakdown at the micro-batch its search just checked */
-	int64_t last_b[2], last_peak[2];
-	int last_at[2];
+	/* the last EMU_MEMO replays that ran through at the capacity, per tape
+	 * (a replay is a function of its tape and b): a sweep asks for the
+	 * breakdown at micro-batches its search checked (7 % of the replays of
+	 * bench/sweep.ini were repeats) */
+	int64_t memo_b[2][EMU_MEMO], memo_peak[2][EMU_MEMO];  /* b -1: empty */
+	int memo_at[2][EMU_MEMO];
+	int memo_next[2];      /* the entry the next replay takes */
 	int64_t max[2];        /* the search's answer per tape, -1 not searched */
 };
 
@@ -534,18 +539,21 @@ static int64_t emu_capacity(const struct mem_plan *p, int t)
 static int emu_run(const struct mem_plan *p, int t, int64_t b, int64_t *peak, int *at)
 {
 	struct mem_emu *m = p->emu;
-	int rc;
+	int rc, i;
 
-	if (m->last_b[t] == b) {
-		*peak = m->last_peak[t];
-		*at = m->last_at[t];
-		return 0;
-	}
+	for (i = 0; i < EMU_MEMO; i++)
+		if (m->memo_b[t][i] == b) {
+			*peak = m->memo_peak[t][i];
+			*at = m->memo_at[t][i];
+			return 0;
+		}
 	rc = emu_replay(p, t, b, emu_capacity(p, t), peak, at);
 	if (rc == 0) {
-		m->last_b[t] = b;
-		m->last_peak[t] = *peak;
-		m->last_at[t] = *at;
+		i = m->memo_next[t];
+		m->memo_next[t] = (i + 1) % EMU_MEMO;
+		m->memo_b[t][i] = b;
+		m->memo_peak[t][i] = *peak;
+		m->memo_at[t][i] = *at;
 	}
 	return rc;
 }
@@ -946,7 +954,8 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 		p->acfg.allowed = (int64_t)(t->memory_fraction * s->capacity);
 		if (!p->emu && !(p->emu = calloc(1, sizeof *p->emu)))
 			return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
-		p->emu->last_b[0] = p->emu->last_b[1] = -1;  /* new tapes: nothing remembered */
+		for (i = 0; i < 2 * EMU_MEMO; i++)  /* new tapes: nothing remembered */
+			p->emu->memo_b[i / EMU_MEMO][i % EMU_MEMO] = -1;
 		p->emu->max[0] = p->emu->max[1] = -1;
 		p->emu->cls[0].k = p->emu->cls[1].k = -1;
 	}
