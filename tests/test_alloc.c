@@ -1,10 +1,12 @@
 /*
  * test_alloc.c — the emulated CUDA caching allocator (sim/models/alloc.c) on cases
- * worked by hand from c10/cuda/CUDACachingAllocator.cpp's rules, and on a
- * trace recorded by the PyTorch reference tracer.
+ * worked by hand from c10/cuda/CUDACachingAllocator.cpp's rules, on a
+ * trace recorded by the PyTorch reference tracer, and on random request
+ * sequences checked against a brute-force search of its blocks.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "alloc.h"
 #include "pyref.h"
@@ -196,4 +198,133 @@ Test(alloc, replays_a_tracer_trace)
 	cr_expect_eq(al, peak);
 	cr_expect_eq(re % (2 * MiB), 0);
 	cr_expect_geq(re, al);
+}
+
+/* ---- random requests against a brute-force reference ------------------------ */
+
+static uint64_t rnd_state;
+
+static uint64_t rnd(void)  /* xorshift64 */
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+/* A request: mostly one of a few sizes (a model's tensors repeat), across the
+ * small pool, 20 MiB segments and segments of their own; else any size. */
+static int64_t request(void)
+{
+	static const int64_t sizes[] = {700, 4096, 65536, 300 * 1024, 1 * MiB, 1 * MiB + 1,
+		3 * MiB, 5 * MiB, 9 * MiB, 12 * MiB, 25 * MiB, 48 * MiB};
+
+	if (rnd() % 4)
+		return sizes[rnd() % (sizeof sizes / sizeof *sizes)];
+	return 1 + (int64_t)(rnd() % (64 * MiB));
+}
+
+/* live[h] = 1 for a block in use (not on the spare stack), of a.nb. */
+static void mark_live(char *live)
+{
+	int h;
+
+	memset(live, 1, (size_t)a.nb);
+	for (h = a.spare; h >= 0; h = a.b[h].next)
+		live[h] = 0;
+}
+
+/* get_free_block by brute force: the pool's free mapped block of least
+ * (size, address) with at least size, under max_split_size's two rules
+ * (CUDACachingAllocator.cpp); -1 none. */
+static int best_fit(const char *live, int small, int64_t size, int64_t ms)
+{
+	int h, best = -1;
+
+	for (h = 0; h < a.nb; h++) {
+		const struct alloc_block *x = &a.b[h];
+		if (!live[h] || x->allocated || !x->mapped || x->small != small || x->size < size)
+			continue;
+		if (best < 0 || x->size < a.b[best].size || (x->size == a.b[best].size && x->addr < a.b[best].addr))
+			best = h;
+	}
+	if (best >= 0 && ms > 0 && size < ms && a.b[best].size >= ms)
+		return -1;
+	if (best >= 0 && ms > 0 && size >= ms && a.b[best].size >= size + ALLOC_LARGE_BUFFER)
+		return -1;
+	return best;
+}
+
+/* Every live block's bytes: allocated ones (*al) and mapped ones (*re). */
+static void count_bytes(const char *live, int64_t *al, int64_t *re)
+{
+	int h;
+
+	*al = *re = 0;
+	for (h = 0; h < a.nb; h++)
+		if (live[h]) {
+			*al += a.b[h].allocated ? a.b[h].size : 0;
+			*re += a.b[h].mapped ? a.b[h].size : 0;
+		}
+}
+
+/* n random mallocs and frees under (capacity, max_split, expandable): each
+ * malloc served from the cache takes the brute-force best fit (not with
+ * expandable segments, whose rule differs), and after each step the allocated
+ * and reserved counters equal the sums over the blocks. */
+static void random_run(int64_t capacity, int64_t ms, int expandable, int n)
+{
+	static int held[512];
+	static char live[1 << 16];
+	int nheld = 0, i, k, h, fit;
+	int64_t size, fit_addr = 0, al, re;
+
+	start(capacity, ms, expandable);
+	rnd_state = 0x9E3779B97F4A7C15ULL;
+	for (i = 0; i < n; i++) {
+		if (nheld > 0 && (nheld == 512 || rnd() % 5 < 2)) {
+			k = (int)(rnd() % (uint64_t)nheld);
+			alloc_free(&a, held[k]);
+			held[k] = held[--nheld];
+		} else {
+			size = alloc_round(request());
+			cr_assert_lt(a.nb, (int)sizeof live);
+			mark_live(live);
+			fit = expandable ? -1 : best_fit(live, size <= ALLOC_SMALL_SIZE, size, ms);
+			if (fit >= 0)
+				fit_addr = a.b[fit].addr;
+			h = alloc_malloc(&a, size);
+			cr_assert_neq(h, ALLOC_ESYS);
+			if (fit >= 0)
+				cr_assert_eq(a.b[h].addr, fit_addr, "step %d: best fit at %lld, got %lld", i,
+					     (long long)fit_addr, (long long)a.b[h].addr);
+			if (h >= 0)
+				held[nheld++] = h;
+		}
+		mark_live(live);
+		count_bytes(live, &al, &re);
+		cr_assert_eq(a.allocated, al, "step %d", i);
+		cr_assert_eq(a.reserved, re, "step %d", i);
+	}
+}
+
+Test(alloc, random_requests_take_the_best_fit_and_count_every_byte)
+{
+	/* ample room: the cache alone serves what it can */
+	random_run(1024 * 1024 * MiB, 0, 0, 6000);
+	cr_expect_eq(a.ooms, 0);
+	alloc_release(&a);
+	/* 3 GiB: up to 512 live requests overflow it, so the cache is released
+	 * and allocations fail along the way */
+	random_run(3 * 1024 * MiB, 0, 0, 6000);
+	cr_expect_gt(a.retries, 0);
+	cr_expect_gt(a.ooms, 0);
+	alloc_release(&a);
+	/* max_split_size 40 MiB: oversize blocks are kept whole for large requests */
+	random_run(3 * 1024 * MiB, 40 * MiB, 0, 6000);
+	cr_expect_gt(a.retries, 0);
+	alloc_release(&a);
+	random_run(3 * 1024 * MiB, 0, 1, 3000);  /* expandable: counts only */
+	cr_expect_gt(a.retries, 0);
+	alloc_release(&a);
 }

@@ -20,6 +20,13 @@
 
 enum { LARGE = 0, SMALL = 1 };
 
+/* Inlined wherever called, whatever the compiler's estimate: a set insertion
+ * and a merge are a few loads and stores, run for nearly every malloc and free
+ * of a replay, and as calls they cost about as much as their work (measured
+ * with bench/sweep.ini: 6 % of a sweep). The other small steps are static
+ * inline. */
+#define HOT static inline __attribute__((always_inline))
+
 int64_t alloc_round(int64_t size)
 {
 	if (size < ALLOC_MIN_BLOCK)
@@ -48,17 +55,25 @@ static int64_t page_size(int pool)
  * A set by (size, address) (a pool's free blocks, the allocator's BlockPool)
  * is split into size classes, 8 per power of two, each a sorted array: sizes
  * of different classes never interleave, so the classes in order are the set
- * in order, and an insertion moves only its class's entries. */
+ * in order, and an insertion moves only its class's entries.
+ *
+ * A class's array runs from its largest (size, address) down to its smallest:
+ * the large pool's classes fill with blocks of one size (a model's repeated
+ * layers, each activation a segment of its own), which the backward pass
+ * frees from the highest address down and the next forward takes back from
+ * the lowest address up; kept descending, both happen at the array's end and
+ * move nothing (kept ascending, each moved the whole class). */
 
-static int size_class(int64_t size)
+static inline int size_class(int64_t size)
 {
 	int e = 63 - __builtin_clzll((unsigned long long)size);
 
 	return e < 3 ? 0 : e * 8 + (int)((size >> (e - 3)) & 7);
 }
 
-/* Where block h goes in sorted keys v[0..n): the first entry not before it. */
-static int key_position(const struct alloc_key *v, int n, int64_t k, int64_t addr)
+/* Where (k, addr) goes in keys v[0..n) sorted ascending: the first entry not
+ * before it. */
+static inline int key_position(const struct alloc_key *v, int n, int64_t k, int64_t addr)
 {
 	int lo = 0, hi = n, mid;
 
@@ -72,78 +87,98 @@ static int key_position(const struct alloc_key *v, int n, int64_t k, int64_t add
 	return lo;
 }
 
-static int keys_insert(struct alloc *a, struct alloc_key **v, int *n, int *cap, int64_t k, int h)
+/* Where (size, addr) goes in a class's keys v[0..n), sorted descending: the
+ * first entry not after it (not larger). */
+static inline int class_position(const struct alloc_key *v, int n, int64_t size, int64_t addr)
 {
-	int i;
+	int lo = 0, hi = n, mid;
 
+	while (lo < hi) {
+		mid = (lo + hi) / 2;
+		if (v[mid].k > size || (v[mid].k == size && v[mid].addr > addr))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Inserts block h's entry (k, its address) at v[i], moving v[i..n) up. */
+static inline int keys_put(struct alloc *a, struct alloc_key **v, int *n, int *cap, int i, int64_t k, int h)
+{
 	if (vec_grow((void **)v, cap, *n + 1, sizeof **v)) {
 		a->nomem = 1;
 		return -1;
 	}
-	i = key_position(*v, *n, k, a->b[h].addr);
-	memmove(*v + i + 1, *v + i, (size_t)(*n - i) * sizeof **v);
+	if (i < *n)
+		memmove(*v + i + 1, *v + i, (size_t)(*n - i) * sizeof **v);
 	(*v)[i] = (struct alloc_key){.k = k, .addr = a->b[h].addr, .h = h};
 	(*n)++;
 	return 0;
 }
 
-static int keys_erase(const struct alloc *a, struct alloc_key *v, int *n, int64_t k, int h)
+/* Removes v[i], moving v[i + 1..n) down. */
+static inline void keys_cut(struct alloc_key *v, int *n, int i)
 {
-	int i = key_position(v, *n, k, a->b[h].addr);
-
-	if (i < *n && v[i].h == h) {
+	if (i + 1 < *n)
 		memmove(v + i, v + i + 1, (size_t)(*n - i - 1) * sizeof *v);
-		(*n)--;
-		return 1;
-	}
-	return 0;
+	(*n)--;
 }
 
-static int set_insert(struct alloc *a, struct alloc_set *s, int h, int by_size)
+HOT int set_insert(struct alloc *a, struct alloc_set *s, int h, int by_size)
 {
 	struct alloc_bucket *bk;
 	int c;
 
 	if (!by_size)
-		return keys_insert(a, &s->v, &s->n, &s->cap, a->b[h].addr, h);
+		return keys_put(a, &s->v, &s->n, &s->cap, key_position(s->v, s->n, a->b[h].addr, a->b[h].addr),
+				a->b[h].addr, h);
 	if (!s->bk && !(s->bk = calloc(ALLOC_CLASSES, sizeof *s->bk))) {
 		a->nomem = 1;
 		return -1;
 	}
 	c = size_class(a->b[h].size);
 	bk = &s->bk[c];
-	if (keys_insert(a, &bk->v, &bk->n, &bk->cap, a->b[h].size, h))
+	if (keys_put(a, &bk->v, &bk->n, &bk->cap, class_position(bk->v, bk->n, a->b[h].size, a->b[h].addr),
+		     a->b[h].size, h))
 		return -1;
 	s->used[c / 64] |= (uint64_t)1 << (c % 64);
 	s->count++;
 	return 0;
 }
 
-static void set_erase(const struct alloc *a, struct alloc_set *s, int h, int by_size)
+static inline void set_erase(const struct alloc *a, struct alloc_set *s, int h, int by_size)
 {
 	struct alloc_bucket *bk;
-	int c;
+	int c, i;
 
 	if (!by_size) {
-		keys_erase(a, s->v, &s->n, a->b[h].addr, h);
+		i = key_position(s->v, s->n, a->b[h].addr, a->b[h].addr);
+		if (i < s->n && s->v[i].h == h)
+			keys_cut(s->v, &s->n, i);
 		return;
 	}
 	c = size_class(a->b[h].size);
 	bk = s->bk ? &s->bk[c] : NULL;
-	if (!bk || !keys_erase(a, bk->v, &bk->n, a->b[h].size, h))
+	if (!bk)
 		return;
+	i = class_position(bk->v, bk->n, a->b[h].size, a->b[h].addr);
+	if (i == bk->n || bk->v[i].h != h)
+		return;
+	keys_cut(bk->v, &bk->n, i);
 	s->count--;
 	if (bk->n == 0)
 		s->used[c / 64] &= ~((uint64_t)1 << (c % 64));
 }
 
-/* A place in a set by size: class c, entry i; c < 0 = past the end. */
+/* A place in a set by size: class c, entry i of its (descending) array;
+ * c < 0 = past the end. */
 struct pos {
 	int c, i;
 };
 
 /* The first non-empty class at or above c (-1 none). */
-static int next_class(const struct alloc_set *s, int c)
+static inline int next_class(const struct alloc_set *s, int c)
 {
 	int w;
 	uint64_t m;
@@ -175,49 +210,55 @@ static int at(const struct alloc_set *s, struct pos p)
 	return s->bk[p.c].v[p.i].h;
 }
 
-static struct pos next_pos(const struct alloc_set *s, struct pos p)
+/* The smallest entry of the first non-empty class at or above c. */
+static inline struct pos class_first(const struct alloc_set *s, int c)
 {
-	if (++p.i < s->bk[p.c].n)
-		return p;
-	p.c = p.c + 1 < ALLOC_CLASSES ? next_class(s, p.c + 1) : -1;
-	p.i = 0;
+	struct pos p = {c < ALLOC_CLASSES ? next_class(s, c) : -1, 0};
+
+	if (p.c >= 0)
+		p.i = s->bk[p.c].n - 1;
 	return p;
 }
 
+/* The entry after p in (size, address) order. */
+static struct pos next_pos(const struct alloc_set *s, struct pos p)
+{
+	if (p.i > 0) {
+		p.i--;
+		return p;
+	}
+	return class_first(s, p.c + 1);
+}
+
 /* Erases the entry at p (as set_erase would). */
-static void erase_at(struct alloc_set *s, struct pos p)
+static inline void erase_at(struct alloc_set *s, struct pos p)
 {
 	struct alloc_bucket *bk = &s->bk[p.c];
 
-	memmove(bk->v + p.i, bk->v + p.i + 1, (size_t)(bk->n - p.i - 1) * sizeof *bk->v);
-	bk->n--;
+	keys_cut(bk->v, &bk->n, p.i);
 	s->count--;
 	if (bk->n == 0)
 		s->used[p.c / 64] &= ~((uint64_t)1 << (p.c % 64));
 }
 
 /* The first free block of the pool with size >= size (c < 0: none). */
-static struct pos lower_bound(const struct alloc *a, int pool, int64_t size)
+static inline struct pos lower_bound(const struct alloc *a, int pool, int64_t size)
 {
 	const struct alloc_set *s = &a->free_[pool];
-	struct pos p = {next_class(s, size_class(size)), 0};
+	int c = size_class(size), n;
 
-	if (p.c >= 0 && p.c == size_class(size)) {
-		p.i = key_position(s->bk[p.c].v, s->bk[p.c].n, size, INT64_MIN);
-		if (p.i == s->bk[p.c].n)
-			p = next_pos(s, (struct pos){p.c, p.i - 1});
+	if (s->used[c / 64] >> (c % 64) & 1) {  /* the class's entries of at least size come first */
+		n = class_position(s->bk[c].v, s->bk[c].n, size, INT64_MIN);
+		if (n > 0)
+			return (struct pos){c, n - 1};
 	}
-	return p;
+	return class_first(s, c + 1);
 }
 
 /* The largest free block of the pool (c < 0: none). */
 static struct pos last_pos(const struct alloc_set *s)
 {
-	struct pos p = {prev_class(s, ALLOC_CLASSES - 1), 0};
-
-	if (p.c >= 0)
-		p.i = s->bk[p.c].n - 1;
-	return p;
+	return (struct pos){prev_class(s, ALLOC_CLASSES - 1), 0};
 }
 
 /* Copies the blocks of set s (by size) to a->scratch, in order; their count, or -1. */
@@ -230,19 +271,27 @@ static int set_copy(struct alloc *a, const struct alloc_set *s)
 		a->nomem = 1;
 		return -1;
 	}
-	for (p = (struct pos){next_class(s, 0), 0}; p.c >= 0; p = next_pos(s, p))
+	for (p = class_first(s, 0); p.c >= 0; p = next_pos(s, p))
 		a->scratch[n++] = at(s, p);
 	return n;
 }
 
 /* ---- blocks ------------------------------------------------------------------ */
 
-static int new_block(struct alloc *a, int pool, int64_t addr, int64_t size, int mapped)
+/* garbage_collect_cached_blocks runs only under a memory fraction
+ * (DeviceCachingAllocator::malloc: set_fraction && threshold > 0). */
+static int gc_on(const struct alloc *a)
+{
+	return a->c.gc_threshold > 0 && a->c.allowed > 0;
+}
+
+static inline int new_block(struct alloc *a, int pool, int64_t addr, int64_t size, int mapped)
 {
 	int h;
 
-	if (a->nspare > 0) {
-		h = a->spare[--a->nspare];
+	if (a->spare >= 0) {
+		h = a->spare;
+		a->spare = a->b[h].next;
 	} else {
 		if (vec_grow((void **)&a->b, &a->capb, a->nb + 1, sizeof *a->b)) {
 			a->nomem = 1;
@@ -251,17 +300,22 @@ static int new_block(struct alloc *a, int pool, int64_t addr, int64_t size, int 
 		h = a->nb++;
 	}
 	a->b[h] = (struct alloc_block){.addr = addr, .size = size, .prev = -1, .next = -1,
-		.small = (int8_t)pool, .mapped = (int8_t)mapped, .used = 1};
+		.small = (int8_t)pool, .mapped = (int8_t)mapped};
+	if (gc_on(a)) {  /* ages only where they are read */
+		if (vec_grow((void **)&a->gc_base, &a->capgc, h + 1, sizeof *a->gc_base)) {
+			a->nomem = 1;
+			return -1;
+		}
+		a->gc_base[h] = 0;
+	}
 	return h;
 }
 
-static void drop_block(struct alloc *a, int h)
+/* Block h is unused: on the spare stack (its next links the stack). */
+static inline void drop_block(struct alloc *a, int h)
 {
-	a->b[h].used = 0;
-	if (vec_grow((void **)&a->spare, &a->capspare, a->nspare + 1, sizeof *a->spare))
-		a->nomem = 1;  /* the block is only lost */
-	else
-		a->spare[a->nspare++] = h;
+	a->b[h].next = a->spare;
+	a->spare = h;
 }
 
 static int is_split(const struct alloc *a, int h)
@@ -271,7 +325,7 @@ static int is_split(const struct alloc *a, int h)
 
 /* try_merge_blocks: src (a neighbour of dst) joins dst if it is free and mapped
  * alike; src leaves its set. dst is in no set. */
-static void try_merge(struct alloc *a, int dst, int src)
+HOT void try_merge(struct alloc *a, int dst, int src)
 {
 	struct alloc_block *d = &a->b[dst], *s;
 	int pool = d->small;
@@ -300,7 +354,7 @@ static void try_merge(struct alloc *a, int dst, int src)
 }
 
 /* Inserts a new block r after h in h's segment. */
-static void link_after(struct alloc *a, int h, int r)
+static inline void link_after(struct alloc *a, int h, int r)
 {
 	a->b[r].prev = h;
 	a->b[r].next = a->b[h].next;
@@ -328,13 +382,6 @@ static void release_block(struct alloc *a, int h)
 }
 
 /* ---- expandable segments ------------------------------------------------------- */
-
-/* garbage_collect_cached_blocks runs only under a memory fraction
- * (DeviceCachingAllocator::malloc: set_fraction && threshold > 0). */
-static int gc_on(const struct alloc *a)
-{
-	return a->c.gc_threshold > 0 && a->c.allowed > 0;
-}
 
 /* What cudaMalloc may hold: the capacity, or the fraction's maximum. */
 static int64_t limit(const struct alloc *a)
@@ -455,7 +502,7 @@ static int64_t expandable_size(const struct alloc *a, int h)
 }
 
 /* get_free_block: best fit under the max_split_size rules. */
-static int get_free_block(struct alloc *a, int pool, int64_t size)
+static inline int get_free_block(struct alloc *a, int pool, int64_t size)
 {
 	struct alloc_set *s = &a->free_[pool];
 	struct pos p = lower_bound(a, pool, size), q;
@@ -550,7 +597,7 @@ static void garbage_collect(struct alloc *a)
 	target = a->reserved - thr;
 	for (i = 0; i < n; i++)
 		if (!is_split(a, a->scratch[i])) {
-			total_age += (double)(a->gc_calls[LARGE] - a->b[a->scratch[i]].gc_base);
+			total_age += (double)(a->gc_calls[LARGE] - a->gc_base[a->scratch[i]]);
 			count++;
 		} else {
 			a->scratch[i] = -1;  /* never a candidate */
@@ -562,7 +609,7 @@ static void garbage_collect(struct alloc *a)
 			h = a->scratch[i];
 			if (h < 0)
 				continue;
-			age = a->gc_calls[LARGE] - a->b[h].gc_base;
+			age = a->gc_calls[LARGE] - a->gc_base[h];
 			if ((double)age >= avg) {
 				freed = 1;
 				reclaimed += a->b[h].size;
@@ -575,7 +622,7 @@ static void garbage_collect(struct alloc *a)
 	}
 }
 
-static int should_split(const struct alloc *a, int h, int64_t size)
+static inline int should_split(const struct alloc *a, int h, int64_t size)
 {
 	int64_t remaining = a->b[h].size - size;
 
@@ -636,7 +683,8 @@ void alloc_free(struct alloc *a, int h)
 	a->allocated -= a->b[h].size;
 	try_merge(a, h, a->b[h].prev);
 	try_merge(a, h, a->b[h].next);
-	a->b[h].gc_base = a->gc_calls[pool];
+	if (gc_on(a))
+		a->gc_base[h] = a->gc_calls[pool];
 	set_insert(a, &a->free_[pool], h, 1);
 }
 
@@ -648,7 +696,7 @@ void alloc_reset(struct alloc *a, const struct alloc_cfg *c)
 
 	a->c = *c;
 	a->nb = 0;
-	a->nspare = 0;
+	a->spare = -1;
 	for (i = 0; i < 2; i++) {
 		struct alloc_set *f = &a->free_[i];
 		int k;
@@ -679,7 +727,7 @@ void alloc_release(struct alloc *a)
 	int i;
 
 	free(a->b);
-	free(a->spare);
+	free(a->gc_base);
 	free(a->scratch);
 	for (i = 0; i < 2; i++) {
 		int c;

@@ -61,11 +61,11 @@ struct alloc_cfg {
 				  and no garbage collection */
 };
 
-struct alloc_block {
+struct alloc_block {           /* 32 bytes: two to a cache line */
 	int64_t addr, size;    /* bytes */
-	int prev, next;        /* neighbours in the segment, -1 none */
-	int64_t gc_base;       /* the pool's get_free_block count when it was freed */
-	int8_t allocated, small, mapped, used;
+	int prev, next;        /* neighbours in the segment, -1 none; an unused
+				  block's next: the next unused one */
+	int8_t allocated, small, mapped;
 };
 
 struct alloc_key {             /* a set's entry: its block and the block's sort key */
@@ -93,8 +93,10 @@ struct alloc {
 	struct alloc_cfg c;
 	struct alloc_block *b; /* (nb) every block ever made; unused ones are recycled */
 	int nb, capb;
-	int *spare;            /* unused block indices */
-	int nspare, capspare;
+	int spare;             /* the latest unused block, -1 none (a stack through next) */
+	int64_t *gc_base;      /* (capgc) per block, with garbage collection on: the pool's
+				  get_free_block count when it was freed (0 never) */
+	int capgc;
 	struct alloc_set free_[2];     /* per pool (0 large, 1 small): free mapped blocks */
 	struct alloc_set unmapped[2];  /* expandable segments: unmapped ranges, by address */
 	int has_seg[2];        /* expandable: the pool's segment exists */

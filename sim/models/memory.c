@@ -284,48 +284,79 @@ static void copy_sums(const struct mem_plan *p, const struct mem_tape *tp, const
 /* ---- the caching allocator, emulated ---------------------------------------------- */
 
 /* The emulation's scratch: the allocator, and its live blocks by request size
- * (a free releases the latest live block of its size): an open-addressing
- * table of sizes, each heading a stack of block handles. */
+ * (a free releases the latest live block of its size).
+ *
+ * A request's size is fixed + b x per_sample: the tape's pooled events fall in
+ * classes of equal (fixed, per_sample), found once per tape. At a given b two
+ * classes may have the same size (fixed1 + b ps1 = fixed2 + b ps2), so each
+ * replay maps every class to a representative, the first class of its size
+ * at that b: live blocks stacked per representative are then exactly the live
+ * blocks stacked per size, and an event needs no hashing of its own. */
+struct mem_classes {
+	int *of;               /* (n) per event: its class, -1 outside the allocator */
+	int64_t *fixed, *ps;   /* (k) per class: bytes, bytes per sample */
+	int k;                 /* classes; -1 not found yet for the tape */
+	int end;               /* 1 + the last alloc event: a replay stops there (only frees
+				  follow, which change neither its peak nor whether it fits) */
+	int capn, capk;
+};
+
+#define EMU_MEMO 8
+
 struct mem_emu {
 	struct alloc a;
-	int64_t *key;          /* (cap) request sizes */
-	uint32_t *gen;         /* (cap) the replay that set the slot (older: empty) */
-	uint32_t cur;          /* this replay */
-	int *top;              /* (cap) the size's latest live block, -1 none */
+	struct mem_classes cls[2];  /* per tape */
+	/* an open-addressing table: (k1, k2) -> val, the slots of older
+	 * generations empty */
+	int64_t *k1, *k2;      /* (cap) */
+	int *val;              /* (cap) */
+	uint32_t *gen;         /* (cap) the use that set the slot (older: empty) */
+	uint32_t cur;          /* this use */
+	int cap;
+	int *rep;              /* (capk) per class: its representative at this b */
+	int *top;              /* (capk) per representative: its size's latest live block, -1 none */
+	int capk;
 	int *below;            /* (capb) per block handle: the next live block of its size */
-	int cap, capb;
+	int capb;
 	int nomem;             /* the host ran out of memory */
-	/* the last replay that ran through at the capacity, per tape: a sweep
-	 * asks for the breakdown at the micro-batch its search just checked */
-	int64_t last_b[2], last_peak[2];
-	int last_at[2];
+	/* the last EMU_MEMO replays that ran through at the capacity, per tape
+	 * (a replay is a function of its tape and b): a sweep asks for the
+	 * breakdown at micro-batches its search checked (7 % of the replays of
+	 * bench/sweep.ini were repeats) */
+	int64_t memo_b[2][EMU_MEMO], memo_peak[2][EMU_MEMO];  /* b -1: empty */
+	int memo_at[2][EMU_MEMO];
+	int memo_next[2];      /* the entry the next replay takes */
 	int64_t max[2];        /* the search's answer per tape, -1 not searched */
 };
 
-/* Room for a tape of n events; the table emptied (a new generation).
- * Returns 0 or -1. */
-static int emu_prepare(struct mem_emu *m, int n)
+/* *v, of have elements of size sz, with room for n. Returns 0 or -1 (*v kept). */
+static int emu_grow(void **v, int have, int n, size_t sz)
+{
+	void *nv;
+
+	if (n <= have)
+		return 0;
+	nv = realloc(*v, (size_t)n * sz);
+	if (!nv)
+		return -1;
+	*v = nv;
+	return 0;
+}
+
+/* A table of room for n keys, emptied (a new generation). Returns 0 or -1. */
+static int emu_table(struct mem_emu *m, int n)
 {
 	int cap = 64;
 
 	while (cap < 2 * n)
 		cap *= 2;
 	if (cap > m->cap) {
-		int64_t *k = realloc(m->key, (size_t)cap * sizeof *k);
-		uint32_t *g;
-		int *tp;
-		if (!k)
+		if (emu_grow((void **)&m->k1, m->cap, cap, sizeof *m->k1) ||
+		    emu_grow((void **)&m->k2, m->cap, cap, sizeof *m->k2) ||
+		    emu_grow((void **)&m->val, m->cap, cap, sizeof *m->val) ||
+		    emu_grow((void **)&m->gen, m->cap, cap, sizeof *m->gen))
 			return -1;
-		m->key = k;
-		tp = realloc(m->top, (size_t)cap * sizeof *tp);
-		if (!tp)
-			return -1;
-		m->top = tp;
-		g = realloc(m->gen, (size_t)cap * sizeof *g);
-		if (!g)
-			return -1;
-		m->gen = g;
-		memset(m->gen, 0, (size_t)cap * sizeof *g);
+		memset(m->gen, 0, (size_t)cap * sizeof *m->gen);
 		m->cap = cap;
 		m->cur = 0;
 	}
@@ -336,45 +367,115 @@ static int emu_prepare(struct mem_emu *m, int n)
 	return 0;
 }
 
-/* The table slot of size (made when absent). */
-static int emu_slot(struct mem_emu *m, int64_t size)
+/* The value of key (k1, k2), set to v when the key is new. */
+static int emu_find(struct mem_emu *m, int64_t k1, int64_t k2, int v)
 {
-	uint64_t h = (uint64_t)size * 0x9E3779B97F4A7C15ULL;
-	int i = (int)(h >> 40) & (m->cap - 1);
+	uint64_t x = (uint64_t)k1 * 0x9E3779B97F4A7C15ULL ^ (uint64_t)k2 * 0xC2B2AE3D27D4EB4FULL;
+	int i = (int)(x >> 40) & (m->cap - 1);
 
-	while (m->gen[i] == m->cur && m->key[i] != size)
+	while (m->gen[i] == m->cur && (m->k1[i] != k1 || m->k2[i] != k2))
 		i = (i + 1) & (m->cap - 1);
 	if (m->gen[i] != m->cur) {
 		m->gen[i] = m->cur;
-		m->key[i] = size;
-		m->top[i] = -1;
+		m->k1[i] = k1;
+		m->k2[i] = k2;
+		m->val[i] = v;
 	}
-	return i;
+	return m->val[i];
 }
 
-static int emu_push(struct mem_emu *m, int64_t size, int h)
+/* The class of pooled event e (a new one when its sizes are new), or -1. */
+static int emu_class(struct mem_emu *m, struct mem_classes *c, const struct mem_event *e)
 {
-	int i = emu_slot(m, size);
+	int k = emu_find(m, e->fixed, e->per_sample, c->k);
 
-	if (h >= m->capb) {
-		int n = 2 * h + 64, *nb = realloc(m->below, (size_t)n * sizeof *nb);
-		if (!nb)
+	if (k == c->k && k == c->capk) {  /* a new class, and no room */
+		if (emu_grow((void **)&c->fixed, c->capk, 2 * k + 16, sizeof *c->fixed) ||
+		    emu_grow((void **)&c->ps, c->capk, 2 * k + 16, sizeof *c->ps))
 			return -1;
-		m->below = nb;
-		m->capb = n;
+		c->capk = 2 * k + 16;
 	}
-	m->below[h] = m->top[i];
-	m->top[i] = h;
+	if (k == c->k) {  /* a new class */
+		c->fixed[k] = e->fixed;
+		c->ps[k] = e->per_sample;
+		c->k++;
+	}
+	return k;
+}
+
+/* The classes of tape tp's pooled events into c, and where its last alloc
+ * is. An event of a periodic run's later copy (memrun.h) whose sizes match
+ * the event one copy before takes its class without a lookup. Returns 0 or -1. */
+static int emu_classes(struct mem_emu *m, const struct mem_tape *tp, struct mem_classes *c)
+{
+	const struct mem_event *e, *x;
+	int i, r = 0, back;
+
+	if (emu_table(m, tp->n) || emu_grow((void **)&c->of, c->capn, tp->n, sizeof *c->of))
+		return -1;
+	c->capn = c->capn > tp->n ? c->capn : tp->n;
+	c->k = 0;
+	c->end = 0;
+	for (i = 0; i < tp->n; i++) {
+		e = &tp->ev[i];
+		while (r < tp->nrun && i >= tp->run[r].start + tp->run[r].len * tp->run[r].reps)
+			r++;
+		back = r < tp->nrun && i >= tp->run[r].start + tp->run[r].len ? tp->run[r].len : 0;
+		x = e - back;
+		if (e->sign > 0)
+			c->end = i + 1;
+		if (!e->pooled)
+			c->of[i] = -1;
+		else if (back > 0 && x->pooled && x->fixed == e->fixed && x->per_sample == e->per_sample)
+			c->of[i] = c->of[i - back];
+		else if ((c->of[i] = emu_class(m, c, e)) < 0)
+			return -1;
+	}
 	return 0;
 }
 
-static int emu_pop(struct mem_emu *m, int64_t size)
+/* Ready to replay tape t at b: its classes, each mapped to its size's
+ * representative, no live block. Returns 0 or -1. */
+static int emu_prepare(struct mem_emu *m, const struct mem_tape *tp, int t, int64_t b)
 {
-	int i = emu_slot(m, size), h = m->top[i];
+	struct mem_classes *c = &m->cls[t];
+	int i;
 
-	if (h >= 0)
-		m->top[i] = m->below[h];
-	return h;
+	if (c->k < 0 && emu_classes(m, tp, c))
+		return -1;
+	if (emu_grow((void **)&m->rep, m->capk, c->k, sizeof *m->rep) ||
+	    emu_grow((void **)&m->top, m->capk, c->k, sizeof *m->top))
+		return -1;
+	m->capk = m->capk > c->k ? m->capk : c->k;
+	if (emu_table(m, c->k))
+		return -1;
+	for (i = 0; i < c->k; i++) {
+		m->rep[i] = emu_find(m, c->fixed[i] + b * c->ps[i], 0, i);
+		m->top[i] = -1;
+	}
+	return 0;
+}
+
+/* Room in m->below for block handle h. Returns 0 or -1. */
+static int emu_below(struct mem_emu *m, int h)
+{
+	int n = 2 * h + 64;
+
+	if (emu_grow((void **)&m->below, m->capb, n, sizeof *m->below))
+		return -1;
+	m->capb = n;
+	return 0;
+}
+
+/* Takes the state after an alloc event i into the replay's peak: the most
+ * held (cur), at the event where it first held that with the most allocated. */
+static inline void emu_take(int64_t cur, int64_t allocated, int i, int64_t *peak, int64_t *best_alloc, int *at)
+{
+	if (cur > *peak || (cur == *peak && allocated > *best_alloc)) {
+		*peak = cur;
+		*best_alloc = allocated;
+		*at = i;
+	}
 }
 
 /* Replays tape t at b through the emulated allocator, cap bytes for its
@@ -386,37 +487,46 @@ static int emu_replay(const struct mem_plan *p, int t, int64_t b, int64_t cap, i
 	const struct mem_tape *tp = &p->tape[t];
 	struct mem_emu *m = p->emu;
 	struct alloc_cfg c = p->acfg;
-	int64_t outside = 0, sz, cur, best_alloc = -1;
-	int i, h;
+	const int *cls, *rep;
+	int *top;
+	int64_t outside = 0, sz, pk = 0, best_alloc = -1;
+	int i, h, r, pat = -1, rc = 0;
 
-	*peak = 0;
-	*at = -1;
 	c.capacity = cap;
-	if (emu_prepare(m, tp->n))
+	if (emu_prepare(m, tp, t, b)) {
+		*peak = 0;
+		*at = -1;
 		return ALLOC_ESYS;
+	}
 	alloc_reset(&m->a, &c);
-	for (i = 0; i < tp->n; i++) {
+	cls = m->cls[t].of;
+	rep = m->rep;
+	top = m->top;
+	for (i = 0; i < m->cls[t].end; i++) {
 		const struct mem_event *e = &tp->ev[i];
 		sz = e->fixed + b * e->per_sample;
 		if (!e->pooled) {
 			outside += e->sign * sz;
+			if (e->sign > 0)
+				emu_take(m->a.reserved + outside, m->a.allocated, i, &pk, &best_alloc, &pat);
 		} else if (e->sign > 0) {
 			h = alloc_malloc(&m->a, sz);
-			if (h < 0)
-				return h;
-			if (emu_push(m, sz, h))
-				return ALLOC_ESYS;
-		} else if ((h = emu_pop(m, sz)) >= 0) {
+			if (h < 0 || (h >= m->capb && emu_below(m, h))) {
+				rc = h < 0 ? h : ALLOC_ESYS;
+				break;
+			}
+			r = rep[cls[i]];  /* on its size's stack */
+			m->below[h] = top[r];
+			top[r] = h;
+			emu_take(m->a.reserved + outside, m->a.allocated, i, &pk, &best_alloc, &pat);
+		} else if ((h = top[r = rep[cls[i]]]) >= 0) {
+			top[r] = m->below[h];
 			alloc_free(&m->a, h);
 		}
-		cur = m->a.reserved + outside;
-		if (e->sign > 0 && (cur > *peak || (cur == *peak && m->a.allocated > best_alloc))) {
-			*peak = cur;
-			best_alloc = m->a.allocated;
-			*at = i;
-		}
 	}
-	return 0;
+	*peak = pk;
+	*at = pat;
+	return rc;
 }
 
 /* What the allocator may take: the device's capacity less what is outside it. */
@@ -429,18 +539,21 @@ static int64_t emu_capacity(const struct mem_plan *p, int t)
 static int emu_run(const struct mem_plan *p, int t, int64_t b, int64_t *peak, int *at)
 {
 	struct mem_emu *m = p->emu;
-	int rc;
+	int rc, i;
 
-	if (m->last_b[t] == b) {
-		*peak = m->last_peak[t];
-		*at = m->last_at[t];
-		return 0;
-	}
+	for (i = 0; i < EMU_MEMO; i++)
+		if (m->memo_b[t][i] == b) {
+			*peak = m->memo_peak[t][i];
+			*at = m->memo_at[t][i];
+			return 0;
+		}
 	rc = emu_replay(p, t, b, emu_capacity(p, t), peak, at);
 	if (rc == 0) {
-		m->last_b[t] = b;
-		m->last_peak[t] = *peak;
-		m->last_at[t] = *at;
+		i = m->memo_next[t];
+		m->memo_next[t] = (i + 1) % EMU_MEMO;
+		m->memo_b[t][i] = b;
+		m->memo_peak[t][i] = *peak;
+		m->memo_at[t][i] = *at;
 	}
 	return rc;
 }
@@ -841,8 +954,10 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 		p->acfg.allowed = (int64_t)(t->memory_fraction * s->capacity);
 		if (!p->emu && !(p->emu = calloc(1, sizeof *p->emu)))
 			return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
-		p->emu->last_b[0] = p->emu->last_b[1] = -1;  /* new tapes: nothing remembered */
+		for (i = 0; i < 2 * EMU_MEMO; i++)  /* new tapes: nothing remembered */
+			p->emu->memo_b[i / EMU_MEMO][i % EMU_MEMO] = -1;
 		p->emu->max[0] = p->emu->max[1] = -1;
+		p->emu->cls[0].k = p->emu->cls[1].k = -1;
 	}
 	p->batch_mult = s->dp * t->grad_accum;
 	if (s->plan.mech == MECH_DP && s->world > 1) {
@@ -874,8 +989,16 @@ void mem_plan_free(struct mem_plan *p)
 	}
 	if (p->emu) {
 		alloc_release(&p->emu->a);
-		free(p->emu->key);
+		for (i = 0; i < 2; i++) {
+			free(p->emu->cls[i].of);
+			free(p->emu->cls[i].fixed);
+			free(p->emu->cls[i].ps);
+		}
+		free(p->emu->k1);
+		free(p->emu->k2);
+		free(p->emu->val);
 		free(p->emu->gen);
+		free(p->emu->rep);
 		free(p->emu->top);
 		free(p->emu->below);
 		free(p->emu);
