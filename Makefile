@@ -185,6 +185,11 @@ $(BIN)/bench_simulate: $(BUILD)/bench/bench_simulate.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# a whole bin/simulate process, timed from outside (no library of ours)
+$(BIN)/bench_process: $(BUILD)/bench/bench_process.o
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $^
+
 $(BIN)/bench_step: $(BENCH_STEP_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -315,8 +320,9 @@ check: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory bench-only
-bench-only: all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_job $(BIN)/bench_recommend $(BIN)/bench_simulate
+bench-only: all $(BIN)/bench_step $(BIN)/bench_memory $(BIN)/bench_job $(BIN)/bench_recommend $(BIN)/bench_simulate $(BIN)/bench_process
 	$(BIN)/bench_simulate bench/gpt3-175b-3072.ini
+	$(BIN)/bench_process $(BIN)/simulate bench/gpt3-175b-3072.ini
 	$(BIN)/bench_memory scenarios/gpt3-175b-zero3.ini
 	$(BIN)/bench_step
 	$(BIN)/bench_job
@@ -370,5 +376,5 @@ clean:
          $(BUILD)/sim/cmd/results_main.d $(BUILD)/bench/bench_step.d $(BUILD)/bench/bench_memory.d \
          $(BUILD)/bench/bench_job.d $(RT_LIB_OBJS:.o=.d) $(BUILD)/runtime/validate_main.d \
          $(BUILD)/tests/rt_mpi_main.d $(BUILD)/tests/gpu_tests.d $(BUILD)/bench/gpu_bench.d \
-         $(CUDA_SRCS:%.cu=$(BUILD)/%.d) $(BUILD)/sim/cmd/recommend_main.d $(BUILD)/bench/bench_recommend.d $(BUILD)/bench/bench_simulate.d \
+         $(CUDA_SRCS:%.cu=$(BUILD)/%.d) $(BUILD)/sim/cmd/recommend_main.d $(BUILD)/bench/bench_recommend.d $(BUILD)/bench/bench_simulate.d $(BUILD)/bench/bench_process.d \
          $(BUILD)/tests/store_writer.d $(wildcard $(BUILD)/fuzz/*.d)

@@ -108,22 +108,25 @@ static int section_known(const struct cfg_table *t, const char *s)
 	return 0;
 }
 
-static void expected(const struct cfg_key *k, char *buf, size_t n)
+/* What key k accepts, in words, written into buf (n bytes); returns buf.
+ * Built only for an error message or the key reference: formatting it for
+ * every stored value was a third of loading a scenario. */
+static const char *expected(const struct cfg_key *k, char *buf, size_t n)
 {
 	size_t i, used;
 
 	switch (k->type) {
 	case CFG_BOOL:
 		snprintf(buf, n, "true or false");
-		return;
+		return buf;
 	case CFG_STR:
 		snprintf(buf, n, "%s", k->help && strstr(k->help, "path") ? "a name or a path" : "a word");
-		return;
+		return buf;
 	case CFG_ENUM:
 		used = (size_t)snprintf(buf, n, "one of ");
 		for (i = 0; k->choices[i] && used < n; i++)
 			used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? "|" : "", k->choices[i]);
-		return;
+		return buf;
 	default:
 		break;
 	}
@@ -138,6 +141,7 @@ static void expected(const struct cfg_key *k, char *buf, size_t n)
 		snprintf(buf + used, n - used, ", or auto");
 	else if ((k->flags & CFG_DEFAULTV) && used < n)
 		snprintf(buf + used, n - used, ", or default");
+	return buf;
 }
 
 /* Converts value for key k into target; on error fills e at file:line. */
@@ -149,10 +153,9 @@ static int store(const struct cfg_key *k, void *target, const char *value,
 	double v;
 	size_t i;
 
-	expected(k, exp, sizeof exp);
 	if (!*value)
 		return err_set(e, ERR_INPUT, file, line, "[%s] %s is empty; expected %s",
-			       k->section ? k->section : "entry", k->name, exp);
+			       k->section ? k->section : "entry", k->name, expected(k, exp, sizeof exp));
 	if (((k->flags & CFG_AUTO) && strcmp(value, "auto") == 0) ||
 	    ((k->flags & CFG_DEFAULTV) && strcmp(value, "default") == 0)) {
 		if (k->type == CFG_INT)
@@ -186,9 +189,9 @@ static int store(const struct cfg_key *k, void *target, const char *value,
 			const char *near = err_nearest(value, k->choices, nc);
 			if (near)
 				return err_set(e, ERR_INPUT, file, line, "%s = %s: unknown value; did you mean '%s'? (expected %s)",
-					       k->name, value, near, exp);
+					       k->name, value, near, expected(k, exp, sizeof exp));
 			return err_set(e, ERR_INPUT, file, line, "%s = %s: unknown value; expected %s",
-				       k->name, value, exp);
+				       k->name, value, expected(k, exp, sizeof exp));
 		}
 	case CFG_STR:
 		if (strlen(value) >= CFG_STR_MAX)
@@ -200,14 +203,14 @@ static int store(const struct cfg_key *k, void *target, const char *value,
 	case CFG_NUM:
 		if (units_parse(value, k->unit, &v, why, sizeof why))
 			return err_set(e, ERR_INPUT, file, line, "%s = %s: %s; expected %s",
-				       k->name, value, why, exp);
+				       k->name, value, why, expected(k, exp, sizeof exp));
 		if (!(v >= k->min && v <= k->max))  /* NaN fails too */
 			return err_set(e, ERR_INPUT, file, line, "%s = %s: out of range; expected %s",
-				       k->name, value, exp);
+				       k->name, value, expected(k, exp, sizeof exp));
 		if (k->type == CFG_INT) {
 			if (v != floor(v))
 				return err_set(e, ERR_INPUT, file, line, "%s = %s: not a whole number; expected %s",
-					       k->name, value, exp);
+					       k->name, value, expected(k, exp, sizeof exp));
 			*(int64_t *)field = (int64_t)v;
 		} else {
 			*(double *)field = v;
@@ -614,9 +617,8 @@ void cfg_write_reference(const struct cfg_table *t, void *stream)
 	fprintf(f, "| section | key | default | accepts | meaning |\n|---|---|---|---|---|\n");
 	for (i = 0; i < t->n; i++) {
 		const struct cfg_key *k = &t->keys[i];
-		expected(k, exp, sizeof exp);
 		fprintf(f, "| [%s] | `%s` | %s | %s | %s |\n", k->section ? k->section : "entry",
 			k->name, k->def ? k->def : ((k->flags & CFG_REQUIRED) ? "(required)" : "—"),
-			exp, k->help ? k->help : "");
+			expected(k, exp, sizeof exp), k->help ? k->help : "");
 	}
 }
