@@ -8,6 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <ini.h>
+
+#include "cfg.h"
 #include "scenario.h"
 
 static char path[64];
@@ -234,5 +237,70 @@ Test(loader, paths_are_relative_to_the_scenario_file)
 		scenario_free(&s);
 		snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 		cr_expect_eq(system(cmd), 0);
+	}
+}
+
+/* cfg.c tokenises lines itself (one pass per line) with the grammar of
+ * libinih r55 as it used it (multi-line values off): each text below is read
+ * by both, and cfg must store the value, or report the syntax error at the
+ * line, that libinih gives. The expected side is libinih itself, run here. */
+struct ini_seen {
+	char value[CFG_STR_MAX];
+	char section[64];
+};
+
+static int ini_seen_key(void *user, const char *section, const char *name, const char *value)
+{
+	struct ini_seen *s = user;
+
+	if (strcmp(name, "k") == 0) {
+		snprintf(s->value, sizeof s->value, "%s", value);
+		snprintf(s->section, sizeof s->section, "%s", section);
+	}
+	return 1;
+}
+
+Test(loader, lines_read_as_libinih_reads_them)
+{
+	static const struct cfg_key keys[] = {
+		{NULL, "k", CFG_STR, 0, 0, 0, 0, NULL, 0, NULL, "the key under test"},
+	};
+	static const struct cfg_table t = {keys, 1};
+	static const char *const ok[] = {
+		"[s]\nk = plain\n", "[s]\n  k   =   spaced value   \n", "[s]\nk = a ; comment\n",
+		"[s]\nk = a;not a comment\n", "[s]\nk : colon\n", "[s]\nk=a=b\n", "[s]\nk = x:y\n",
+		"[s] ; after the header\nk = v\n", "[s]\n# hash\n; semi\nk = \t tabbed \t\n",
+		"\xEF\xBB\xBF[s]\nk = bom\n", "[s]\r\nk = crlf\r\n", "[ s ]\nk = v\n",
+		"[s]\nk\t= tab before ;c\n", "[s]\nk = a\t;tab comment\n",
+		"[s]\nk =;x\n", "[s]\n\n   \n\tk = indented\n", "[s]]\nk = two brackets\n",
+		"[s]\nk = \"quoted ; kept?\" ; no\n", "[s]\nk = last line without a newline",
+	};
+	static const char *const bad[] = {
+		"[s]\nno separator here\n", "[s]\n[t ;x]\nk = v\n", "[s]\nk ; = v\n", "[s\nk = v\n",
+	};
+	char file[] = "(test)";
+	size_t i;
+
+	ini_allow_multiline = 0;
+	for (i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		struct ini_seen want = {{0}, {0}};
+		char got[CFG_STR_MAX] = "";
+		struct err e = {0};
+
+		cr_assert_eq(ini_parse_string(ok[i], ini_seen_key, &want), 0, "libinih: %s", ok[i]);
+		cr_assert_eq(cfg_parse(&t, got, NULL, file, ok[i], strlen(ok[i]), &e), 0, "%s: %s", ok[i], e.msg);
+		cr_expect_str_eq(got, want.value, "text %zu: cfg '%s', libinih '%s'", i, got, want.value);
+	}
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		struct ini_seen seen = {{0}, {0}};
+		char got[CFG_STR_MAX] = "", where[32];
+		struct err e = {0};
+		int line = ini_parse_string(bad[i], ini_seen_key, &seen);
+
+		cr_assert_gt(line, 0, "libinih takes %s", bad[i]);
+		cr_assert_neq(cfg_parse(&t, got, NULL, file, bad[i], strlen(bad[i]), &e), 0, "%s", bad[i]);
+		snprintf(where, sizeof where, "(test):%d:", line);
+		cr_expect(strncmp(e.msg, where, strlen(where)) == 0, "text %zu: libinih line %d, cfg: %s",
+			  i, line, e.msg);
 	}
 }

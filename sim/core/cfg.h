@@ -2,7 +2,7 @@
  * cfg.h — table-driven INI loading with located errors.
  *
  * Every file shardcast reads (scenarios, models/nn, models/hw, models/failures,
- * models/frameworks) is INI parsed by libinih and checked against a table of
+ * models/frameworks) is INI (libinih's grammar, cfg.c) checked against a table of
  * keys: section, name, type, unit, range, default and target field. Errors name
  * file:line and the key, say what was expected, and suggest the nearest valid key
  * for a typo. The same table generates the README's key reference
