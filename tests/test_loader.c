@@ -304,3 +304,39 @@ Test(loader, lines_read_as_libinih_reads_them)
 			  i, line, e.msg);
 	}
 }
+
+/* The reader scans eight bytes at a time (cfg.c word_suspect): every byte it
+ * rejects (NUL, the controls other than tab, CR and LF, DEL) is still caught
+ * at its exact column wherever it sits in the word, and bytes from 0x80 up
+ * (UTF-8 text) still pass. The expected columns are where each byte is put. */
+Test(loader, control_bytes_found_at_their_column)
+{
+	static const struct cfg_key keys[] = {
+		{NULL, "k", CFG_STR, 0, 0, 0, 0, NULL, 0, NULL, "the key under test"},
+	};
+	static const struct cfg_table t = {keys, 1};
+	const char *line = "k = abcdefghijklmnopqrstuvwxyz\n";
+	char text[64], got[CFG_STR_MAX], want[96], file[] = "(test)";
+	size_t len = 4 + strlen(line), col;
+	int c;
+
+	for (c = 0; c < 256; c++) {
+		int junk = c == 0 || (c < 32 && c != '\t' && c != '\r' && c != '\n') || c == 127;
+		if (!junk && c < 128)
+			continue;
+		for (col = 4; col < strlen(line) - 1; col++) {
+			struct err e = {0};
+			memcpy(text, "[s]\n", 4);
+			memcpy(text + 4, line, strlen(line) + 1);
+			text[4 + col] = (char)c;
+			if (!junk) {
+				cr_expect_eq(cfg_parse(&t, got, NULL, file, text, len, &e), 0,
+					     "byte 0x%02x at column %zu: %s", c, col + 1, e.msg);
+				continue;
+			}
+			cr_expect_eq(cfg_parse(&t, got, NULL, file, text, len, &e), ERR_INPUT);
+			snprintf(want, sizeof want, "(test):2: binary data (byte 0x%02x at column %zu)", c, col + 1);
+			cr_expect(strncmp(e.msg, want, strlen(want)) == 0, "%s", e.msg);
+		}
+	}
+}
