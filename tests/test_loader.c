@@ -340,3 +340,31 @@ Test(loader, control_bytes_found_at_their_column)
 		}
 	}
 }
+
+/* cfg_parse_entries loads several entries of one catalog text in one pass:
+ * each must come out as cfg_parse_entry alone gives it (the expected side),
+ * an optional entry that is missing is only marked so, and a required one
+ * that is missing is cfg_parse_entry's error. */
+Test(loader, entries_in_one_pass_as_one_by_one)
+{
+	static const struct cfg_key keys[] = {
+		{NULL, "k", CFG_STR, 0, 0, 0, 0, NULL, 0, NULL, "the key under test"},
+	};
+	static const struct cfg_table t = {keys, 1};
+	const char *text = "[b]\nk = from b\n[a]\nk = from a\n[c]\nk = from c\n";
+	char a[CFG_STR_MAX] = "", c[CFG_STR_MAX] = "", one[CFG_STR_MAX] = "", none[CFG_STR_MAX] = "";
+	char file[] = "(test)";
+	struct cfg_entry ents[3] = {{"c", c, 0, 0}, {"nothing-here", none, 1, 0}, {"a", a, 0, 0}};
+	struct err e = {0};
+
+	cr_assert_eq(cfg_parse_entries(&t, ents, 3, CFG_STR_MAX, file, text, strlen(text), &e), 0, "%s", e.msg);
+	cr_assert_eq(cfg_parse_entry(&t, one, CFG_STR_MAX, "a", file, text, strlen(text), &e), 0, "%s", e.msg);
+	cr_expect_str_eq(a, one);
+	cr_assert_eq(cfg_parse_entry(&t, one, CFG_STR_MAX, "c", file, text, strlen(text), &e), 0, "%s", e.msg);
+	cr_expect_str_eq(c, one);
+	cr_expect(ents[0].found && !ents[1].found && ents[2].found);
+	cr_expect_str_eq(none, "");
+	ents[1].optional = 0;
+	cr_expect_eq(cfg_parse_entries(&t, ents, 3, CFG_STR_MAX, file, text, strlen(text), &e), ERR_INPUT);
+	cr_expect(strstr(e.msg, "no entry [nothing-here] (3 entries in the file)") != NULL, "%s", e.msg);
+}

@@ -36,9 +36,9 @@ struct parse {
 	size_t len, pos;
 	int lineno;
 	int any;              /* number of keys set */
-	const char *entry;    /* entry mode: the section to load, else NULL */
+	struct cfg_entry *ents; /* entry mode: the sections to load (nents), else NULL */
+	size_t nents;
 	void *scratch;        /* entry mode: target for the other sections */
-	int found;            /* entry mode: entry section seen */
 	char cur[SECTION_MAX];
 	char names[MAX_SECTIONS][SECTION_MAX];
 	int name_line[MAX_SECTIONS];
@@ -303,7 +303,7 @@ static int on_section(struct parse *p, const char *s, size_t n)
 		if (strcmp(p->names[i], name) == 0)
 			return err_set(p->e, ERR_INPUT, p->file, p->lineno,
 				       "duplicate section [%s] (first at line %d)", name, p->name_line[i]);
-	if (!p->entry && !section_known(p->t, name)) {
+	if (!p->ents && !section_known(p->t, name)) {
 		const char *names[64];
 		size_t k;
 		const char *near;
@@ -415,11 +415,14 @@ static int handler(void *user, const char *section, const char *name, const char
 			"key '%s' is outside any section; put it under a [section] header", name);
 		return 0;
 	}
-	if (p->entry && strcmp(section, p->entry) != 0) {
-		target = p->scratch;  /* another catalog entry: check it, keep nothing */
+	if (p->ents) {
+		size_t j = 0;
+		while (j < p->nents && strcmp(section, p->ents[j].section) != 0)
+			j++;
+		target = j < p->nents ? p->ents[j].target : p->scratch;  /* another entry: check it, keep nothing */
+		if (j < p->nents)
+			p->ents[j].found = 1;
 		lines = NULL;
-	} else if (p->entry) {
-		p->found = 1;
 	}
 	idx = cfg_index(p->t, section, name);
 	if (idx < 0) {
@@ -575,21 +578,21 @@ int cfg_load_file(const struct cfg_table *t, void *target, const char *path, str
 	return rc;
 }
 
-int cfg_parse_entry(const struct cfg_table *t, void *target, size_t target_size,
-		    const char *section, const char *file, const char *text, size_t len,
-		    struct err *e)
+int cfg_parse_entries(const struct cfg_table *t, struct cfg_entry *ents, size_t n, size_t target_size,
+		      const char *file, const char *text, size_t len, struct err *e)
 {
 	struct parse *p = calloc(1, sizeof *p);
 	int rc = 0, i;
+	size_t j;
 
 	if (!p)
 		return err_set(e, ERR_SYSTEM, file, 0, "out of memory");
 	p->t = t;
-	p->target = target;
 	p->file = file;
 	p->text = text;
 	p->len = len;
-	p->entry = section;
+	p->ents = ents;
+	p->nents = n;
 	p->e = e;
 	p->scratch = calloc(1, target_size);
 	p->seen = calloc(t->n, sizeof *p->seen);
@@ -597,25 +600,39 @@ int cfg_parse_entry(const struct cfg_table *t, void *target, size_t target_size,
 		rc = err_set(e, ERR_SYSTEM, file, 0, "out of memory");
 		goto out;
 	}
-	rc = cfg_defaults(t, target, e);
+	for (j = 0; j < n && !rc; j++) {
+		ents[j].found = 0;
+		rc = cfg_defaults(t, ents[j].target, e);
+	}
 	if (!rc)
 		rc = run(p);
-	if (!rc && !p->found) {
+	for (j = 0; j < n && !rc; j++) {
 		const char *names[MAX_SECTIONS], *near;
+		if (ents[j].found || ents[j].optional)
+			continue;
 		for (i = 0; i < p->nnames; i++)
 			names[i] = p->names[i];
-		near = err_nearest(section, names, (size_t)p->nnames);
+		near = err_nearest(ents[j].section, names, (size_t)p->nnames);
 		if (near)
-			rc = err_set(e, ERR_INPUT, file, 0, "no entry [%s]; did you mean '%s'?", section, near);
+			rc = err_set(e, ERR_INPUT, file, 0, "no entry [%s]; did you mean '%s'?", ents[j].section, near);
 		else
 			rc = err_set(e, ERR_INPUT, file, 0, "no entry [%s] (%d entries in the file)",
-				     section, p->nnames);
+				     ents[j].section, p->nnames);
 	}
 out:
 	free(p->scratch);
 	free(p->seen);
 	free(p);
 	return rc;
+}
+
+int cfg_parse_entry(const struct cfg_table *t, void *target, size_t target_size,
+		    const char *section, const char *file, const char *text, size_t len,
+		    struct err *e)
+{
+	struct cfg_entry ent = {section, target, 0, 0};
+
+	return cfg_parse_entries(t, &ent, 1, target_size, file, text, len, e);
 }
 
 int cfg_set(const struct cfg_table *t, void *target, struct cfg_origin *origin,
