@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_SECTIONS 256
 #define SECTION_MAX 64
@@ -50,17 +51,24 @@ int cfg_read_file(const char *path, char **text, size_t *len, struct err *e)
 {
 	FILE *f;
 	char *buf = NULL;
-	size_t n = 0, cap = 0, got;
+	size_t n = 0, cap = 0, got, want;
+	struct stat st;
 
 	*text = NULL;
 	*len = 0;
 	f = fopen(path, "rb");
 	if (!f)
 		return err_set(e, ERR_INPUT, path, 0, "cannot open: %s", strerror(errno));
+	/* a file's own size: the text, one byte more to meet its end, the NUL
+	 * (a scenario keeps its text: 128 KiB for each was a twentieth of the
+	 * heap of a simulate); else 128 KiB, doubled as it fills */
+	if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0 &&
+	    (uintmax_t)st.st_size <= CFG_MAX_FILE)
+		cap = (size_t)st.st_size + 2;
 	for (;;) {
-		if (n + 65536 + 1 > cap) {
+		if (!buf || n + 2 > cap) {
 			char *nb;
-			cap = cap ? cap * 2 : 65536 * 2;
+			cap = buf ? cap * 2 : cap ? cap : 65536 * 2;
 			nb = realloc(buf, cap);
 			if (!nb) {
 				free(buf);
@@ -69,7 +77,8 @@ int cfg_read_file(const char *path, char **text, size_t *len, struct err *e)
 			}
 			buf = nb;
 		}
-		got = fread(buf + n, 1, 65536, f);
+		want = cap - n - 1;
+		got = fread(buf + n, 1, want, f);
 		n += got;
 		if (n > CFG_MAX_FILE) {
 			free(buf);
@@ -77,7 +86,7 @@ int cfg_read_file(const char *path, char **text, size_t *len, struct err *e)
 			return err_set(e, ERR_INPUT, path, 0, "file is larger than %u MiB; "
 				       "expected a small INI text file", CFG_MAX_FILE >> 20);
 		}
-		if (got < 65536)
+		if (got < want)
 			break;
 	}
 	if (ferror(f)) {
