@@ -368,3 +368,30 @@ Test(loader, entries_in_one_pass_as_one_by_one)
 	cr_expect_eq(cfg_parse_entries(&t, ents, 3, CFG_STR_MAX, file, text, strlen(text), &e), ERR_INPUT);
 	cr_expect(strstr(e.msg, "no entry [nothing-here] (3 entries in the file)") != NULL, "%s", e.msg);
 }
+
+/* hw_links_load reads links.ini once for a scenario's links: each link must
+ * equal what hw_link_load gives alone (the expected side), a name given twice
+ * both times, and a missing entry is reported at the key that named it. */
+Test(loader, links_in_one_pass_as_one_by_one)
+{
+	struct link intra, inter, one;
+	const struct hw_link_ref refs[2] = {{"nvlink3", &intra, 6, "intra_node"}, {"ib-hdr", &inter, 7, "inter_node"}};
+	const struct hw_link_ref twice[2] = {{"ib-hdr", &intra, 6, "intra_node"}, {"ib-hdr", &inter, 7, "inter_node"}};
+	const struct hw_link_ref bad[2] = {{"nvlink3", &intra, 6, "intra_node"}, {"ib-hdrr", &inter, 7, "inter_node"}};
+	struct err e = {0};
+
+	memset(&intra, 0, sizeof intra);  /* memcmp below: the padding too */
+	memset(&inter, 0, sizeof inter);
+	memset(&one, 0, sizeof one);
+	cr_assert_eq(hw_links_load(refs, 2, "s.ini", &e), 0, "%s", e.msg);
+	cr_assert_eq(hw_link_load("nvlink3", &one, "s.ini", 6, "intra_node", &e), 0, "%s", e.msg);
+	cr_expect_eq(memcmp(&one, &intra, sizeof one), 0);
+	cr_assert_eq(hw_link_load("ib-hdr", &one, "s.ini", 7, "inter_node", &e), 0, "%s", e.msg);
+	cr_expect_eq(memcmp(&one, &inter, sizeof one), 0);
+	cr_assert_eq(hw_links_load(twice, 2, "s.ini", &e), 0, "%s", e.msg);
+	cr_expect_eq(memcmp(&one, &intra, sizeof one), 0);
+	cr_expect_eq(memcmp(&one, &inter, sizeof one), 0);
+	cr_expect_eq(hw_links_load(bad, 2, "s.ini", &e), ERR_INPUT);
+	cr_expect(strncmp(e.msg, "s.ini:7: inter_node = ib-hdrr: ", 31) == 0, "%s", e.msg);
+	cr_expect(strstr(e.msg, "no entry [ib-hdrr]; did you mean 'ib-hdr'?") != NULL, "%s", e.msg);
+}
