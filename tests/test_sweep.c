@@ -253,6 +253,142 @@ Test(sweep, results_do_not_depend_on_evaluation_order, .timeout = 60)
 	sweep_free(&sw);
 }
 
+/* A document written from a sweep's results (Markdown or heatmap data), as a
+ * malloc'd string. */
+static char *written(const struct sweep *sw, const struct sweep_result *r,
+		     int (*write)(const struct sweep *, const struct sweep_result *, FILE *))
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	cr_assert(f);
+	cr_assert_eq(write(sw, r, f), 0);
+	fclose(f);
+	return text;
+}
+
+/* SWEEP_TABLES (recommend without --csv, --json or --db) computes what the
+ * tables show: the breakdown of each cell's best only, and the steps of the
+ * candidates whose lower bound (step_bound) does not rule them out as the best
+ * or the runner-up. Against every breakdown and every step (SWEEP_ALL):
+ * each cell's best and runner-up are the same candidates, the best's record is
+ * identical whole, every simulated step the same bits, every skipped one truly
+ * below what it would have had to beat, and the Markdown and heatmap are the
+ * same text. Returns how many steps were skipped (*nofit: results that do not
+ * fit). */
+static int best_only_same_tables(const char *text, int *nofit)
+{
+	struct sweep sw;
+	struct sweep_result *a, *b, x;
+	struct sweep_ctx *c;
+	struct err e = {0};
+	char *ta, *tb;
+	int cell, i, j, skipped = 0, bounded = 0, best, ru, best2, ru2;
+
+	load_text(&sw, text);
+	a = eval_all(&sw);
+	b = calloc((size_t)sw.ncell * sw.ncand, sizeof *b);
+	c = sweep_ctx_create(&sw);
+	cr_assert(b && c);
+	sweep_ctx_detail(c, SWEEP_TABLES);
+	*nofit = 0;
+	for (cell = 0; cell < sw.ncell; cell++) {
+		const struct sweep_result *ca = a + (size_t)cell * sw.ncand, *cb = b + (size_t)cell * sw.ncand;
+		cr_assert_eq(sweep_eval_cell(c, cell, b + (size_t)cell * sw.ncand, &e), 0, "%s", e.msg);
+		sweep_cell_best(&sw, ca, &best, &ru);
+		sweep_cell_best(&sw, cb, &best2, &ru2);
+		cr_expect(best == best2 && ru == ru2, "cell %d: best %d / %d, runner-up %d / %d", cell, best, best2, ru,
+			  ru2);
+		for (j = 0; j < sw.ncand; j++) {
+			i = cell * sw.ncand + j;
+			if (j == best || (a[i].status != SWEEP_OK && a[i].status != SWEEP_NOFIT)) {
+				cr_expect_eq(memcmp(&a[i], &b[i], sizeof x), 0, "cell %d candidate %d", cell, j);
+				continue;
+			}
+			cr_expect(sweep_has(&a[i], SWEEP_HAS_MEMORY, 0) && !sweep_has(&b[i], SWEEP_HAS_MEMORY, 0));
+			skipped++;
+			*nofit += a[i].status == SWEEP_NOFIT;
+			if (b[i].status == SWEEP_BOUNDED) {  /* does not fit, or truly below what it had to beat */
+				bounded++;
+				cr_expect(!sweep_has(&b[i], SWEEP_HAS_STEP, 0));
+				if (a[i].status == SWEEP_NOFIT)
+					continue;
+				cr_expect_lt(a[i].score, ca[best].score, "cell %d candidate %d", cell, j);
+				cr_expect(!strcmp(sw.cands[j].strat, sw.cands[best].strat) ||
+					  (ru >= 0 && a[i].score < ca[ru].score), "cell %d candidate %d", cell, j);
+				continue;
+			}
+			if (a[i].status == SWEEP_NOFIT)
+				cr_expect(strstr(b[i].note, "does not fit") || strstr(b[i].note, "largest micro-batch"),
+					  "%s", b[i].note);
+			x = b[i];  /* with a's memory figures, note and rank: the same bytes */
+			x.peak = a[i].peak, x.capacity = a[i].capacity, x.params = a[i].params, x.grads = a[i].grads;
+			x.optimizer = a[i].optimizer, x.activations = a[i].activations, x.buffers = a[i].buffers;
+			x.overhead = a[i].overhead, x.memory = a[i].memory, x.rank = a[i].rank;
+			memcpy(x.note, a[i].note, sizeof x.note);
+			cr_expect_eq(memcmp(&a[i], &x, sizeof x), 0, "cell %d candidate %d", cell, j);
+		}
+	}
+	cr_expect_gt(skipped, 0);
+	ta = written(&sw, a, sweep_write_markdown);
+	tb = written(&sw, b, sweep_write_markdown);
+	cr_expect_str_eq(ta, tb);
+	free(ta);
+	free(tb);
+	ta = written(&sw, a, sweep_write_heatmap_data);
+	tb = written(&sw, b, sweep_write_heatmap_data);
+	cr_expect_str_eq(ta, tb);
+	free(ta);
+	free(tb);
+	sweep_ctx_delete(c);
+	free(a);
+	free(b);
+	sweep_free(&sw);
+	return bounded;
+}
+
+Test(sweep, best_memory_only_changes_no_table, .timeout = 120)
+{
+	int nofit, bounded;
+
+	bounded = best_only_same_tables(small, &nofit);
+	cr_expect_gt(bounded, 0, "steps skipped on their bounds");
+	/* Llama-2-13B under DDP: 16 bytes per parameter (ZeRO, Table 1), 208 GB >
+	 * 80 GB: no fit; 2048 samples on 8 GPUs accumulate (bounds of 1 and 2
+	 * micro-steps extended) */
+	bounded = best_only_same_tables("[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[sweep]\n"
+					"models = gpt2-xl, llama-2-13b\nglobal_batch = 8, 2048\n"
+					"strategies = ddp, zero3, fsdp:full_shard, fsdp:shard_grad_op\n"
+					"activation_checkpointing = none, full\nprecision = bf16\n", &nofit);
+	cr_expect_gt(nofit, 0);
+	cr_expect_gt(bounded, 0);
+	/* several nodes over InfiniBand (exposed communication: the bound's
+	 * collectives), tensor parallelism, and the cost objective */
+	best_only_same_tables("[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\nintra_node = nvlink3\n"
+			      "inter_node = ib-hdr\nnics_per_node = 1\n[sweep]\nmodels = gpt2-xl\n"
+			      "global_batch = 64, 512\nstrategies = ddp, zero2, zero3, fsdp:hybrid_shard\n"
+			      "tensor_parallel = 1, 2\nnodes = 1, 4\nobjective = cost\n", &nofit);
+	/* micro-batch mode (as bench/sweep-1m.ini) */
+	best_only_same_tables("[cluster]\ngpu = h100-sxm5-80gb\ngpus_per_node = 8\nintra_node = nvlink4\n"
+			      "inter_node = ib-ndr\nnics_per_node = 8\n[sweep]\nmodels = gpt2, gpt2-xl\n"
+			      "micro_batch = 1, 4, 64\nstrategies = ddp, zero1, zero3, fsdp:full_shard\n"
+			      "offload = none, optimizer\nnodes = 1, 8\n", &nofit);
+	cr_expect_gt(nofit, 0, "gpt2-xl at micro-batch 64 under DDP");
+	/* the largest micro-batch (auto), and time to train without failures (the
+	 * bound's train_days) */
+	best_only_same_tables("[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n[job]\ntrain_tokens = 1e10\n"
+			      "[sweep]\nmodels = gpt2, gpt2-xl\nmicro_batch = auto\nstrategies = ddp, zero2, fsdp:full_shard\n"
+			      "activation_checkpointing = none, full\nobjective = time_to_train\n", &nofit);
+	/* with [failures] the job model's time is not bounded: every step simulated */
+	cr_expect_eq(best_only_same_tables("[cluster]\ngpu = h100-sxm5-80gb\ngpus_per_node = 8\n"
+					   "intra_node = nvlink4\ninter_node = ib-ndr\nnics_per_node = 8\n"
+					   "[failures]\ncatalog = llama3-h100\ntrials = 20\n[checkpoint]\n"
+					   "interval_minutes = auto\nstorage_bandwidth = 100GB/s\n[job]\n"
+					   "train_tokens = 1e12\n[sweep]\nmodels = gpt2-xl\nglobal_batch = 256\n"
+					   "strategies = ddp, fsdp\nnodes = 1, 4\nobjective = time_to_train\n", &nofit), 0);
+}
+
 Test(sweep, ranks_by_the_objective)
 {
 	struct sweep sw;

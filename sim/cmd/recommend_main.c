@@ -73,6 +73,12 @@ static void usage(FILE *f)
 		"  --version      print the version and exit\n"
 		"  -h, --help     this help\n"
 		"\n"
+		"Every candidate's figures are computed only for --csv, --json and --db. The tables\n"
+		"show each cell's best and runner-up: without those options only the best gets its\n"
+		"memory breakdown (a replay of its allocation tape), and a candidate's step is\n"
+		"simulated only when a lower bound on its time (each stream's least busy time) does\n"
+		"not already put it behind the best and the runner-up (the same tables).\n"
+		"\n"
 		"exit status: 0 success, 2 bad input (the message names file:line and the key), 1 internal error\n");
 }
 
@@ -364,12 +370,12 @@ static int record(const struct opts *o, const struct sweep *sw, const struct swe
 /* Rank 0's outputs of the gathered results. */
 static int outputs(const struct opts *o, const struct sweep *sw, const struct sweep_result *r, struct err *e)
 {
-	char *json = sweep_json(sw, r), *md = NULL;
+	char *json = o->json || o->db ? sweep_json(sw, r) : NULL, *md = NULL;
 	size_t mdlen = 0;
 	FILE *mf = open_memstream(&md, &mdlen);
 	int rc = 0;
 
-	if (!json || !mf)
+	if ((!json && (o->json || o->db)) || !mf)
 		rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory writing the outputs");
 	if (mf) {
 		sweep_write_markdown(sw, r, mf);
@@ -409,8 +415,8 @@ static int calibrate(struct sweep *sw, const char *db, struct err *e)
 }
 
 /* Evaluates cells [lo, hi) into out; counts into k. */
-static int evaluate(const struct sweep *sw, int lo, int hi, struct sweep_result *out, struct progress *p,
-		    const char *note, struct sweep_counts *k, struct err *e)
+static int evaluate(const struct opts *o, const struct sweep *sw, int lo, int hi, struct sweep_result *out,
+		    struct progress *p, const char *note, struct sweep_counts *k, struct err *e)
 {
 	struct sweep_ctx *c = sweep_ctx_create(sw);
 	int cell, rc = 0;
@@ -418,6 +424,8 @@ static int evaluate(const struct sweep *sw, int lo, int hi, struct sweep_result 
 	if (!c)
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
 	sweep_ctx_cells(c, lo, hi);
+	/* every candidate's breakdown only for the outputs that export it */
+	sweep_ctx_detail(c, o->csv || o->json || o->db ? SWEEP_ALL : SWEEP_TABLES);
 	for (cell = lo; !rc && cell < hi; cell++) {
 		rc = sweep_eval_cell(c, cell, out + (size_t)(cell - lo) * sw->ncand, e);
 		progress_show(p, cell - lo + 1, hi - lo, "cells", note);
@@ -456,7 +464,7 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 		goto out;
 	}
 	progress_start(&p, me == 0 && o->progress, 0);
-	rc = evaluate(&sw, lo, hi, mine, &p, nranks > 1 ? "(rank 0's share)" : NULL, &k, e);
+	rc = evaluate(o, &sw, lo, hi, mine, &p, nranks > 1 ? "(rank 0's share)" : NULL, &k, e);
 	if (rc)
 		fprintf(stderr, "recommend: %s%d: error: %s\n", nranks > 1 ? "rank " : "", me, e->msg);
 	MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -481,14 +489,18 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 	}
 	MPI_Gatherv(mine, (int)((size_t)(hi - lo) * sw.ncand * rec), MPI_BYTE, all, counts, displs, MPI_BYTE, 0,
 		    MPI_COMM_WORLD);
-	MPI_Reduce(&k, &sum, 5, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+	/* every count (the struct is longs only: the first five alone were summed,
+	 * and graphs showed 0) */
+	_Static_assert(sizeof k % sizeof(long) == 0, "sweep_counts holds longs");
+	MPI_Reduce(&k, &sum, (int)(sizeof k / sizeof(long)), MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (me == 0) {
 		rc = outputs(o, &sw, all, e);
 		if (o->stats)
 			fprintf(stderr, "recommend: %d cells x %d candidates on %d rank%s: %ld evaluated against memory, "
-				"%ld step simulations, %ld tapes, %ld graphs in %.2f s (%.0f candidates/s)\n", sw.ncell,
-				sw.ncand, nranks, nranks > 1 ? "s" : "", sum.candidates, sum.steps, sum.tapes, sum.graphs,
-				progress_now() - t0, sum.candidates / (progress_now() - t0));
+				"%ld step simulations (%ld task graphs bounded instead), %ld tapes, %ld graphs in %.2f s "
+				"(%.0f candidates/s)\n", sw.ncell, sw.ncand, nranks, nranks > 1 ? "s" : "", sum.candidates,
+				sum.steps, sum.bounds, sum.tapes, sum.graphs, progress_now() - t0,
+				sum.candidates / (progress_now() - t0));
 	}
 	MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
 out:

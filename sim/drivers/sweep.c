@@ -65,8 +65,8 @@ const char *sweep_objective_name(int objective)
 
 const char *sweep_status_name(int status)
 {
-	static const char *const names[] = {"ok", "no_fit", "indivisible", "invalid"};
-	return status >= 0 && status <= SWEEP_INVALID ? names[status] : "?";
+	static const char *const names[] = {"ok", "no_fit", "indivisible", "invalid", "bounded"};
+	return status >= 0 && status <= SWEEP_BOUNDED ? names[status] : "?";
 }
 
 static int line_of(const struct sweep *sw, const char *key)

@@ -58,7 +58,9 @@ enum sweep_status {
 	SWEEP_OK,           /* fits; step simulated */
 	SWEEP_NOFIT,        /* not even micro-batch 1 fits (or the fixed micro-batch) */
 	SWEEP_INDIVISIBLE,  /* the global batch is not a multiple of the data-parallel degree */
-	SWEEP_INVALID       /* the combination is not a valid setting (offload without sharding...) */
+	SWEEP_INVALID,      /* the combination is not a valid setting (offload without sharding...) */
+	SWEEP_BOUNDED       /* fits; its step not simulated: a lower bound on its time shows it can be
+			       neither the cell's best nor its runner-up (SWEEP_TABLES only) */
 };
 
 #define SWEEP_MAX_AXIS 64
@@ -148,6 +150,9 @@ struct sweep_result {
 				     model's mean wall time with [failures] (time_to_train) */
 	double ettr;              /* training time / wall time with [failures]; 0 = not run */
 	double score;             /* the objective, larger is better */
+	int32_t memory;           /* 1: peak .. overhead and the binding note were computed
+				     (every ok / no_fit result, or only each cell's best:
+				     sweep_ctx_detail) */
 	char note[112];           /* why it does not fit / is invalid; what binds its memory */
 };
 
@@ -187,7 +192,20 @@ void sweep_ctx_delete(struct sweep_ctx *c);
  * it, never a result. */
 void sweep_ctx_cells(struct sweep_ctx *c, int lo, int hi);
 
-/* Evaluates every candidate of cell into out[0 .. ncand-1] and ranks them.
+/* What a context computes of each result: everything (SWEEP_ALL, the
+ * default: what the CSV, JSON and the results database export), or what
+ * recommend's Markdown and heatmap show (SWEEP_TABLES): the memory figures
+ * (peak, the breakdown at the peak, the binding note; a replay of the
+ * candidate's allocation tape at its micro-batch) of each cell's best only,
+ * and the steps of only the candidates that could be the cell's best or its
+ * runner-up: the others' steps are bounded below without a simulation
+ * (step_bound, step.h) and, when even that bound leaves them behind, they are
+ * SWEEP_BOUNDED. Each cell's best and runner-up, their figures and every step
+ * simulated are the same bits either way (tests/test_sweep.c). */
+enum sweep_detail { SWEEP_ALL, SWEEP_TABLES };
+void sweep_ctx_detail(struct sweep_ctx *c, int which);
+/* Evaluates every candidate of cell into out[0 .. ncand-1] and ranks those
+ * whose step it simulated (under SWEEP_TABLES, not the SWEEP_BOUNDED ones).
  * Returns 0 or fills e (I/O or out of memory while setting up a group). */
 int sweep_eval_cell(struct sweep_ctx *c, int cell, struct sweep_result *out, struct err *e);
 
@@ -200,6 +218,7 @@ struct sweep_counts {
 	long tapes_replayed; /* of which from a recorded walk (memwalk.h scripts) */
 	long graphs;         /* graphs built */
 	long events;         /* events the step simulations processed */
+	long bounds;         /* task graphs bounded without a simulation (SWEEP_TABLES) */
 };
 void sweep_ctx_counts(const struct sweep_ctx *c, struct sweep_counts *k);
 

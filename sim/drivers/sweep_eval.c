@@ -23,6 +23,7 @@
  */
 #include "sweep.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +66,14 @@ struct slot {
 	struct step_memo *sm;     /* (ctx->nmemo) */
 	struct mem_memo *mm;      /* (ctx->nmemo) */
 	int nsm, nmm;             /* next entry to replace */
+	int bounded;              /* its step bounds in the group's cells are in ctx->lbt */
+};
+
+/* A candidate of the cell that fits, its step not simulated yet (SWEEP_TABLES). */
+struct pend {
+	int i;                    /* candidate */
+	int64_t mb, ga;
+	double ub;                /* the most its score can be */
 };
 
 struct sweep_ctx {
@@ -87,6 +96,12 @@ struct sweep_ctx {
 	struct mem_memo *mm;
 	int nmemo;
 	int lo, hi;               /* the cells this context evaluates (sweep_ctx_cells) */
+	int detail;            /* enum sweep_detail */
+	double *lbt;              /* (ncand x nbatch) least step time of each candidate in each cell
+				     of the group (s; 0: it does not fit), SWEEP_TABLES */
+	struct step_bound *bnd;   /* (2 x nbatch) a candidate's bounds while they are made */
+	struct pend *pend;        /* (ncand) the cell's candidates waiting for their step */
+	int *done;                /* (ncand) those of them simulated */
 	struct prediction pred;   /* the job model's input and output (time_to_train) */
 	struct sweep_counts k;
 };
@@ -108,7 +123,12 @@ struct sweep_ctx *sweep_ctx_create(const struct sweep *sw)
 	c->slots = calloc((size_t)sw->ncand, sizeof *c->slots);
 	c->sm = calloc((size_t)sw->ncand * (size_t)c->nmemo, sizeof *c->sm);
 	c->mm = calloc((size_t)sw->ncand * (size_t)c->nmemo, sizeof *c->mm);
-	if (!c->g || !c->go || !c->slots || !c->sm || !c->mm || step_sim_create(&c->ss)) {
+	c->lbt = calloc((size_t)sw->ncand * (size_t)sw->nbatch, sizeof *c->lbt);
+	c->bnd = calloc(2 * (size_t)sw->nbatch, sizeof *c->bnd);
+	c->pend = calloc((size_t)sw->ncand, sizeof *c->pend);
+	c->done = calloc((size_t)sw->ncand, sizeof *c->done);
+	if (!c->g || !c->go || !c->slots || !c->sm || !c->mm || !c->lbt || !c->bnd || !c->pend || !c->done ||
+	    step_sim_create(&c->ss)) {
 		sweep_ctx_delete(c);
 		return NULL;
 	}
@@ -123,6 +143,11 @@ void sweep_ctx_cells(struct sweep_ctx *c, int lo, int hi)
 {
 	c->lo = lo;
 	c->hi = hi;
+}
+
+void sweep_ctx_detail(struct sweep_ctx *c, int which)
+{
+	c->detail = which;
 }
 
 static void group_free(struct sweep_ctx *c)
@@ -157,6 +182,10 @@ void sweep_ctx_delete(struct sweep_ctx *c)
 	free(c->slots);
 	free(c->sm);
 	free(c->mm);
+	free(c->lbt);
+	free(c->bnd);
+	free(c->pend);
+	free(c->done);
 	mem_plan_free(&c->scratch);
 	mem_scripts_free(&c->scripts);
 	step_sim_delete(&c->ss);
@@ -357,12 +386,14 @@ static int memory(struct sweep_ctx *c, int ci, int a, int64_t b, struct sweep_re
 			r->buffers = m->r.buffers;
 			r->overhead = m->r.overhead;
 			memcpy(r->note, m->r.note, sizeof r->note);
+			r->memory = 1;
 			return 0;
 		}
 	}
 	if (tapes(c, ci, a, e))
 		return e->code;
 	breakdown(&c->scratch, &c->g[s->graph], b, r);
+	r->memory = 1;
 	m = &s->mm[s->nmm++ % c->nmemo];
 	m->mb = b;
 	m->a = a;
@@ -438,9 +469,10 @@ static int batch_here(const struct sweep_ctx *c, int bi)
 /* What candidate i's memory gives in every cell of the group this context
  * evaluates, done at its first cell while each tape is at hand: the tape
  * without accumulation and the breakdowns at the micro-batches it decides,
- * then, if a batch needs it, the tape with accumulation and its breakdowns.
- * The cells then read the memos; each tape is built once and evaluated while
- * it is in the cache. */
+ * then, if a batch needs it, the tape with accumulation and its breakdowns
+ * (SWEEP_ALL; with SWEEP_TABLES only the searches, the best's breakdown
+ * comes after the ranking). The cells then read the memos; each tape is built
+ * once and evaluated while it is in the cache. */
 static int slot_prepare(struct sweep_ctx *c, int i, struct err *e)
 {
 	const struct sweep *sw = c->sw;
@@ -461,7 +493,7 @@ static int slot_prepare(struct sweep_ctx *c, int i, struct err *e)
 			if (mb < 0)
 				return e->code;
 			memset(&r, 0, sizeof r);
-			if (memory(c, i, a, mb > 0 ? mb : 1, &r, e))
+			if (c->detail == SWEEP_ALL && memory(c, i, a, mb > 0 ? mb : 1, &r, e))
 				return e->code;
 		}
 	return 0;
@@ -537,8 +569,10 @@ static const struct step_result *simulate(struct sweep_ctx *c, struct slot *s, i
 	if (m)
 		return &m->st;
 	/* the others of the group first, grouped by accumulation (one task graph
-	 * each), then this one if the batches did not name it */
-	if (needed(c, i, mbs, gas, &n, e))
+	 * each), then this one if the batches did not name it; not for the
+	 * tables alone, which simulate only what their bounds cannot rule out */
+	n = 0;
+	if (c->detail == SWEEP_ALL && needed(c, i, mbs, gas, &n, e))
 		return NULL;
 	for (pass = 1; pass <= SWEEP_ACCUM_SIMULATED; pass++)
 		for (j = 0; j < n; j++)
@@ -616,11 +650,31 @@ static void score(const struct sweep *sw, struct sweep_result *r)
 	}
 }
 
+/* Why candidate s does not fit (a: the tape with accumulation), with the
+ * bytes it would need when its memory figures were computed. */
+static void nofit_note(const struct sweep_ctx *c, const struct slot *s, int a, int64_t batch,
+		       struct sweep_result *r)
+{
+	char need[64] = "does not fit";
+
+	if (r->memory)
+		snprintf(need, sizeof need, "needs %.1f GiB", r->peak / (1 << 30));
+	if (c->sw->batch_mode == SWEEP_MICRO && s->maxb[0] > 0)
+		snprintf(r->note, sizeof r->note, "largest micro-batch that fits is %lld", (long long)s->maxb[0]);
+	else if (a && s->maxb[0] > 0)
+		snprintf(r->note, sizeof r->note, "fits %lld without accumulation; with it (%lld per GPU) "
+			 "micro-batch 1 %s", (long long)s->maxb[0], (long long)(batch / c->work.dp), need);
+	else
+		snprintf(r->note, sizeof r->note, "%s at micro-batch 1 of %.1f GiB", need,
+			 (double)(int64_t)c->work.capacity / (1 << 30));
+}
+
+static int finish(struct sweep_ctx *c, int i, struct sweep_result *r, struct err *e);
+
 static int eval_cand(struct sweep_ctx *c, int i, int64_t batch, struct sweep_result *r, struct err *e)
 {
 	const struct sweep_cand *k = &c->sw->cands[i];
 	struct slot *s = &c->slots[i];
-	struct step_result st;
 	int64_t mb, accum;
 	int a;
 
@@ -647,27 +701,34 @@ static int eval_cand(struct sweep_ctx *c, int i, int64_t batch, struct sweep_res
 		return e->code;
 	if (mb == 0) {
 		r->status = SWEEP_NOFIT;
-		if (memory(c, i, a, 1, r, e))
+		if (c->detail == SWEEP_ALL && memory(c, i, a, 1, r, e))
 			return e->code;
-		if (c->sw->batch_mode == SWEEP_MICRO && s->maxb[0] > 0)
-			snprintf(r->note, sizeof r->note, "largest micro-batch that fits is %lld", (long long)s->maxb[0]);
-		else if (a && s->maxb[0] > 0)
-			snprintf(r->note, sizeof r->note, "fits %lld without accumulation; with it (%lld per GPU) "
-				 "micro-batch 1 needs %.1f GiB", (long long)s->maxb[0],
-				 (long long)(batch / c->work.dp), r->peak / (1 << 30));
-		else
-			snprintf(r->note, sizeof r->note, "needs %.1f GiB at micro-batch 1 of %.1f GiB",
-				 r->peak / (1 << 30), r->capacity / (1 << 30));
+		nofit_note(c, s, a, batch, r);
 		return 0;
 	}
 	c->work.s.training.micro_batch = mb;
-	if (memory(c, i, a, mb, r, e))
-		return e->code;
-	if (step(c, s, mb, accum, &st, e))
+	if (c->detail == SWEEP_ALL && memory(c, i, a, mb, r, e))
 		return e->code;
 	r->status = SWEEP_OK;
 	r->micro_batch = mb;
 	r->grad_accum = accum;
+	if (c->detail == SWEEP_TABLES)
+		return 0;  /* its step when its bound says it may be shown (tables()) */
+	return finish(c, i, r, e);
+}
+
+/* Candidate i's step at the micro-batch and accumulation eval_cand chose (in
+ * r), and the figures and score that follow; the working scenario is i's
+ * (apply). */
+static int finish(struct sweep_ctx *c, int i, struct sweep_result *r, struct err *e)
+{
+	struct slot *s = &c->slots[i];
+	struct step_result st;
+	int64_t mb = r->micro_batch, accum = r->grad_accum;
+
+	c->work.s.training.micro_batch = mb;
+	if (step(c, s, mb, accum, &st, e))
+		return e->code;
 	r->global_batch = st.global_batch;
 	r->step_time = st.time;
 	r->compute = st.compute;
@@ -719,6 +780,177 @@ void sweep_cell_best(const struct sweep *sw, const struct sweep_result *cell, in
 			*runner_up = i;
 }
 
+/* ---- recommend's tables: the steps they can show (SWEEP_TABLES) --------------------- */
+
+/* The least step time of candidate i in each cell of the group this context
+ * evaluates, into c->lbt (step_bound, step.h; 0 where it does not fit): its
+ * task graph of one micro-step bounded at each micro-batch (re-timed from one
+ * to the next), then that of two where a cell accumulates more. The working
+ * scenario is i's. */
+static int bounds(struct sweep_ctx *c, int i, struct err *e)
+{
+	const struct sweep *sw = c->sw;
+	struct slot *s = &c->slots[i];
+	double *lbt = c->lbt + (size_t)i * (size_t)sw->nbatch;
+	int64_t mb[SWEEP_MAX_AXIS], ga[SWEEP_MAX_AXIS], m = 0;
+	struct step_bound *one = c->bnd, *two = c->bnd + sw->nbatch;
+	int bi, j, a, pass;
+
+	if (s->bounded)
+		return 0;
+	for (bi = 0; bi < sw->nbatch; bi++) {
+		mb[bi] = 0;
+		if (batch_here(c, bi) && (mb[bi] = choose(c, i, sw->batches[bi], &ga[bi], &a, NULL, e)) < 0)
+			return e->code;
+	}
+	for (pass = 1; pass <= 2; pass++)
+		for (bi = 0; bi < sw->nbatch; bi++) {
+			struct step_bound *b = pass == 1 ? &one[bi] : &two[bi];
+			if (mb[bi] <= 0 || (pass == 2 && ga[bi] == 1))
+				continue;
+			for (j = 0; j < bi && !(mb[j] == mb[bi] && (pass == 1 || ga[j] > 1)); j++)
+				;
+			if (j < bi) {  /* the same micro-batch in another cell */
+				*b = pass == 1 ? one[j] : two[j];
+				continue;
+			}
+			c->work.s.training.grad_accum = pass;
+			c->work.s.training.micro_batch = mb[bi];
+			if (step_bound(&c->ss, &c->work, &c->g[s->graph], mb[bi], b, e))
+				return e->code ? e->code : ERR_SYSTEM;
+			m++;
+		}
+	for (bi = 0; bi < sw->nbatch; bi++)
+		lbt[bi] = mb[bi] > 0 ? step_bound_at(&one[bi], ga[bi] > 1 ? &two[bi] : NULL, ga[bi]) : 0;
+	c->k.bounds += m;
+	s->bounded = 1;
+	return 0;
+}
+
+/* The most candidate i's score can be in a cell of batch index bi (r: its
+ * micro-batch and accumulation): the score of a step of its least time. */
+static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_result *r, double *ub,
+		       struct err *e)
+{
+	struct sweep_result x = *r;
+	struct step_result st;
+	double t;
+
+	if (c->sw->set.objective == SWEEP_TIME_TO_TRAIN && c->work.has_failures) {
+		*ub = HUGE_VAL;  /* the job model's time: not bounded here */
+		return 0;
+	}
+	if (bounds(c, i, e))
+		return e->code;
+	t = c->lbt[(size_t)i * (size_t)c->sw->nbatch + (size_t)bi];
+	memset(&st, 0, sizeof st);
+	st.time = t;
+	st.micro_batch = r->micro_batch;
+	st.grad_accum = r->grad_accum;
+	st.global_batch = r->micro_batch * r->grad_accum * c->work.dp;
+	st.samples_per_s = t > 0 ? (double)st.global_batch / t : HUGE_VAL;
+	st.tokens_per_s = st.samples_per_s * c->g[c->slots[i].graph].tokens;
+	x.tokens_per_s = st.tokens_per_s;
+	if (train_time(c, &c->g[c->slots[i].graph], &st, &x, e))
+		return e->code;
+	score(c->sw, &x);
+	*ub = x.score;
+	return 0;
+}
+
+/* Whether a score of at most ub is surely below score (by more than the
+ * rounding of a step extended by its period, step.h). */
+static int below(double ub, double score)
+{
+	return ub < score - fabs(score) * 1e-6;
+}
+
+static int by_bound(const void *a, const void *b)
+{
+	const struct pend *x = a, *y = b;
+
+	if (x->ub != y->ub)
+		return x->ub > y->ub ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The best and the runner-up (another strategy) among the n candidates
+ * simulated so far, as rank_cell and sweep_cell_best would pick them. */
+static void leaders(const struct sweep *sw, const struct sweep_result *out, const int *done, int n, int *best,
+		    int *ru)
+{
+	int j, i;
+
+	*best = *ru = -1;
+	for (j = 0; j < n; j++) {
+		i = done[j];
+		if (*best < 0 || out[i].score > out[*best].score || (out[i].score == out[*best].score && i < *best))
+			*best = i;
+	}
+	for (j = 0; j < n; j++) {
+		i = done[j];
+		if (i != *best && strcmp(sw->cands[i].strat, sw->cands[*best].strat) &&
+		    (*ru < 0 || out[i].score > out[*ru].score || (out[i].score == out[*ru].score && i < *ru)))
+			*ru = i;
+	}
+}
+
+/* The steps of the cell's fitting candidates (eval_cand left them waiting)
+ * that recommend's tables may show: in the order of the most their scores can
+ * be, each simulated unless its bound is below the best's score and it is of
+ * the best's strategy or its bound is below the runner-up's too; the others
+ * are SWEEP_BOUNDED. The best and the runner-up are those every step would
+ * give (tests/test_sweep.c). */
+static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct err *e)
+{
+	const struct sweep *sw = c->sw;
+	struct sweep_result *r;
+	struct pend *p;
+	int i, j, n = 0, nd = 0, best = -1, ru = -1;
+
+	for (i = 0; i < sw->ncand; i++) {
+		if (out[i].status != SWEEP_OK)
+			continue;
+		apply(c, &sw->cands[i]);
+		p = &c->pend[n++];
+		p->i = i;
+		if (upper_score(c, i, bi, &out[i], &p->ub, e))
+			return e->code;
+	}
+	qsort(c->pend, (size_t)n, sizeof *c->pend, by_bound);
+	for (j = 0; j < n; j++) {
+		p = &c->pend[j];
+		r = &out[p->i];
+		if (best >= 0 && below(p->ub, out[best].score) &&
+		    (!strcmp(sw->cands[p->i].strat, sw->cands[best].strat) || (ru >= 0 && below(p->ub, out[ru].score)))) {
+			r->status = SWEEP_BOUNDED;
+			snprintf(r->note, sizeof r->note, "not simulated: its bound cannot reach the cell's best or "
+				 "runner-up (the tables)");
+			continue;
+		}
+		apply(c, &sw->cands[p->i]);
+		if (finish(c, p->i, r, e))
+			return e->code;
+		c->done[nd++] = p->i;
+		leaders(sw, out, c->done, nd, &best, &ru);
+	}
+	return 0;
+}
+
+/* The memory figures of candidate i, the best of its cell (SWEEP_TABLES):
+ * the breakdown eval_cand leaves out, at the micro-batch and tape it chose. */
+static int best_memory(struct sweep_ctx *c, int i, int64_t batch, struct sweep_result *r, struct err *e)
+{
+	int64_t accum, mb;
+	int a;
+
+	apply(c, &c->sw->cands[i]);
+	mb = choose(c, i, batch, &accum, &a, NULL, e);
+	if (mb < 0)
+		return e->code;
+	return memory(c, i, a, mb, r, e);
+}
+
 int sweep_eval_cell(struct sweep_ctx *c, int cell, struct sweep_result *out, struct err *e)
 {
 	const struct sweep *sw = c->sw;
@@ -735,6 +967,11 @@ int sweep_eval_cell(struct sweep_ctx *c, int cell, struct sweep_result *out, str
 		if (eval_cand(c, i, sw->batches[batch], r, e))
 			return e->code;
 	}
+	if (c->detail == SWEEP_TABLES && tables(c, batch, out, e))
+		return e->code;
 	rank_cell(out, sw->ncand);
+	for (i = 0; c->detail == SWEEP_TABLES && i < sw->ncand; i++)
+		if (out[i].rank == 1 && best_memory(c, i, sw->batches[batch], &out[i], e))
+			return e->code;
 	return 0;
 }

@@ -343,7 +343,7 @@ static void field(FILE *f, const char *s)
 int sweep_has(const struct sweep_result *x, int what, double value)
 {
 	switch (what) {
-	case SWEEP_HAS_MEMORY: return x->status == SWEEP_OK || x->status == SWEEP_NOFIT;
+	case SWEEP_HAS_MEMORY: return x->memory && (x->status == SWEEP_OK || x->status == SWEEP_NOFIT);
 	case SWEEP_HAS_STEP: return x->status == SWEEP_OK;
 	case SWEEP_HAS_SET: return x->status == SWEEP_OK && value != 0;
 	default: return 1;

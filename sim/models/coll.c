@@ -134,16 +134,6 @@ static void cost_algo(int op, int algo, double bytes, const struct coll_group *g
 	}
 }
 
-double coll_time(const struct coll_cost *c)
-{
-	double t = c->latency;
-	int i;
-
-	for (i = 0; i < c->nphase; i++)
-		t += fmax(c->ph[i].work[COLL_INTRA], c->ph[i].work[COLL_INTER]);
-	return t;
-}
-
 void coll_cost(int op, int algo, double bytes, const struct coll_group *g, struct coll_cost *c)
 {
 	if (algo == COLL_AUTO) {

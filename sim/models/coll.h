@@ -78,8 +78,20 @@ void coll_group_make(struct coll_group *g, int n, int nodes, const struct link *
 void coll_cost(int op, int algo, double bytes, const struct coll_group *g, struct coll_cost *c);
 
 /* Its duration on links nobody else uses: latency + sum over phases of the
- * slowest link's work. */
-double coll_time(const struct coll_cost *c);
+ * slowest link's work (inline: des_stream_bounds takes it per collective of a
+ * step; work is never NaN, so the comparison is fmax). */
+static inline double coll_time(const struct coll_cost *c)
+{
+	double t = c->latency, a, b;
+	int i;
+
+	for (i = 0; i < c->nphase; i++) {
+		a = c->ph[i].work[COLL_INTRA];
+		b = c->ph[i].work[COLL_INTER];
+		t += a > b ? a : b;
+	}
+	return t;
+}
 
 const char *coll_op_name(int op);
 const char *coll_algo_name(int algo);

@@ -599,6 +599,27 @@ int des_run(struct des *d)
 	return 0;
 }
 
+void des_stream_bounds(const struct des *d, double *lb, int max, int *n)
+{
+	/* a compute task runs slow times longer under interference: never
+	 * shorter, unless a caller's factor were below 1 */
+	double shrink = d->slow < 1 ? d->slow : 1;
+	int i, s;
+
+	*n = d->nstreams < max ? d->nstreams : max;
+	for (i = 0; i < *n; i++)
+		lb[i] = 0;
+	for (i = 0; i < d->ntasks; i++) {
+		const struct des_task *t = &d->tasks[i];
+		if ((s = t->stream) >= *n)
+			continue;
+		if (t->coll >= 0)
+			lb[s] += coll_time(&d->colls[t->coll].c);
+		else
+			lb[s] += shrink < 1 && d->streams[s].cls == DES_COMPUTE ? t->dur * shrink : t->dur;
+	}
+}
+
 void des_trace_events(const struct des *d, FILE *f, int *first,
 		      const char *(*name)(void *ctx, const struct des_task *t, char *buf, size_t n),
 		      void *ctx)

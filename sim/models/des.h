@@ -237,4 +237,11 @@ void des_trace_events(const struct des *d, FILE *f, int *first,
 		      const char *(*name)(void *ctx, const struct des_task *t, char *buf, size_t n),
 		      void *ctx);
 
+/* The least time the tasks of each stream take, summed per stream into
+ * lb[0 .. *n - 1] (*n = nstreams, at most max): a work task its duration, a
+ * collective its latency plus each phase's work on its busiest link alone.
+ * Tasks on a stream run one after the other and interference and link sharing
+ * only stretch them, so des_run's makespan is at least the largest sum. */
+void des_stream_bounds(const struct des *d, double *lb, int max, int *n);
+
 #endif

@@ -2032,11 +2032,41 @@ int step_simulate(struct step_sim *ss, const struct scenario *s, const struct gr
 	return simulate_full(ss, s, g, micro_batch, r, e);
 }
 
+/* The task graph of every block of s over g at micro_batch in ss->d, re-timed
+ * when the one there was built for the same settings (the same tasks and
+ * dependencies), else built; b set up for it. Returns 0 or an error code. */
+static int whole_graph(struct step_sim *ss, const struct scenario *s, const struct graph *g,
+		       int64_t micro_batch, struct bld *b, struct err *e)
+{
+	int i;
+
+	if (ss->whole && same_settings(ss, s, g)) {
+		if (setup(b, ss, s, g, micro_batch))
+			return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the step's task graph");
+		op_times(b);
+		tp_marks(b);
+		for (i = 0; i < g->nops && op_pattern(ss, i) == ss->pos[i]; i++)
+			;
+		if (i == g->nops) {
+			ss->g = g;
+			retime(b);
+			return 0;
+		}
+	}
+	ss->g = g;
+	ss->built = ss->whole = ss->blocks = 0;
+	if (setup(b, ss, s, g, micro_batch) || build(b) || remember(ss, s, g, b->recompute))
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the step's task graph");
+	ss->whole = 1;
+	ss->builds++;
+	return 0;
+}
+
 int step_resimulate(struct step_sim *ss, const struct scenario *s, const struct graph *g,
 		    int64_t micro_batch, struct step_result *r, struct err *e)
 {
 	struct bld b;
-	int i, rc;
+	int rc;
 
 	if (micro_batch < 1 || !same_settings(ss, s, g))
 		return step_simulate(ss, s, g, micro_batch, r, e);
@@ -2048,16 +2078,40 @@ int step_resimulate(struct step_sim *ss, const struct scenario *s, const struct 
 	}
 	if (!ss->whole)
 		return simulate_full(ss, s, g, micro_batch, r, e);
-	if (setup(&b, ss, s, g, micro_batch))
-		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the step's task graph");
-	op_times(&b);
-	tp_marks(&b);
-	for (i = 0; i < g->nops; i++)
-		if (op_pattern(ss, i) != ss->pos[i])
-			return simulate_full(ss, s, g, micro_batch, r, e);
-	ss->g = g;
-	retime(&b);
-	return run(&b, r, e);
+	rc = whole_graph(ss, s, g, micro_batch, &b, e);
+	return rc ? rc : run(&b, r, e);
+}
+
+int step_bound(struct step_sim *ss, const struct scenario *s, const struct graph *g, int64_t micro_batch,
+	       struct step_bound *out, struct err *e)
+{
+	struct bld b;
+	int rc;
+
+	if (micro_batch < 1)
+		return err_set(e, ERR_INPUT, s->file, 0, "step simulation needs a micro-batch of at least 1");
+	if (!ss->full)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "step_bound needs a simulation of every block (ss->full)");
+	rc = whole_graph(ss, s, g, micro_batch, &b, e);
+	if (rc)
+		return rc;
+	des_stream_bounds(&ss->d, out->stream, STEP_BOUND_STREAMS, &out->nstream);
+	out->grad_accum = b.accum;
+	return 0;
+}
+
+double step_bound_at(const struct step_bound *one, const struct step_bound *two, int64_t ga)
+{
+	double lb = 0, x;
+	int i;
+
+	for (i = 0; i < one->nstream; i++) {
+		x = one->stream[i];
+		if (ga > 1 && two && i < two->nstream)
+			x = two->stream[i] + (double)(ga - 2) * (two->stream[i] - one->stream[i]);
+		lb = x > lb ? x : lb;
+	}
+	return lb;
 }
 
 /* ---- steps of many micro-steps (step.h) ------------------------------------------ */

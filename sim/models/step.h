@@ -151,6 +151,34 @@ const char *step_task_kind(const struct des_task *t);
  * one thread per stream. Writes path.tmp, then renames it. */
 int step_trace_write(const struct step_sim *ss, const char *path, struct err *e);
 
+/* A lower bound on a step's time without running it: its task graph is built
+ * (or re-timed) as step_resimulate would, and for each stream the least time
+ * its tasks take is summed (des_stream_bounds): tasks on a stream run one after
+ * the other, a work task takes at least its duration (interference only
+ * stretches it) and a collective at least its latency plus each phase's work
+ * on its busiest link alone (sharing only slows it), so the step takes at least
+ * the largest of those sums. recommend's tables use it to skip simulating
+ * candidates that cannot be a cell's best or runner-up (sweep_eval.c). The
+ * sums of a step of n micro-steps grow by the same amount per micro-step (every
+ * micro-step but the last is the same tasks), so two of them bound a longer
+ * step (step_bound_at). */
+#define STEP_BOUND_STREAMS DES_MAX_STREAMS
+struct step_bound {
+	double stream[STEP_BOUND_STREAMS]; /* s: least time of each stream's tasks */
+	int nstream;
+	int64_t grad_accum;                /* the micro-steps of the graph bounded */
+};
+
+/* The bound of s over g at micro_batch into out (s's grad_accum micro-steps).
+ * Needs ss->full (every block). Returns 0 or an error code with e filled. */
+int step_bound(struct step_sim *ss, const struct scenario *s, const struct graph *g, int64_t micro_batch,
+	       struct step_bound *out, struct err *e);
+
+/* The least time of a step of ga micro-steps: from the bound of one micro-step
+ * (one) alone when ga is 1, else from those of one and two (two), each stream
+ * extended by its growth per micro-step. */
+double step_bound_at(const struct step_bound *one, const struct step_bound *two, int64_t ga);
+
 /* Steps of many micro-steps. Every micro-step but the last is the same tasks
  * with the same dependencies (forward and backward without gradient
  * synchronisation, or with the same per-micro-step collectives), so once the
@@ -161,8 +189,11 @@ int step_trace_write(const struct step_sim *ss, const char *path, struct err *e)
  * two successive periods agree (relative STEP_PERIOD_TOL; in every case tried
  * they agree from the first), at most STEP_PERIOD_PROBE, then extended by that
  * period: exact while micro-steps repeat, and a step of 10^6 micro-steps costs
- * what one of three does. tests/test_step.c checks it against full simulations;
- * recommend (sweep_eval.c) goes through the same step_accumulate. */
+ * what one of three does. tests/test_step.c checks it against full simulations.
+ * recommend (sweep_eval.c) simulates 1 and 2 micro-steps only and extends by
+ * the same step_extend without the third simulation that checks the period
+ * (the check costs a sweep a quarter of its time: bench/sweep.ini 2.31 ->
+ * 2.87 s); tests/test_sweep.c holds its results to simulate's within 1e-9. */
 #define STEP_ACCUM_FULL 8
 #define STEP_PERIOD_PROBE 16
 #define STEP_PERIOD_TOL 1e-9
