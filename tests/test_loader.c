@@ -8,6 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <ini.h>
+
+#include "cfg.h"
 #include "scenario.h"
 
 static char path[64];
@@ -235,4 +238,160 @@ Test(loader, paths_are_relative_to_the_scenario_file)
 		snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 		cr_expect_eq(system(cmd), 0);
 	}
+}
+
+/* cfg.c tokenises lines itself (one pass per line) with the grammar of
+ * libinih r55 as it used it (multi-line values off): each text below is read
+ * by both, and cfg must store the value, or report the syntax error at the
+ * line, that libinih gives. The expected side is libinih itself, run here. */
+struct ini_seen {
+	char value[CFG_STR_MAX];
+	char section[64];
+};
+
+static int ini_seen_key(void *user, const char *section, const char *name, const char *value)
+{
+	struct ini_seen *s = user;
+
+	if (strcmp(name, "k") == 0) {
+		snprintf(s->value, sizeof s->value, "%s", value);
+		snprintf(s->section, sizeof s->section, "%s", section);
+	}
+	return 1;
+}
+
+Test(loader, lines_read_as_libinih_reads_them)
+{
+	static const struct cfg_key keys[] = {
+		{NULL, "k", CFG_STR, 0, 0, 0, 0, NULL, 0, NULL, "the key under test"},
+	};
+	static const struct cfg_table t = {keys, 1};
+	static const char *const ok[] = {
+		"[s]\nk = plain\n", "[s]\n  k   =   spaced value   \n", "[s]\nk = a ; comment\n",
+		"[s]\nk = a;not a comment\n", "[s]\nk : colon\n", "[s]\nk=a=b\n", "[s]\nk = x:y\n",
+		"[s] ; after the header\nk = v\n", "[s]\n# hash\n; semi\nk = \t tabbed \t\n",
+		"\xEF\xBB\xBF[s]\nk = bom\n", "[s]\r\nk = crlf\r\n", "[ s ]\nk = v\n",
+		"[s]\nk\t= tab before ;c\n", "[s]\nk = a\t;tab comment\n",
+		"[s]\nk =;x\n", "[s]\n\n   \n\tk = indented\n", "[s]]\nk = two brackets\n",
+		"[s]\nk = \"quoted ; kept?\" ; no\n", "[s]\nk = last line without a newline",
+	};
+	static const char *const bad[] = {
+		"[s]\nno separator here\n", "[s]\n[t ;x]\nk = v\n", "[s]\nk ; = v\n", "[s\nk = v\n",
+	};
+	char file[] = "(test)";
+	size_t i;
+
+	ini_allow_multiline = 0;
+	for (i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		struct ini_seen want = {{0}, {0}};
+		char got[CFG_STR_MAX] = "";
+		struct err e = {0};
+
+		cr_assert_eq(ini_parse_string(ok[i], ini_seen_key, &want), 0, "libinih: %s", ok[i]);
+		cr_assert_eq(cfg_parse(&t, got, NULL, file, ok[i], strlen(ok[i]), &e), 0, "%s: %s", ok[i], e.msg);
+		cr_expect_str_eq(got, want.value, "text %zu: cfg '%s', libinih '%s'", i, got, want.value);
+	}
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		struct ini_seen seen = {{0}, {0}};
+		char got[CFG_STR_MAX] = "", where[32];
+		struct err e = {0};
+		int line = ini_parse_string(bad[i], ini_seen_key, &seen);
+
+		cr_assert_gt(line, 0, "libinih takes %s", bad[i]);
+		cr_assert_neq(cfg_parse(&t, got, NULL, file, bad[i], strlen(bad[i]), &e), 0, "%s", bad[i]);
+		snprintf(where, sizeof where, "(test):%d:", line);
+		cr_expect(strncmp(e.msg, where, strlen(where)) == 0, "text %zu: libinih line %d, cfg: %s",
+			  i, line, e.msg);
+	}
+}
+
+/* The reader scans eight bytes at a time (cfg.c word_suspect): every byte it
+ * rejects (NUL, the controls other than tab, CR and LF, DEL) is still caught
+ * at its exact column wherever it sits in the word, and bytes from 0x80 up
+ * (UTF-8 text) still pass. The expected columns are where each byte is put. */
+Test(loader, control_bytes_found_at_their_column)
+{
+	static const struct cfg_key keys[] = {
+		{NULL, "k", CFG_STR, 0, 0, 0, 0, NULL, 0, NULL, "the key under test"},
+	};
+	static const struct cfg_table t = {keys, 1};
+	const char *line = "k = abcdefghijklmnopqrstuvwxyz\n";
+	char text[64], got[CFG_STR_MAX], want[96], file[] = "(test)";
+	size_t len = 4 + strlen(line), col;
+	int c;
+
+	for (c = 0; c < 256; c++) {
+		int junk = c == 0 || (c < 32 && c != '\t' && c != '\r' && c != '\n') || c == 127;
+		if (!junk && c < 128)
+			continue;
+		for (col = 4; col < strlen(line) - 1; col++) {
+			struct err e = {0};
+			memcpy(text, "[s]\n", 4);
+			memcpy(text + 4, line, strlen(line) + 1);
+			text[4 + col] = (char)c;
+			if (!junk) {
+				cr_expect_eq(cfg_parse(&t, got, NULL, file, text, len, &e), 0,
+					     "byte 0x%02x at column %zu: %s", c, col + 1, e.msg);
+				continue;
+			}
+			cr_expect_eq(cfg_parse(&t, got, NULL, file, text, len, &e), ERR_INPUT);
+			snprintf(want, sizeof want, "(test):2: binary data (byte 0x%02x at column %zu)", c, col + 1);
+			cr_expect(strncmp(e.msg, want, strlen(want)) == 0, "%s", e.msg);
+		}
+	}
+}
+
+/* cfg_parse_entries loads several entries of one catalog text in one pass:
+ * each must come out as cfg_parse_entry alone gives it (the expected side),
+ * an optional entry that is missing is only marked so, and a required one
+ * that is missing is cfg_parse_entry's error. */
+Test(loader, entries_in_one_pass_as_one_by_one)
+{
+	static const struct cfg_key keys[] = {
+		{NULL, "k", CFG_STR, 0, 0, 0, 0, NULL, 0, NULL, "the key under test"},
+	};
+	static const struct cfg_table t = {keys, 1};
+	const char *text = "[b]\nk = from b\n[a]\nk = from a\n[c]\nk = from c\n";
+	char a[CFG_STR_MAX] = "", c[CFG_STR_MAX] = "", one[CFG_STR_MAX] = "", none[CFG_STR_MAX] = "";
+	char file[] = "(test)";
+	struct cfg_entry ents[3] = {{"c", c, 0, 0}, {"nothing-here", none, 1, 0}, {"a", a, 0, 0}};
+	struct err e = {0};
+
+	cr_assert_eq(cfg_parse_entries(&t, ents, 3, CFG_STR_MAX, file, text, strlen(text), &e), 0, "%s", e.msg);
+	cr_assert_eq(cfg_parse_entry(&t, one, CFG_STR_MAX, "a", file, text, strlen(text), &e), 0, "%s", e.msg);
+	cr_expect_str_eq(a, one);
+	cr_assert_eq(cfg_parse_entry(&t, one, CFG_STR_MAX, "c", file, text, strlen(text), &e), 0, "%s", e.msg);
+	cr_expect_str_eq(c, one);
+	cr_expect(ents[0].found && !ents[1].found && ents[2].found);
+	cr_expect_str_eq(none, "");
+	ents[1].optional = 0;
+	cr_expect_eq(cfg_parse_entries(&t, ents, 3, CFG_STR_MAX, file, text, strlen(text), &e), ERR_INPUT);
+	cr_expect(strstr(e.msg, "no entry [nothing-here] (3 entries in the file)") != NULL, "%s", e.msg);
+}
+
+/* hw_links_load reads links.ini once for a scenario's links: each link must
+ * equal what hw_link_load gives alone (the expected side), a name given twice
+ * both times, and a missing entry is reported at the key that named it. */
+Test(loader, links_in_one_pass_as_one_by_one)
+{
+	struct link intra, inter, one;
+	const struct hw_link_ref refs[2] = {{"nvlink3", &intra, 6, "intra_node"}, {"ib-hdr", &inter, 7, "inter_node"}};
+	const struct hw_link_ref twice[2] = {{"ib-hdr", &intra, 6, "intra_node"}, {"ib-hdr", &inter, 7, "inter_node"}};
+	const struct hw_link_ref bad[2] = {{"nvlink3", &intra, 6, "intra_node"}, {"ib-hdrr", &inter, 7, "inter_node"}};
+	struct err e = {0};
+
+	memset(&intra, 0, sizeof intra);  /* memcmp below: the padding too */
+	memset(&inter, 0, sizeof inter);
+	memset(&one, 0, sizeof one);
+	cr_assert_eq(hw_links_load(refs, 2, "s.ini", &e), 0, "%s", e.msg);
+	cr_assert_eq(hw_link_load("nvlink3", &one, "s.ini", 6, "intra_node", &e), 0, "%s", e.msg);
+	cr_expect_eq(memcmp(&one, &intra, sizeof one), 0);
+	cr_assert_eq(hw_link_load("ib-hdr", &one, "s.ini", 7, "inter_node", &e), 0, "%s", e.msg);
+	cr_expect_eq(memcmp(&one, &inter, sizeof one), 0);
+	cr_assert_eq(hw_links_load(twice, 2, "s.ini", &e), 0, "%s", e.msg);
+	cr_expect_eq(memcmp(&one, &intra, sizeof one), 0);
+	cr_expect_eq(memcmp(&one, &inter, sizeof one), 0);
+	cr_expect_eq(hw_links_load(bad, 2, "s.ini", &e), ERR_INPUT);
+	cr_expect(strncmp(e.msg, "s.ini:7: inter_node = ib-hdrr: ", 31) == 0, "%s", e.msg);
+	cr_expect(strstr(e.msg, "no entry [ib-hdrr]; did you mean 'ib-hdr'?") != NULL, "%s", e.msg);
 }

@@ -1,22 +1,31 @@
 /*
- * cfg.c — table-driven INI loading on top of libinih (see cfg.h).
+ * cfg.c — table-driven INI loading (see cfg.h).
  *
- * libinih does the tokenising; we feed it through our own line reader so that
- * every handler call knows its line number, and so that binary junk, overlong
- * lines and unknown or repeated sections are caught at the line they occur.
+ * The lines are read as libinih r55 (github.com/benhoyt/inih, ini.c, built
+ * with its defaults: INI_MAX_LINE 200, ';' and '#' start a comment line, ';'
+ * after whitespace starts an inline comment, '=' or ':' ends a key, section
+ * names kept to MAX_SECTION - 1 = 49 characters, a syntax error noted and the
+ * parse going on) reads them with multi-line values off, which was how this
+ * file used it; tokenising here, in one pass per line, costs a fifth of its
+ * two strchr calls per character (most of loading a scenario's catalogs).
+ * Our own line reader gives every key its line number and catches binary
+ * junk, overlong lines and unknown or repeated sections at the line they occur.
  */
 #include "cfg.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <ini.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_SECTIONS 256
 #define SECTION_MAX 64
+#define LINE_MAX_INI 200   /* libinih's INI_MAX_LINE: a line's bytes with its '\n' and NUL */
+#define SECTION_KEPT 50    /* libinih's MAX_SECTION: a section name's bytes with its NUL */
 
 struct parse {
 	const struct cfg_table *t;
@@ -28,9 +37,9 @@ struct parse {
 	size_t len, pos;
 	int lineno;
 	int any;              /* number of keys set */
-	const char *entry;    /* entry mode: the section to load, else NULL */
+	struct cfg_entry *ents; /* entry mode: the sections to load (nents), else NULL */
+	size_t nents;
 	void *scratch;        /* entry mode: target for the other sections */
-	int found;            /* entry mode: entry section seen */
 	char cur[SECTION_MAX];
 	char names[MAX_SECTIONS][SECTION_MAX];
 	int name_line[MAX_SECTIONS];
@@ -42,17 +51,24 @@ int cfg_read_file(const char *path, char **text, size_t *len, struct err *e)
 {
 	FILE *f;
 	char *buf = NULL;
-	size_t n = 0, cap = 0, got;
+	size_t n = 0, cap = 0, got, want;
+	struct stat st;
 
 	*text = NULL;
 	*len = 0;
 	f = fopen(path, "rb");
 	if (!f)
 		return err_set(e, ERR_INPUT, path, 0, "cannot open: %s", strerror(errno));
+	/* a file's own size: the text, one byte more to meet its end, the NUL
+	 * (a scenario keeps its text: 128 KiB for each was a twentieth of the
+	 * heap of a simulate); else 128 KiB, doubled as it fills */
+	if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0 &&
+	    (uintmax_t)st.st_size <= CFG_MAX_FILE)
+		cap = (size_t)st.st_size + 2;
 	for (;;) {
-		if (n + 65536 + 1 > cap) {
+		if (!buf || n + 2 > cap) {
 			char *nb;
-			cap = cap ? cap * 2 : 65536 * 2;
+			cap = buf ? cap * 2 : cap ? cap : 65536 * 2;
 			nb = realloc(buf, cap);
 			if (!nb) {
 				free(buf);
@@ -61,7 +77,8 @@ int cfg_read_file(const char *path, char **text, size_t *len, struct err *e)
 			}
 			buf = nb;
 		}
-		got = fread(buf + n, 1, 65536, f);
+		want = cap - n - 1;
+		got = fread(buf + n, 1, want, f);
 		n += got;
 		if (n > CFG_MAX_FILE) {
 			free(buf);
@@ -69,7 +86,7 @@ int cfg_read_file(const char *path, char **text, size_t *len, struct err *e)
 			return err_set(e, ERR_INPUT, path, 0, "file is larger than %u MiB; "
 				       "expected a small INI text file", CFG_MAX_FILE >> 20);
 		}
-		if (got < 65536)
+		if (got < want)
 			break;
 	}
 	if (ferror(f)) {
@@ -91,8 +108,8 @@ int cfg_index(const struct cfg_table *t, const char *section, const char *name)
 
 	for (i = 0; i < t->n; i++) {
 		const struct cfg_key *k = &t->keys[i];
-		if ((!k->section || (section && strcmp(k->section, section) == 0)) &&
-		    strcmp(k->name, name) == 0)
+		if (k->name[0] == name[0] && strcmp(k->name, name) == 0 &&  /* the first letter rules out most */
+		    (!k->section || (section && strcmp(k->section, section) == 0)))
 			return (int)i;
 	}
 	return -1;
@@ -108,22 +125,25 @@ static int section_known(const struct cfg_table *t, const char *s)
 	return 0;
 }
 
-static void expected(const struct cfg_key *k, char *buf, size_t n)
+/* What key k accepts, in words, written into buf (n bytes); returns buf.
+ * Built only for an error message or the key reference: formatting it for
+ * every stored value was a third of loading a scenario. */
+static const char *expected(const struct cfg_key *k, char *buf, size_t n)
 {
 	size_t i, used;
 
 	switch (k->type) {
 	case CFG_BOOL:
 		snprintf(buf, n, "true or false");
-		return;
+		return buf;
 	case CFG_STR:
 		snprintf(buf, n, "%s", k->help && strstr(k->help, "path") ? "a name or a path" : "a word");
-		return;
+		return buf;
 	case CFG_ENUM:
 		used = (size_t)snprintf(buf, n, "one of ");
 		for (i = 0; k->choices[i] && used < n; i++)
 			used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? "|" : "", k->choices[i]);
-		return;
+		return buf;
 	default:
 		break;
 	}
@@ -138,6 +158,7 @@ static void expected(const struct cfg_key *k, char *buf, size_t n)
 		snprintf(buf + used, n - used, ", or auto");
 	else if ((k->flags & CFG_DEFAULTV) && used < n)
 		snprintf(buf + used, n - used, ", or default");
+	return buf;
 }
 
 /* Converts value for key k into target; on error fills e at file:line. */
@@ -149,10 +170,9 @@ static int store(const struct cfg_key *k, void *target, const char *value,
 	double v;
 	size_t i;
 
-	expected(k, exp, sizeof exp);
 	if (!*value)
 		return err_set(e, ERR_INPUT, file, line, "[%s] %s is empty; expected %s",
-			       k->section ? k->section : "entry", k->name, exp);
+			       k->section ? k->section : "entry", k->name, expected(k, exp, sizeof exp));
 	if (((k->flags & CFG_AUTO) && strcmp(value, "auto") == 0) ||
 	    ((k->flags & CFG_DEFAULTV) && strcmp(value, "default") == 0)) {
 		if (k->type == CFG_INT)
@@ -186,9 +206,9 @@ static int store(const struct cfg_key *k, void *target, const char *value,
 			const char *near = err_nearest(value, k->choices, nc);
 			if (near)
 				return err_set(e, ERR_INPUT, file, line, "%s = %s: unknown value; did you mean '%s'? (expected %s)",
-					       k->name, value, near, exp);
+					       k->name, value, near, expected(k, exp, sizeof exp));
 			return err_set(e, ERR_INPUT, file, line, "%s = %s: unknown value; expected %s",
-				       k->name, value, exp);
+				       k->name, value, expected(k, exp, sizeof exp));
 		}
 	case CFG_STR:
 		if (strlen(value) >= CFG_STR_MAX)
@@ -200,14 +220,14 @@ static int store(const struct cfg_key *k, void *target, const char *value,
 	case CFG_NUM:
 		if (units_parse(value, k->unit, &v, why, sizeof why))
 			return err_set(e, ERR_INPUT, file, line, "%s = %s: %s; expected %s",
-				       k->name, value, why, exp);
+				       k->name, value, why, expected(k, exp, sizeof exp));
 		if (!(v >= k->min && v <= k->max))  /* NaN fails too */
 			return err_set(e, ERR_INPUT, file, line, "%s = %s: out of range; expected %s",
-				       k->name, value, exp);
+				       k->name, value, expected(k, exp, sizeof exp));
 		if (k->type == CFG_INT) {
 			if (v != floor(v))
 				return err_set(e, ERR_INPUT, file, line, "%s = %s: not a whole number; expected %s",
-					       k->name, value, exp);
+					       k->name, value, expected(k, exp, sizeof exp));
 			*(int64_t *)field = (int64_t)v;
 		} else {
 			*(double *)field = v;
@@ -292,7 +312,7 @@ static int on_section(struct parse *p, const char *s, size_t n)
 		if (strcmp(p->names[i], name) == 0)
 			return err_set(p->e, ERR_INPUT, p->file, p->lineno,
 				       "duplicate section [%s] (first at line %d)", name, p->name_line[i]);
-	if (!p->entry && !section_known(p->t, name)) {
+	if (!p->ents && !section_known(p->t, name)) {
 		const char *names[64];
 		size_t k;
 		const char *near;
@@ -312,7 +332,21 @@ static int on_section(struct parse *p, const char *s, size_t n)
 	return 0;
 }
 
-/* fgets-style reader over p->text that counts lines and rejects junk. */
+/* 1 when one of the 8 bytes at s is below 0x20 or is 0x7f (the bytes the
+ * reader rejects, with tab, CR and LF); it may flag a word of good bytes,
+ * never misses one (the zero-byte test of Hacker's Delight, 6-1). */
+static int word_suspect(const char *s)
+{
+	const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+	uint64_t w, del;
+
+	memcpy(&w, s, sizeof w);
+	del = w ^ (ones * 0x7f);
+	return ((((w - ones * 0x20) & ~w) | ((del - ones) & ~del)) & highs) != 0;
+}
+
+/* fgets-style reader over p->text that counts lines and rejects junk; lines
+ * longer than num - 1 bytes lose their comment or are an error. */
 static char *reader(char *buf, int num, void *stream)
 {
 	struct parse *p = stream;
@@ -326,7 +360,9 @@ static char *reader(char *buf, int num, void *stream)
 	n = nl ? (size_t)(nl - start) + 1 : p->len - p->pos;
 	p->pos += n;
 	p->lineno++;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i + 8 <= n && !word_suspect(start + i); i += 8)
+		;  /* eight bytes at a time up to the first word that may hold junk (or the '\n') */
+	for (; i < n; i++) {
 		unsigned char c = (unsigned char)start[i];
 		if (c == 0 || (c < 32 && c != '\t' && c != '\r' && c != '\n') || c == 127) {
 			err_set(p->e, ERR_INPUT, p->file, p->lineno,
@@ -335,8 +371,8 @@ static char *reader(char *buf, int num, void *stream)
 		}
 	}
 	if (n + 1 > (size_t)num) {
-		/* libinih reads lines of at most num - 1 bytes: a long comment is
-		 * dropped here, a long setting is an error */
+		/* lines are read into num bytes: a long comment is dropped
+		 * here, a long setting is an error */
 		size_t c = 0;
 		while (c < n && (start[c] == ' ' || start[c] == '\t'))
 			c++;
@@ -388,11 +424,14 @@ static int handler(void *user, const char *section, const char *name, const char
 			"key '%s' is outside any section; put it under a [section] header", name);
 		return 0;
 	}
-	if (p->entry && strcmp(section, p->entry) != 0) {
-		target = p->scratch;  /* another catalog entry: check it, keep nothing */
+	if (p->ents) {
+		size_t j = 0;
+		while (j < p->nents && strcmp(section, p->ents[j].section) != 0)
+			j++;
+		target = j < p->nents ? p->ents[j].target : p->scratch;  /* another entry: check it, keep nothing */
+		if (j < p->nents)
+			p->ents[j].found = 1;
 		lines = NULL;
-	} else if (p->entry) {
-		p->found = 1;
 	}
 	idx = cfg_index(p->t, section, name);
 	if (idx < 0) {
@@ -415,16 +454,88 @@ static int handler(void *user, const char *section, const char *name, const char
 	return 1;
 }
 
+/* isspace() in the C locale, which libinih's lskip and rstrip use. */
+static int is_space(char c)
+{
+	return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+/* The first c1 or c2 (0: none) in s, or its inline comment (';' after a
+ * space), or its end: libinih's ini_find_chars_or_comment. */
+static char *find(char *s, char c1, char c2)
+{
+	int was_space = 0;
+
+	for (; *s && *s != c1 && *s != c2 && !(was_space && *s == ';'); s++)
+		was_space = is_space(*s);
+	return s;
+}
+
+/* s with its trailing whitespace cut at end (its NUL). */
+static char *rstrip(char *s, char *end)
+{
+	while (end > s && is_space(end[-1]))
+		*--end = '\0';
+	return s;
+}
+
+/* Hands each "key = value" of p's text to handler, with its section (the
+ * grammar of the header comment). Returns 0, or the first line that is
+ * neither a comment, a "[section]" nor a "key = value", or whose key the
+ * handler refused (libinih's ini_parse_stream). */
+static int scan(struct parse *p)
+{
+	char line[LINE_MAX_INI], section[SECTION_KEPT] = "";
+	int error = 0;
+
+	while (reader(line, (int)sizeof line, p)) {
+		char *start = line, *end, *value;
+		size_t k;
+
+		if (p->lineno == 1 && (unsigned char)start[0] == 0xEF && (unsigned char)start[1] == 0xBB &&
+		    (unsigned char)start[2] == 0xBF)
+			start += 3;
+		while (is_space(*start))
+			start++;
+		rstrip(start, start + strlen(start));
+		if (!*start || *start == ';' || *start == '#')
+			continue;
+		if (*start == '[') {
+			end = find(start + 1, ']', 0);
+			if (*end != ']') {
+				error = error ? error : p->lineno;
+				continue;
+			}
+			for (k = 0, start++; start + k < end && k + 1 < sizeof section; k++)
+				section[k] = start[k];
+			section[k] = '\0';
+			continue;
+		}
+		end = find(start, '=', ':');
+		if (!*end || *end == ';') {
+			error = error ? error : p->lineno;
+			continue;
+		}
+		*end = '\0';
+		rstrip(start, end);
+		value = end + 1;
+		end = find(value, 0, 0);
+		*end = '\0';
+		while (is_space(*value))
+			value++;
+		rstrip(value, end);
+		if (!handler(p, section, start, value))
+			error = error ? error : p->lineno;
+	}
+	return error;
+}
+
 static int run(struct parse *p)
 {
-	int rc;
+	int rc = scan(p);
 
-	ini_allow_multiline = 0;  /* an indented line is a key, not a continuation */
-	rc = ini_parse_stream(reader, p, handler, p);
 	if (p->e->code)
 		return p->e->code;
-	if (rc == -2)
-		return err_set(p->e, ERR_SYSTEM, p->file, 0, "out of memory parsing");
 	if (rc > 0)
 		return err_set(p->e, ERR_INPUT, p->file, rc,
 			       "syntax error; expected '[section]', 'key = value' or a ';' comment");
@@ -476,21 +587,21 @@ int cfg_load_file(const struct cfg_table *t, void *target, const char *path, str
 	return rc;
 }
 
-int cfg_parse_entry(const struct cfg_table *t, void *target, size_t target_size,
-		    const char *section, const char *file, const char *text, size_t len,
-		    struct err *e)
+int cfg_parse_entries(const struct cfg_table *t, struct cfg_entry *ents, size_t n, size_t target_size,
+		      const char *file, const char *text, size_t len, struct err *e)
 {
 	struct parse *p = calloc(1, sizeof *p);
 	int rc = 0, i;
+	size_t j;
 
 	if (!p)
 		return err_set(e, ERR_SYSTEM, file, 0, "out of memory");
 	p->t = t;
-	p->target = target;
 	p->file = file;
 	p->text = text;
 	p->len = len;
-	p->entry = section;
+	p->ents = ents;
+	p->nents = n;
 	p->e = e;
 	p->scratch = calloc(1, target_size);
 	p->seen = calloc(t->n, sizeof *p->seen);
@@ -498,25 +609,39 @@ int cfg_parse_entry(const struct cfg_table *t, void *target, size_t target_size,
 		rc = err_set(e, ERR_SYSTEM, file, 0, "out of memory");
 		goto out;
 	}
-	rc = cfg_defaults(t, target, e);
+	for (j = 0; j < n && !rc; j++) {
+		ents[j].found = 0;
+		rc = cfg_defaults(t, ents[j].target, e);
+	}
 	if (!rc)
 		rc = run(p);
-	if (!rc && !p->found) {
+	for (j = 0; j < n && !rc; j++) {
 		const char *names[MAX_SECTIONS], *near;
+		if (ents[j].found || ents[j].optional)
+			continue;
 		for (i = 0; i < p->nnames; i++)
 			names[i] = p->names[i];
-		near = err_nearest(section, names, (size_t)p->nnames);
+		near = err_nearest(ents[j].section, names, (size_t)p->nnames);
 		if (near)
-			rc = err_set(e, ERR_INPUT, file, 0, "no entry [%s]; did you mean '%s'?", section, near);
+			rc = err_set(e, ERR_INPUT, file, 0, "no entry [%s]; did you mean '%s'?", ents[j].section, near);
 		else
 			rc = err_set(e, ERR_INPUT, file, 0, "no entry [%s] (%d entries in the file)",
-				     section, p->nnames);
+				     ents[j].section, p->nnames);
 	}
 out:
 	free(p->scratch);
 	free(p->seen);
 	free(p);
 	return rc;
+}
+
+int cfg_parse_entry(const struct cfg_table *t, void *target, size_t target_size,
+		    const char *section, const char *file, const char *text, size_t len,
+		    struct err *e)
+{
+	struct cfg_entry ent = {section, target, 0, 0};
+
+	return cfg_parse_entries(t, &ent, 1, target_size, file, text, len, e);
 }
 
 int cfg_set(const struct cfg_table *t, void *target, struct cfg_origin *origin,
@@ -614,9 +739,8 @@ void cfg_write_reference(const struct cfg_table *t, void *stream)
 	fprintf(f, "| section | key | default | accepts | meaning |\n|---|---|---|---|---|\n");
 	for (i = 0; i < t->n; i++) {
 		const struct cfg_key *k = &t->keys[i];
-		expected(k, exp, sizeof exp);
 		fprintf(f, "| [%s] | `%s` | %s | %s | %s |\n", k->section ? k->section : "entry",
 			k->name, k->def ? k->def : ((k->flags & CFG_REQUIRED) ? "(required)" : "—"),
-			exp, k->help ? k->help : "");
+			expected(k, exp, sizeof exp), k->help ? k->help : "");
 	}
 }

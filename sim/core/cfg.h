@@ -2,7 +2,7 @@
  * cfg.h — table-driven INI loading with located errors.
  *
  * Every file shardcast reads (scenarios, models/nn, models/hw, models/failures,
- * models/frameworks) is INI parsed by libinih and checked against a table of
+ * models/frameworks) is INI (libinih's grammar, cfg.c) checked against a table of
  * keys: section, name, type, unit, range, default and target field. Errors name
  * file:line and the key, say what was expected, and suggest the nearest valid key
  * for a typo. The same table generates the README's key reference
@@ -87,6 +87,21 @@ int cfg_load_file(const struct cfg_table *t, void *target, const char *path, str
 int cfg_parse_entry(const struct cfg_table *t, void *target, size_t target_size,
 		    const char *section, const char *file, const char *text, size_t len,
 		    struct err *e);
+
+/* One entry of a catalog file for cfg_parse_entries. */
+struct cfg_entry {
+	const char *section;  /* the section to load */
+	void *target;         /* where its keys go (t's defaults applied first) */
+	int optional;         /* 1: a file without it is no error (found says) */
+	int found;            /* set by the parse: the section is in the file */
+};
+
+/* cfg_parse_entry for n entries of one file in one pass: each entry's keys go
+ * to its target (two entries naming one section: the first gets it), every
+ * section is checked once; a missing entry that is not optional is the error
+ * of cfg_parse_entry (the first, in array order). */
+int cfg_parse_entries(const struct cfg_table *t, struct cfg_entry *ents, size_t n, size_t target_size,
+		      const char *file, const char *text, size_t len, struct err *e);
 
 /* Applies one "section.key=value" override (from --set). */
 int cfg_set(const struct cfg_table *t, void *target, struct cfg_origin *origin,

@@ -12,8 +12,13 @@
  * 3,072 GPUs measured with perf on this project's bench (README, Speed).
  * heap_keep() makes the heap serve them (threshold at its maximum) and keep
  * what is freed (the top trimmed only past 2 GiB free), so the second
- * evaluation reuses the pages the first faulted in. It is the process's
- * choice: the programs' main() calls it, the library never does.
+ * evaluation reuses the pages the first faulted in. It also starts the heap
+ * on a 2 MiB boundary and asks the kernel for transparent huge pages over its
+ * first 4 MiB (heap.c): the first evaluation then faults its heap in as one
+ * or two huge pages, not hundreds of 4 KiB pages (a whole `bin/simulate`
+ * process of the 175B bench: 620 page faults -> 240). It is the process's
+ * choice: the programs' main() calls it, first, before anything allocates;
+ * the library never does.
  */
 #ifndef SHARDCAST_HEAP_H
 #define SHARDCAST_HEAP_H

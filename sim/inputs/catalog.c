@@ -17,32 +17,42 @@ static int is_dir(const char *p)
 	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* The real path of ../models beside the running binary into out (n bytes);
+ * 0, or -1 when there is none. */
+static int beside_binary(char *out, size_t n)
+{
+	char exe[PATH_MAX], joined[PATH_MAX + 16], real[PATH_MAX], *slash;
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+
+	if (len <= 0)
+		return -1;
+	exe[len] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';  /* .../bin */
+	snprintf(joined, sizeof joined, "%s/../models", exe);
+	if (!is_dir(joined) || !realpath(joined, real) || strlen(real) >= n)
+		return -1;
+	memcpy(out, real, strlen(real) + 1);
+	return 0;
+}
+
 const char *catalog_dir(char *buf, size_t n)
 {
+	/* The one memo at file scope: the binary's folder is the process's, not
+	 * a simulation's, and finding it (readlink, stat, realpath: a dozen
+	 * system calls) was called for every catalog file a scenario reads. */
+	static char beside[PATH_MAX];
 	const char *env = getenv("SHARDCAST_MODELS");
-	char exe[PATH_MAX];
-	ssize_t len;
 
 	if (env && *env) {
 		snprintf(buf, n, "%s", env);
 		return buf;
 	}
-	len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (len > 0) {
-		char *slash;
-		exe[len] = '\0';
-		slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = '\0';  /* .../bin */
-			char joined[PATH_MAX + 16], real[PATH_MAX];
-			snprintf(joined, sizeof joined, "%s/../models", exe);
-			if (is_dir(joined) && realpath(joined, real)) {
-				snprintf(buf, n, "%s", real);
-				return buf;
-			}
-		}
-	}
-	snprintf(buf, n, "models");
+	if (!beside[0] && beside_binary(beside, sizeof beside))
+		beside[0] = '\0';  /* not found: looked for again next time, as before */
+	snprintf(buf, n, "%s", beside[0] ? beside : "models");
 	return buf;
 }
 

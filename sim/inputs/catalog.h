@@ -13,7 +13,9 @@
 
 #include "err.h"
 
-/* The models folder (see above). Never NULL. Computed on each call. */
+/* The models folder (see above) into buf; returns buf. $SHARDCAST_MODELS is
+ * read on each call; the folder beside the binary is found once per process
+ * (it cannot move while the process runs). */
 const char *catalog_dir(char *buf, size_t n);
 
 /* True when name is a path rather than a catalog name (has '/' or ends in .ini). */

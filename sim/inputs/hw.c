@@ -66,6 +66,17 @@ static const struct cfg_table storage_table = {storage_keys, sizeof storage_keys
 const struct cfg_table *hw_link_keys(void) { return &link_table; }
 const struct cfg_table *hw_storage_keys(void) { return &storage_table; }
 
+/* A missing catalog entry said at the scenario key that named it:
+ * "where:line: key = name: no entry [...]". Returns e->code. */
+static int at_key(struct err *e, const char *where, int line, const char *key, const char *name)
+{
+	char msg[sizeof e->msg];
+
+	snprintf(msg, sizeof msg, "%s", e->msg);
+	err_clear(e);
+	return err_set(e, ERR_INPUT, where, line, "%s = %s: %s", key, name, msg);
+}
+
 /* Loads entry name from models/hw/<file> (or a path) into target. */
 static int load_entry(const struct cfg_table *t, const char *file, const char *name, void *target,
 		      size_t size, const char *where, int line, const char *key, struct err *e)
@@ -90,14 +101,8 @@ static int load_entry(const struct cfg_table *t, const char *file, const char *n
 		snprintf(section, sizeof section, "%s", name);
 	rc = cfg_parse_entry(t, target, size, section, path, text, len, e);
 	free(text);
-	if (rc && !catalog_is_path(name) && strstr(e->msg, "no entry [")) {
-		/* say which scenario key named the missing entry */
-		char msg[sizeof e->msg];
-		snprintf(msg, sizeof msg, "%s", e->msg);
-		err_clear(e);
-		err_set(e, ERR_INPUT, where, line, "%s = %s: %s", key, name, msg);
-		return ERR_INPUT;
-	}
+	if (rc && !catalog_is_path(name) && strstr(e->msg, "no entry ["))
+		return at_key(e, where, line, key, name);  /* say which scenario key named it */
 	return rc;
 }
 
@@ -116,6 +121,52 @@ int hw_link_load(const char *name_or_path, struct link *l, const char *where, in
 	int rc = load_entry(&link_table, "links.ini", name_or_path, l, sizeof *l, where, line, key, e);
 	if (!rc)
 		snprintf(l->name, sizeof l->name, "%s", name_or_path);
+	return rc;
+}
+
+/* links.ini's entries of refs (all catalog names, at most HW_LINKS_MAX) in
+ * one pass; a name given twice is read once and copied. */
+static int links_one_pass(const struct hw_link_ref *refs, size_t n, const char *where, struct err *e)
+{
+	struct cfg_entry ents[HW_LINKS_MAX];
+	size_t first[HW_LINKS_MAX], i, j, k = 0, len;
+	char dir[PATH_MAX], path[PATH_MAX + 64], *text = NULL;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < i && strcmp(refs[j].name, refs[i].name); j++)
+			;
+		first[i] = j;  /* i itself, or the earlier ref of the same name */
+		if (j == i)
+			ents[k++] = (struct cfg_entry){refs[i].name, refs[i].link, 0, 0};
+	}
+	snprintf(path, sizeof path, "%s/hw/links.ini", catalog_dir(dir, sizeof dir));
+	rc = cfg_read_file(path, &text, &len, e);
+	if (!rc)
+		rc = cfg_parse_entries(&link_table, ents, k, sizeof(struct link), path, text, len, e);
+	free(text);
+	for (i = 0, j = 0; rc && strstr(e->msg, "no entry [") && i < n; i++)
+		if (first[i] == i && !ents[j++].found)  /* the first missing one: its key */
+			return at_key(e, where, refs[i].line, refs[i].key, refs[i].name);
+	for (i = 0; i < n && !rc; i++) {
+		if (first[i] != i)
+			*refs[i].link = *refs[first[i]].link;
+		snprintf(refs[i].link->name, sizeof refs[i].link->name, "%s", refs[i].name);
+	}
+	return rc;
+}
+
+int hw_links_load(const struct hw_link_ref *refs, size_t n, const char *where, struct err *e)
+{
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < n && n <= HW_LINKS_MAX && !catalog_is_path(refs[i].name); i++)
+		;
+	if (i == n)
+		return links_one_pass(refs, n, where, e);
+	for (i = 0; i < n && !rc; i++)  /* a file among them: each from its own */
+		rc = hw_link_load(refs[i].name, refs[i].link, where, refs[i].line, refs[i].key, e);
 	return rc;
 }
 

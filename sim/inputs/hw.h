@@ -63,6 +63,22 @@ int hw_gpu_load(const char *name_or_path, struct gpu *g, const char *where, int 
 int hw_link_load(const char *name_or_path, struct link *l, const char *where, int line,
 		 const char *key, struct err *e);
 
+/* A link a scenario names: its catalog name or path, where it is loaded, and
+ * the key and line (of the scenario file) that named it, for errors. */
+struct hw_link_ref {
+	const char *name;
+	struct link *link;
+	int line;
+	const char *key;
+};
+
+#define HW_LINKS_MAX 4
+
+/* hw_link_load of each of refs[0..n) in order, with the same results and
+ * errors; when all are catalog names, links.ini is read and checked once
+ * for all of them instead of once each. */
+int hw_links_load(const struct hw_link_ref *refs, size_t n, const char *where, struct err *e);
+
 /* Loads checkpoint storage from models/hw/storage.ini (or a path), as hw_gpu_load. */
 int hw_storage_load(const char *name_or_path, struct storage *st, const char *where, int line,
 		    const char *key, struct err *e);

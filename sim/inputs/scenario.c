@@ -524,22 +524,23 @@ static int resolve_failures(struct scenario *s, struct err *e)
 static int load_cluster(struct scenario *s, struct err *e)
 {
 	const struct scn_cluster *c = &s->s.cluster;
-	char path[CFG_STR_MAX * 2 + 2];
+	char path[CFG_STR_MAX * 2 + 2], intra[CFG_STR_MAX * 2 + 2], inter[CFG_STR_MAX * 2 + 2];
+	const struct hw_link_ref links[2] = {  /* links.ini read once for both */
+		{intra, &s->intra, line_of(s, "cluster", "intra_node"), "intra_node"},
+		{inter, &s->inter, line_of(s, "cluster", "inter_node"), "inter_node"},
+	};
 	int rc;
 
 	ref_path(s, "cluster", "gpu", c->gpu, 0, path, sizeof path);
 	rc = hw_gpu_load(path, &s->gpu, s->file, line_of(s, "cluster", "gpu"), "gpu", e);
 	if (!rc) {
 		snprintf(s->gpu.name, sizeof s->gpu.name, "%s", c->gpu);
-		ref_path(s, "cluster", "intra_node", c->intra_node, 0, path, sizeof path);
-		rc = hw_link_load(path, &s->intra, s->file, line_of(s, "cluster", "intra_node"), "intra_node", e);
+		ref_path(s, "cluster", "intra_node", c->intra_node, 0, intra, sizeof intra);
+		ref_path(s, "cluster", "inter_node", c->inter_node, 0, inter, sizeof inter);
+		rc = hw_links_load(links, 2, s->file, e);
 	}
 	if (!rc) {
 		snprintf(s->intra.name, sizeof s->intra.name, "%s", c->intra_node);
-		ref_path(s, "cluster", "inter_node", c->inter_node, 0, path, sizeof path);
-		rc = hw_link_load(path, &s->inter, s->file, line_of(s, "cluster", "inter_node"), "inter_node", e);
-	}
-	if (!rc) {
 		snprintf(s->inter.name, sizeof s->inter.name, "%s", c->inter_node);
 		rc = compute_load(c->gpu, &s->eff, e);
 	}

@@ -73,29 +73,58 @@ static int complete(const struct compute_eff *ce, const char *path, struct err *
 	return 0;
 }
 
-int compute_load(const char *gpu_name, struct compute_eff *ce, struct err *e)
+/* The numeric keys unset (-1: below every key's range) and the eager
+ * kernel's efficiencies zero (no key: eager attention is ops). */
+static void unset(struct compute_eff *ce)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 64], *text = NULL;
-	struct err e2 = {0};
-	size_t len, i;
-	int rc;
+	size_t i;
 
 	memset(ce, 0, sizeof *ce);
 	for (i = 0; i < table.n; i++)
 		if (keys[i].type == CFG_NUM)
 			*(double *)((char *)ce + keys[i].off) = -1;
-	ce->attn_eff[AK_EAGER][0] = ce->attn_eff[AK_EAGER][1] = 0;  /* no key: eager is ops */
+	ce->attn_eff[AK_EAGER][0] = ce->attn_eff[AK_EAGER][1] = 0;
+}
+
+/* The keys the device's section set (numbers not -1, texts not empty: an
+ * empty value is an error) over those of [default]. */
+static void overlay(struct compute_eff *ce, const struct compute_eff *dev)
+{
+	size_t i;
+
+	for (i = 0; i < table.n; i++) {
+		const char *from = (const char *)dev + keys[i].off;
+		char *to = (char *)ce + keys[i].off;
+		if (keys[i].type == CFG_NUM && *(const double *)from != -1)
+			*(double *)to = *(const double *)from;
+		else if (keys[i].type == CFG_STR && from[0])
+			memcpy(to, from, CFG_STR_MAX);
+	}
+}
+
+int compute_load(const char *gpu_name, struct compute_eff *ce, struct err *e)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 64], *text = NULL;
+	struct compute_eff *dev = malloc(sizeof *dev);
+	/* [default], then the device's own section over it, in one pass */
+	struct cfg_entry ents[2] = {{"default", ce, 0, 0}, {gpu_name, dev, 1, 0}};
+	size_t len;
+	int rc;
+
+	unset(ce);
+	if (!dev)
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
+	unset(dev);
 	snprintf(path, sizeof path, "%s/hw/efficiency.ini", catalog_dir(dir, sizeof dir));
 	rc = cfg_read_file(path, &text, &len, e);
 	if (!rc)
-		rc = cfg_parse_entry(&table, ce, sizeof *ce, "default", path, text, len, e);
-	snprintf(ce->entry, sizeof ce->entry, "default");
-	if (!rc && !catalog_is_path(gpu_name) &&
-	    cfg_parse_entry(&table, ce, sizeof *ce, gpu_name, path, text, len, &e2) == 0)
-		snprintf(ce->entry, sizeof ce->entry, "%s", gpu_name);
-	else if (!rc && e2.code && !strstr(e2.msg, "no entry ["))
-		rc = err_set(e, e2.code, NULL, 0, "%s", e2.msg);  /* a bad value in the device's section */
+		rc = cfg_parse_entries(&table, ents, catalog_is_path(gpu_name) ? 1 : 2, sizeof *ce,
+				       path, text, len, e);
 	free(text);
+	if (!rc && ents[1].found)
+		overlay(ce, dev);
+	free(dev);
+	snprintf(ce->entry, sizeof ce->entry, "%s", !rc && ents[1].found ? gpu_name : "default");
 	if (!rc)
 		rc = complete(ce, path, e);
 	if (!rc)

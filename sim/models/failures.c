@@ -171,6 +171,7 @@ int fail_load(const char *name_or_path, struct fail_catalog *cat, const char *wh
 		rc = err_set(e, ERR_SYSTEM, path, 0, "out of memory");
 		goto out;
 	}
+	ini_allow_multiline = 0;  /* as cfg reads it: an indented line is a key, not a continuation */
 	ini_parse_string(text, on_key, secs);  /* errors are reported by cfg_parse_entry below */
 	if (secs->n == 0) {
 		/* junk or keys outside a section are reported as such; else it is empty */
