@@ -240,10 +240,10 @@ Test(loader, paths_are_relative_to_the_scenario_file)
 	}
 }
 
-/* cfg.c tokenises lines itself (one pass per line) with the grammar of
- * libinih r55 as it used it (multi-line values off): each text below is read
- * by both, and cfg must store the value, or report the syntax error at the
- * line, that libinih gives. The expected side is libinih itself, run here. */
+/* cfg.c hands libinih its lines through a reader of its own (line numbers,
+ * binary junk checked eight bytes at a time, overlong lines): each text below
+ * is read by both, and cfg must store the value, or report the syntax error at
+ * the line, that libinih alone gives (multi-line values off, as cfg sets them). */
 struct ini_seen {
 	char value[CFG_STR_MAX];
 	char section[64];

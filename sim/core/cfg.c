@@ -1,20 +1,15 @@
 /*
- * cfg.c — table-driven INI loading (see cfg.h).
+ * cfg.c — table-driven INI loading on top of libinih (see cfg.h).
  *
- * The lines are read as libinih r55 (github.com/benhoyt/inih, ini.c, built
- * with its defaults: INI_MAX_LINE 200, ';' and '#' start a comment line, ';'
- * after whitespace starts an inline comment, '=' or ':' ends a key, section
- * names kept to MAX_SECTION - 1 = 49 characters, a syntax error noted and the
- * parse going on) reads them with multi-line values off, which was how this
- * file used it; tokenising here, in one pass per line, costs a fifth of its
- * two strchr calls per character (most of loading a scenario's catalogs).
- * Our own line reader gives every key its line number and catches binary
- * junk, overlong lines and unknown or repeated sections at the line they occur.
+ * libinih does the tokenising; we feed it through our own line reader so that
+ * every handler call knows its line number, and so that binary junk, overlong
+ * lines and unknown or repeated sections are caught at the line they occur.
  */
 #include "cfg.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <ini.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,8 +19,6 @@
 
 #define MAX_SECTIONS 256
 #define SECTION_MAX 64
-#define LINE_MAX_INI 200   /* libinih's INI_MAX_LINE: a line's bytes with its '\n' and NUL */
-#define SECTION_KEPT 50    /* libinih's MAX_SECTION: a section name's bytes with its NUL */
 
 struct parse {
 	const struct cfg_table *t;
@@ -454,88 +447,16 @@ static int handler(void *user, const char *section, const char *name, const char
 	return 1;
 }
 
-/* isspace() in the C locale, which libinih's lskip and rstrip use. */
-static int is_space(char c)
-{
-	return c == ' ' || (c >= '\t' && c <= '\r');
-}
-
-/* The first c1 or c2 (0: none) in s, or its inline comment (';' after a
- * space), or its end: libinih's ini_find_chars_or_comment. */
-static char *find(char *s, char c1, char c2)
-{
-	int was_space = 0;
-
-	for (; *s && *s != c1 && *s != c2 && !(was_space && *s == ';'); s++)
-		was_space = is_space(*s);
-	return s;
-}
-
-/* s with its trailing whitespace cut at end (its NUL). */
-static char *rstrip(char *s, char *end)
-{
-	while (end > s && is_space(end[-1]))
-		*--end = '\0';
-	return s;
-}
-
-/* Hands each "key = value" of p's text to handler, with its section (the
- * grammar of the header comment). Returns 0, or the first line that is
- * neither a comment, a "[section]" nor a "key = value", or whose key the
- * handler refused (libinih's ini_parse_stream). */
-static int scan(struct parse *p)
-{
-	char line[LINE_MAX_INI], section[SECTION_KEPT] = "";
-	int error = 0;
-
-	while (reader(line, (int)sizeof line, p)) {
-		char *start = line, *end, *value;
-		size_t k;
-
-		if (p->lineno == 1 && (unsigned char)start[0] == 0xEF && (unsigned char)start[1] == 0xBB &&
-		    (unsigned char)start[2] == 0xBF)
-			start += 3;
-		while (is_space(*start))
-			start++;
-		rstrip(start, start + strlen(start));
-		if (!*start || *start == ';' || *start == '#')
-			continue;
-		if (*start == '[') {
-			end = find(start + 1, ']', 0);
-			if (*end != ']') {
-				error = error ? error : p->lineno;
-				continue;
-			}
-			for (k = 0, start++; start + k < end && k + 1 < sizeof section; k++)
-				section[k] = start[k];
-			section[k] = '\0';
-			continue;
-		}
-		end = find(start, '=', ':');
-		if (!*end || *end == ';') {
-			error = error ? error : p->lineno;
-			continue;
-		}
-		*end = '\0';
-		rstrip(start, end);
-		value = end + 1;
-		end = find(value, 0, 0);
-		*end = '\0';
-		while (is_space(*value))
-			value++;
-		rstrip(value, end);
-		if (!handler(p, section, start, value))
-			error = error ? error : p->lineno;
-	}
-	return error;
-}
-
 static int run(struct parse *p)
 {
-	int rc = scan(p);
+	int rc;
 
+	ini_allow_multiline = 0;  /* an indented line is a key, not a continuation */
+	rc = ini_parse_stream(reader, p, handler, p);
 	if (p->e->code)
 		return p->e->code;
+	if (rc == -2)
+		return err_set(p->e, ERR_SYSTEM, p->file, 0, "out of memory parsing");
 	if (rc > 0)
 		return err_set(p->e, ERR_INPUT, p->file, rc,
 			       "syntax error; expected '[section]', 'key = value' or a ';' comment");
