@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "memory.h"
 #include "memwalk.h"
 #include "predict.h"
@@ -925,4 +926,118 @@ Test(memory, dropout_and_precision)
 	cr_expect_gt(d.what_peak[W_SAVED], saved16);
 	cr_expect_eq(d.what[W_LOSS_SCALE], 0);
 	drop(&c);
+}
+
+/* ---- the allocator emulation's replay ------------------------------------------- */
+
+/* The rule memory.c's replay implements, written out plainly: every pooled
+ * alloc of the tape goes through the allocator (alloc.h) at fixed + b x
+ * per_sample bytes, a pooled free releases the latest live block of its size
+ * (none: nothing), events outside the allocator add to what lives beside it,
+ * and the peak is the most the allocator reserves plus that, at an alloc. No
+ * capacity (the plan's is set out of reach too). */
+static int64_t plain_replay(const struct mem_plan *p, int t, int64_t b)
+{
+	const struct mem_tape *tp = &p->tape[t];
+	struct alloc_cfg cfg = p->acfg;
+	struct alloc a;
+	int64_t *size = malloc((size_t)tp->n * sizeof *size), outside = 0, peak = 0, s;
+	int *h = malloc((size_t)tp->n * sizeof *h), live = 0, i, j;
+
+	cr_assert(size && h);
+	cfg.capacity = (int64_t)1 << 60;
+	alloc_init(&a, &cfg);
+	for (i = 0; i < tp->n; i++) {
+		const struct mem_event *e = &tp->ev[i];
+		s = e->fixed + b * e->per_sample;
+		if (!e->pooled) {
+			outside += e->sign * s;
+		} else if (e->sign > 0) {
+			size[live] = s;
+			h[live] = alloc_malloc(&a, s);
+			cr_assert_geq(h[live], 0);
+			live++;
+		} else {
+			for (j = live - 1; j >= 0 && size[j] != s; j--)
+				;
+			if (j >= 0) {
+				alloc_free(&a, h[j]);
+				memmove(size + j, size + j + 1, (size_t)(live - j - 1) * sizeof *size);
+				memmove(h + j, h + j + 1, (size_t)(live - j - 1) * sizeof *h);
+				live--;
+			}
+		}
+		if (e->sign > 0 && a.reserved + outside > peak)
+			peak = a.reserved + outside;
+	}
+	alloc_release(&a);
+	free(size);
+	free(h);
+	return peak;
+}
+
+/* The micro-batches in 1 .. 4096 at which two of the tape's pooled requests of
+ * different (fixed, per_sample) have the same size (fixed1 + b ps1 = fixed2 +
+ * b ps2): where matching frees per class of requests (memory.c) must still
+ * match them per size. Returns how many went into bs (at most max). */
+static int colliding(const struct mem_tape *tp, int64_t *bs, int max)
+{
+	int64_t f[256], ps[256], d, b;
+	int nk = 0, i, j, k, n = 0;
+
+	for (i = 0; i < tp->n && nk < 256; i++) {
+		const struct mem_event *e = &tp->ev[i];
+		if (!e->pooled || e->sign < 0)
+			continue;
+		for (k = 0; k < nk && !(f[k] == e->fixed && ps[k] == e->per_sample); k++)
+			;
+		if (k == nk)
+			f[nk] = e->fixed, ps[nk++] = e->per_sample;
+	}
+	for (i = 0; i < nk; i++)
+		for (j = i + 1; j < nk; j++) {
+			if (ps[i] == ps[j] || (d = f[j] - f[i]) % (ps[i] - ps[j]))
+				continue;
+			b = d / (ps[i] - ps[j]);
+			for (k = 0; k < n && bs[k] != b; k++)
+				;
+			if (b >= 1 && b <= 4096 && k == n && n < max)
+				bs[n++] = b;
+		}
+	return n;
+}
+
+/* The replay (live blocks matched per class of equal requests, each class
+ * mapped at b to the first of its size; replays remembered per b) gives the
+ * plain rule's peak, at the micro-batches where classes collide and at a few
+ * others, for DDP, ZeRO-3 and FSDP tapes with and without accumulation. */
+Test(memory, emulated_replay_matches_frees_by_size, .timeout = 120)
+{
+	static const char *const strats[] = {"training.strategy=ddp", "training.strategy=zero3",
+						 "training.strategy=fsdp"};
+	static const char *const accums[] = {"training.grad_accum=1", "training.grad_accum=2"};
+	static const int64_t plain[] = {1, 2, 3, 7};
+	int64_t bs[24];
+	int st, ac, t, n, k, collisions = 0;
+
+	for (st = 0; st < 3; st++)
+		for (ac = 0; ac < 2; ac++) {
+			const char *sets[] = {strats[st], accums[ac], "model.name=gpt2", "training.framework=pytorch"};
+			struct ctx c;
+			load(&c, base, sets, 4);
+			cr_assert(c.p.emulate, "PyTorch's plans replay through the emulated allocator");
+			c.p.capacity = (int64_t)1 << 60;
+			for (t = 0; t < c.p.ntapes; t++) {
+				n = colliding(&c.p.tape[t], bs, 20);
+				collisions += n;
+				for (k = 0; k < 4; k++)
+					bs[n++] = plain[k];
+				for (k = 0; k < n; k++)
+					cr_expect_eq(mem_peak(&c.p, t, bs[k]), plain_replay(&c.p, t, bs[k]),
+						     "%s %s tape %d at micro-batch %lld", strats[st], accums[ac], t,
+						     (long long)bs[k]);
+			}
+			drop(&c);
+		}
+	cr_expect_gt(collisions, 0, "some micro-batches where two classes of requests have one size");
 }
