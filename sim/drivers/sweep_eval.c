@@ -367,6 +367,21 @@ static void breakdown(const struct mem_plan *p, const struct graph *g, int64_t b
 			 d.op >= 0 ? ", " : "", d.op >= 0 ? g->ops[d.op].name : "");
 }
 
+/* The memory figures of src (peak .. overhead, the binding note) into r. */
+static void memory_figures(struct sweep_result *r, const struct sweep_result *src)
+{
+	r->peak = src->peak;
+	r->capacity = src->capacity;
+	r->params = src->params;
+	r->grads = src->grads;
+	r->optimizer = src->optimizer;
+	r->activations = src->activations;
+	r->buffers = src->buffers;
+	r->overhead = src->overhead;
+	memcpy(r->note, src->note, sizeof r->note);
+	r->memory = src->memory;
+}
+
 /* breakdown() of candidate i's plan a, through its memo. Returns 0 or fills e. */
 static int memory(struct sweep_ctx *c, int ci, int a, int64_t b, struct sweep_result *r, struct err *e)
 {
@@ -377,16 +392,7 @@ static int memory(struct sweep_ctx *c, int ci, int a, int64_t b, struct sweep_re
 	for (i = 0; i < c->nmemo; i++) {
 		m = &s->mm[i];
 		if (m->mb == b && m->a == a) {
-			r->peak = m->r.peak;
-			r->capacity = m->r.capacity;
-			r->params = m->r.params;
-			r->grads = m->r.grads;
-			r->optimizer = m->r.optimizer;
-			r->activations = m->r.activations;
-			r->buffers = m->r.buffers;
-			r->overhead = m->r.overhead;
-			memcpy(r->note, m->r.note, sizeof r->note);
-			r->memory = 1;
+			memory_figures(r, &m->r);
 			return 0;
 		}
 	}
@@ -843,13 +849,16 @@ static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_re
 	if (bounds(c, i, e))
 		return e->code;
 	t = c->lbt[(size_t)i * (size_t)c->sw->nbatch + (size_t)bi];
+	if (!(t > 0)) {  /* nothing known of its time */
+		*ub = HUGE_VAL;
+		return 0;
+	}
 	memset(&st, 0, sizeof st);
 	st.time = t;
 	st.micro_batch = r->micro_batch;
 	st.grad_accum = r->grad_accum;
 	st.global_batch = r->micro_batch * r->grad_accum * c->work.dp;
-	st.samples_per_s = t > 0 ? (double)st.global_batch / t : HUGE_VAL;
-	st.tokens_per_s = st.samples_per_s * c->g[c->slots[i].graph].tokens;
+	step_throughput(&c->g[c->slots[i].graph], &st);
 	x.tokens_per_s = st.tokens_per_s;
 	if (train_time(c, &c->g[c->slots[i].graph], &st, &x, e))
 		return e->code;

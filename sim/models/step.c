@@ -1558,14 +1558,19 @@ static double recompute_flops(const struct graph *g, int mode)
 	return f * g->o.tp;
 }
 
+void step_throughput(const struct graph *g, struct step_result *r)
+{
+	r->samples_per_s = r->time > 0 ? (double)r->global_batch / r->time : 0;
+	r->tokens_per_s = r->samples_per_s * g->tokens;
+}
+
 /* Throughput and utilisation of step r (time and global batch set). */
 static void rates(const struct step_sim *ss, const struct scenario *s, const struct graph *g,
 		  struct step_result *r)
 {
 	double per_sample = ss->flops_ps, peak_all;
 
-	r->samples_per_s = r->time > 0 ? r->global_batch / r->time : 0;
-	r->tokens_per_s = r->samples_per_s * g->tokens;
+	step_throughput(g, r);
 	peak_all = s->gpu.peak[s->plan.precision] * (double)s->world;
 	r->mfu = per_sample * r->samples_per_s / peak_all;
 	r->hfu = (per_sample + ss->flops_rc) * r->samples_per_s / peak_all;

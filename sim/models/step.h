@@ -174,6 +174,11 @@ struct step_bound {
 int step_bound(struct step_sim *ss, const struct scenario *s, const struct graph *g, int64_t micro_batch,
 	       struct step_bound *out, struct err *e);
 
+/* Samples and tokens per second of step r from its time and global batch (0
+ * when its time is 0): the throughput every step result reports, and the
+ * most a step of a bounded time could reach (sweep_eval.c). */
+void step_throughput(const struct graph *g, struct step_result *r);
+
 /* The least time of a step of ga micro-steps: from the bound of one micro-step
  * (one) alone when ga is 1, else from those of one and two (two), each stream
  * extended by its growth per micro-step. */
