@@ -328,3 +328,98 @@ Test(alloc, random_requests_take_the_best_fit_and_count_every_byte)
 	cr_expect_gt(a.retries, 0);
 	alloc_release(&a);
 }
+
+/* ---- a copy at the limit continues as a run without one ---------------------- */
+
+#define FORK_OPS 6000
+
+/* ops[i]: a request's size (> 0) or, <= 0, a free of held[-ops[i]]; the same
+ * generator as random_run, with every malloc served (no limit). */
+static int64_t ops[FORK_OPS];
+static int ref_h[FORK_OPS];
+static int64_t ref_al[FORK_OPS], ref_re[FORK_OPS];
+
+/* Runs ops[from..) on x (held: its live handles, *nheld of them); with ref,
+ * records each step's handle and counters, else checks them against the
+ * record. Returns the op that hit the limit under x->stop (-1 none). */
+static int run_ops(struct alloc *x, int *held, int *nheld, int from, int ref)
+{
+	int i, k, h;
+
+	for (i = from; i < FORK_OPS; i++) {
+		if (ops[i] <= 0) {
+			k = (int)-ops[i];
+			h = held[k];
+			alloc_free(x, h);
+			held[k] = held[--*nheld];
+		} else {
+			h = alloc_malloc(x, ops[i]);
+			if (h == ALLOC_ELIMIT)
+				return i;
+			cr_assert_geq(h, 0, "op %d", i);
+			held[(*nheld)++] = h;
+		}
+		if (ref) {
+			ref_h[i] = h;
+			ref_al[i] = x->allocated;
+			ref_re[i] = x->reserved;
+		} else {
+			cr_assert_eq(h, ref_h[i], "op %d: block %d, unlimited from the start %d", i, h, ref_h[i]);
+			cr_assert_eq(x->allocated, ref_al[i], "op %d", i);
+			cr_assert_eq(x->reserved, ref_re[i], "op %d", i);
+		}
+	}
+	return -1;
+}
+
+/* memory.c's search replays a tape at the capacity and, when it does not
+ * fit, the same tape without a limit; the second continues from a copy of
+ * the first where it first went past the limit (alloc.h: ALLOC_ELIMIT,
+ * alloc_copy). Up to there a malloc of either makes the same moves (only a
+ * segment past the limit takes another way, and it is refused before anything
+ * changes), so the copy, run on without a limit, must hand out the same
+ * blocks with the same counters at every step as a run unlimited from the
+ * start. */
+static void fork_case(int64_t capacity, int64_t ms)
+{
+	static int held[512], held_ref[512];
+	struct alloc_cfg unl = {.capacity = (int64_t)1 << 60, .max_split = ms};
+	struct alloc_cfg cap = {.capacity = capacity, .max_split = ms};
+	struct alloc ref, fork = {0};
+	int i, n = 0, nheld = 0, at;
+
+	rnd_state = 0x2545F4914F6CDD1DULL;
+	for (i = 0; i < FORK_OPS; i++)
+		if (n > 0 && (n == 512 || rnd() % 5 < 2))
+			ops[i] = -(int64_t)(rnd() % (uint64_t)n--);
+		else
+			ops[i] = alloc_round(request()), n++;
+	alloc_init(&ref, &unl);
+	cr_assert_eq(run_ops(&ref, held_ref, &nheld, 0, 1), -1);
+	alloc_init(&a, &cap);
+	a.stop = 1;
+	nheld = 0;
+	at = run_ops(&a, held, &nheld, 0, 0);  /* the same moves as the unlimited run, up to the limit */
+	cr_assert_gt(at, 0, "the run at %lld MiB never reached its limit", (long long)(capacity / MiB));
+	cr_assert_eq(alloc_copy(&fork, &a), 0);
+	a.stop = 0;
+	i = alloc_malloc(&a, ops[at]);  /* the capped run goes on: its cache freed, then it fits or not */
+	cr_expect(i >= 0 || i == ALLOC_EOOM, "op %d: %d", at, i);
+	if (ms == 0)  /* without max_split_size the cache is freed at once */
+		cr_expect_eq(a.retries, 1);
+	fork.c.capacity = (int64_t)1 << 60;
+	fork.stop = 0;
+	cr_assert_eq(run_ops(&fork, held, &nheld, at, 0), -1);
+	cr_expect_eq(fork.peak_reserved, ref.peak_reserved);
+	cr_expect_eq(fork.peak_allocated, ref.peak_allocated);
+	alloc_release(&fork);
+	alloc_release(&ref);
+	alloc_release(&a);
+}
+
+Test(alloc, a_copy_at_the_limit_continues_as_a_run_without_one)
+{
+	fork_case(3 * 1024 * MiB, 0);
+	fork_case(3 * 1024 * MiB, 40 * MiB);  /* max_split_size: its release comes after the refusal */
+	fork_case(6 * 1024 * MiB, 0);
+}

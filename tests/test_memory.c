@@ -416,6 +416,45 @@ Test(memory, max_batch_is_exact)
 	}
 }
 
+/* The max batch of a plan rebuilt into memory that searched others (a
+ * sweep's: memory.c remembers searches by a digest of what they read) is the
+ * answer of a plan built afresh, when the tape is the same and when only the
+ * capacity or the allocator's settings differ: a search remembered for
+ * another input would give another answer (halving the capacity must lower
+ * it, and does below). */
+Test(memory, remembered_searches_answer_as_fresh_ones)
+{
+	const char *sets[] = {"training.strategy=ddp", "model.name=gpt2-medium", "model.seq_len=512",
+			      "training.micro_batch=auto", "training.framework=pytorch"};
+	static const double scale[] = {1, 0.5, 1, 0.5, 1};
+	static const int expandable[] = {0, 0, 0, 1, 1};
+	struct ctx c;
+	struct mem_plan q;
+	struct err e = {0};
+	double full;
+	int64_t m[5], fresh;
+	int k, bind;
+
+	load(&c, base, sets, 5);
+	cr_assert(c.p.emulate);
+	full = c.s.capacity;
+	for (k = 0; k < 5; k++) {
+		c.s.capacity = full * scale[k];
+		c.s.s.training.expandable_segments = expandable[k];
+		cr_assert_eq(mem_plan_rebuild(&c.p, &c.s, &c.g, &c.pf, &e), 0, "%s", e.msg);
+		m[k] = mem_max_batch(&c.p, &bind);
+		memset(&q, 0, sizeof q);
+		cr_assert_eq(mem_plan_build(&q, &c.s, &c.g, &c.pf, &e), 0, "%s", e.msg);
+		fresh = mem_max_batch(&q, &bind);
+		mem_plan_free(&q);
+		cr_expect_eq(m[k], fresh, "case %d: remembered %lld, afresh %lld", k, (long long)m[k],
+			     (long long)fresh);
+	}
+	cr_expect_lt(m[1], m[0], "half the memory, a smaller batch");
+	cr_expect_eq(m[2], m[0]);
+	drop(&c);
+}
+
 /* The sweep's breakdown (mem_detail_peak: two light passes) is mem_detail's,
  * field for field, and its peak is mem_peak's: the same allocator arithmetic
  * reached by different loops, for every strategy and framework, with pools

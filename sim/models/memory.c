@@ -301,6 +301,13 @@ struct mem_classes {
 	int capn, capk;
 };
 
+/* Where a replay stands: its next event, the bytes outside the allocator,
+ * and its peak so far (emu_take). */
+struct emu_pos {
+	int i, at;
+	int64_t outside, peak, best_alloc;
+};
+
 #define EMU_MEMO 8
 
 struct mem_emu {
@@ -327,6 +334,15 @@ struct mem_emu {
 	int memo_at[2][EMU_MEMO];
 	int memo_next[2];      /* the entry the next replay takes */
 	int64_t max[2];        /* the search's answer per tape, -1 not searched */
+	/* the fork (emu_fork): where a replay at the capacity first went past
+	 * it, kept while want_fork */
+	int want_fork;
+	struct alloc fa;       /* the allocator there */
+	int *ftop, *fbelow;    /* (capftop, capfbelow) top and below there */
+	int capftop, capfbelow;
+	struct emu_pos fq;     /* the replay there */
+	int fork_t;
+	int64_t fork_b;        /* b of the fork, -1 none */
 	struct emu_known *known; /* (EMU_KNOWN) searches done, by what they read; NULL none yet */
 };
 
@@ -493,31 +509,42 @@ static inline void emu_take(int64_t cur, int64_t allocated, int i, int64_t *peak
 	}
 }
 
-/* Replays tape t at b through the emulated allocator, cap bytes for its
- * requests. Returns 0, ALLOC_EOOM (it ran out) or ALLOC_ESYS (host memory);
- * *peak = the most it held plus what is outside it, *at = the event where it
- * first held that with the most allocated (-1 none). */
-static int emu_replay(const struct mem_plan *p, int t, int64_t b, int64_t cap, int64_t *peak, int *at)
+#define EMU_UNLIMITED ((int64_t)1 << 60)
+
+/* The replay of tape t at b stands at q, its malloc of q->i past the limit
+ * and nothing changed (ALLOC_ELIMIT): kept as the fork a replay of the same
+ * tape and b without a limit continues from (emu_resume). */
+static void emu_fork(struct mem_emu *m, int t, int64_t b, const struct emu_pos *q)
+{
+	int k = m->cls[t].k, nb = m->a.nb;
+
+	m->fork_b = -1;
+	if (emu_grow((void **)&m->ftop, m->capftop, k + 1, sizeof *m->ftop) ||
+	    emu_grow((void **)&m->fbelow, m->capfbelow, nb + 1, sizeof *m->fbelow))
+		return;
+	m->capftop = m->capftop > k + 1 ? m->capftop : k + 1;
+	m->capfbelow = m->capfbelow > nb + 1 ? m->capfbelow : nb + 1;
+	if (alloc_copy(&m->fa, &m->a))
+		return;
+	memcpy(m->ftop, m->top, (size_t)k * sizeof *m->top);
+	memcpy(m->fbelow, m->below, (size_t)nb * sizeof *m->below);
+	m->fq = *q;
+	m->fork_t = t;
+	m->fork_b = b;
+}
+
+/* Runs the replay of tape t at b on from q (m->a, m->top, m->below as it left
+ * them) to its last alloc. Returns 0, ALLOC_EOOM or ALLOC_ESYS. */
+static int emu_loop(const struct mem_plan *p, int t, int64_t b, struct emu_pos *q)
 {
 	const struct mem_tape *tp = &p->tape[t];
 	struct mem_emu *m = p->emu;
-	struct alloc_cfg c = p->acfg;
-	const int *cls, *rep;
-	int *top;
-	int64_t outside = 0, sz, pk = 0, best_alloc = -1;
-	int i, h, r, pat = -1, rc = 0;
+	const int *cls = m->cls[t].of, *rep = m->rep;
+	int *top = m->top;
+	int64_t outside = q->outside, sz, pk = q->peak, best_alloc = q->best_alloc;
+	int i, h, r, pat = q->at, rc = 0;
 
-	c.capacity = cap;
-	if (emu_prepare(m, tp, t, b)) {
-		*peak = 0;
-		*at = -1;
-		return ALLOC_ESYS;
-	}
-	alloc_reset(&m->a, &c);
-	cls = m->cls[t].of;
-	rep = m->rep;
-	top = m->top;
-	for (i = 0; i < m->cls[t].end; i++) {
+	for (i = q->i; i < m->cls[t].end; i++) {
 		const struct mem_event *e = &tp->ev[i];
 		sz = e->fixed + b * e->per_sample;
 		if (!e->pooled) {
@@ -526,6 +553,12 @@ static int emu_replay(const struct mem_plan *p, int t, int64_t b, int64_t cap, i
 				emu_take(m->a.reserved + outside, m->a.allocated, i, &pk, &best_alloc, &pat);
 		} else if (e->sign > 0) {
 			h = alloc_malloc(&m->a, sz);
+			if (h == ALLOC_ELIMIT) {  /* the first time past the limit */
+				*q = (struct emu_pos){i, pat, outside, pk, best_alloc};
+				emu_fork(m, t, b, q);
+				m->a.stop = 0;
+				h = alloc_malloc(&m->a, sz);
+			}
 			if (h < 0 || (h >= m->capb && emu_below(m, h))) {
 				rc = h < 0 ? h : ALLOC_ESYS;
 				break;
@@ -539,8 +572,69 @@ static int emu_replay(const struct mem_plan *p, int t, int64_t b, int64_t cap, i
 			alloc_free(&m->a, h);
 		}
 	}
-	*peak = pk;
-	*at = pat;
+	*q = (struct emu_pos){i, pat, outside, pk, best_alloc};
+	return rc;
+}
+
+/* Replays tape t at b through the emulated allocator, cap bytes for its
+ * requests; with m->want_fork, keeps the fork where it first goes past them.
+ * Returns 0, ALLOC_EOOM (it ran out) or ALLOC_ESYS (host memory); *peak = the
+ * most it held plus what is outside it, *at = the event where it first held
+ * that with the most allocated (-1 none). */
+static int emu_replay(const struct mem_plan *p, int t, int64_t b, int64_t cap, int64_t *peak, int *at)
+{
+	struct mem_emu *m = p->emu;
+	struct alloc_cfg c = p->acfg;
+	struct emu_pos q = {0, -1, 0, 0, -1};
+	int rc;
+
+	c.capacity = cap;
+	if (emu_prepare(m, &p->tape[t], t, b)) {
+		*peak = 0;
+		*at = -1;
+		return ALLOC_ESYS;
+	}
+	alloc_reset(&m->a, &c);
+	if (m->want_fork && cap < EMU_UNLIMITED) {
+		m->fork_b = -1;
+		m->a.stop = 1;
+	}
+	rc = emu_loop(p, t, b, &q);
+	m->a.stop = 0;
+	*peak = q.peak;
+	*at = q.at;
+	return rc;
+}
+
+/* emu_replay of tape t at b without a limit: from the fork the replay at the
+ * capacity kept, if it did, else from the start. Up to the fork both make
+ * the same moves (a malloc goes another way only past the limit). */
+static int emu_resume(const struct mem_plan *p, int t, int64_t b, int64_t *peak, int *at)
+{
+	struct mem_emu *m = p->emu;
+	struct alloc x;
+	struct emu_pos q;
+	int rc;
+
+	if (m->fork_b != b || m->fork_t != t)
+		return emu_replay(p, t, b, EMU_UNLIMITED, peak, at);
+	m->fork_b = -1;
+	if (emu_prepare(m, &p->tape[t], t, b)) {  /* the classes' representatives at b */
+		*peak = 0;
+		*at = -1;
+		return ALLOC_ESYS;
+	}
+	x = m->a;  /* the fork's allocator in; the other one is the next fork's */
+	m->a = m->fa;
+	m->fa = x;
+	m->a.c.capacity = EMU_UNLIMITED;
+	m->a.stop = 0;
+	memcpy(m->top, m->ftop, (size_t)m->cls[t].k * sizeof *m->top);
+	memcpy(m->below, m->fbelow, (size_t)m->a.nb * sizeof *m->below);
+	q = m->fq;
+	rc = emu_loop(p, t, b, &q);
+	*peak = q.peak;
+	*at = q.at;
 	return rc;
 }
 
@@ -581,7 +675,7 @@ static int64_t emu_peak(const struct mem_plan *p, int t, int64_t b, int *at)
 	int rc = p->emu->max[t] >= 0 && b > p->emu->max[t] ? ALLOC_EOOM : emu_run(p, t, b, &peak, at);
 
 	if (rc == ALLOC_EOOM)  /* what it would need */
-		rc = emu_replay(p, t, b, (int64_t)1 << 60, &peak, at);
+		rc = emu_replay(p, t, b, EMU_UNLIMITED, &peak, at);
 	if (rc)
 		p->emu->nomem = 1;
 	return peak;
@@ -828,7 +922,7 @@ static int64_t emu_guess(const struct mem_plan *p, int t, int64_t b)
 	int64_t need, ps = 0, over;
 	int i, at;
 
-	if (emu_replay(p, t, b, (int64_t)1 << 60, &need, &at))
+	if (emu_resume(p, t, b, &need, &at))
 		return 1;
 	for (i = 0; i < tp->n; i++)
 		ps = tp->cum_ps[i] > ps ? tp->cum_ps[i] : ps;
@@ -842,11 +936,15 @@ static int64_t emu_guess(const struct mem_plan *p, int t, int64_t b)
 static int64_t tape_max_emu(const struct mem_plan *p, int t)
 {
 	int64_t ub = linear_bound(p, t), b = tape_max(p, t), lo, hi, nb, step = 1;
+	int fits0;
 
 	if (ub < 1)
 		return 0;
 	b = b < 1 ? 1 : b > ub ? ub : b;
-	if (emu_fits(p, t, b)) {
+	p->emu->want_fork = 1;  /* emu_guess may follow at b */
+	fits0 = emu_fits(p, t, b);
+	p->emu->want_fork = 0;
+	if (fits0) {
 		lo = b;
 		hi = ub + 1;  /* past the bound: known not to fit */
 		while ((nb = lo + step) <= ub && emu_fits(p, t, nb)) {
@@ -1046,6 +1144,7 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 		for (i = 0; i < 2 * EMU_MEMO; i++)  /* new tapes: nothing remembered */
 			p->emu->memo_b[i / EMU_MEMO][i % EMU_MEMO] = -1;
 		p->emu->max[0] = p->emu->max[1] = -1;
+		p->emu->fork_b = -1;
 		p->emu->cls[0].k = p->emu->cls[1].k = -1;
 	}
 	p->batch_mult = s->dp * t->grad_accum;
@@ -1091,6 +1190,9 @@ void mem_plan_free(struct mem_plan *p)
 		free(p->emu->top);
 		free(p->emu->below);
 		free(p->emu->known);
+		alloc_release(&p->emu->fa);
+		free(p->emu->ftop);
+		free(p->emu->fbelow);
 		free(p->emu);
 	}
 	memset(p, 0, sizeof *p);
