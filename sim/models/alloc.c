@@ -501,28 +501,41 @@ static int64_t expandable_size(const struct alloc *a, int h)
 	return a->b[h].size + (n >= 0 && !a->b[n].mapped ? a->b[n].size : 0);
 }
 
-/* get_free_block: best fit under the max_split_size rules. */
-static inline int get_free_block(struct alloc *a, int pool, int64_t size)
+/* The free block get_free_block takes for size (best fit under the
+ * max_split_size rules), at *p in its set; -1 none. Changes nothing. */
+static inline int find_free(const struct alloc *a, int pool, int64_t size, struct pos *p)
 {
-	struct alloc_set *s = &a->free_[pool];
-	struct pos p = lower_bound(a, pool, size), q;
+	const struct alloc_set *s = &a->free_[pool];
 	int64_t ms = a->c.max_split;
+	struct pos q;
 	int h;
 
-	if (gc_on(a))
-		a->gc_calls[pool]++;
-	if (p.c < 0)
+	*p = lower_bound(a, pool, size);
+	if (p->c < 0)
 		return -1;
 	if (a->c.expandable)  /* a block that can grow counts at its grown size */
-		for (q = next_pos(s, p); q.c >= 0 && expandable_size(a, at(s, q)) < expandable_size(a, at(s, p));
+		for (q = next_pos(s, *p); q.c >= 0 && expandable_size(a, at(s, q)) < expandable_size(a, at(s, *p));
 		     q = next_pos(s, q))
-			p = q;
-	h = at(s, p);
+			*p = q;
+	h = at(s, *p);
 	if (ms > 0 && size < ms && a->b[h].size >= ms)
 		return -1;
 	if (ms > 0 && size >= ms && a->b[h].size >= size + ALLOC_LARGE_BUFFER)
 		return -1;
-	erase_at(s, p);
+	return h;
+}
+
+/* get_free_block: that block, out of its set. */
+static inline int get_free_block(struct alloc *a, int pool, int64_t size)
+{
+	struct pos p;
+	int h;
+
+	if (gc_on(a))
+		a->gc_calls[pool]++;
+	h = find_free(a, pool, size, &p);
+	if (h >= 0)
+		erase_at(&a->free_[pool], p);
 	return h;
 }
 
@@ -675,6 +688,18 @@ int alloc_malloc(struct alloc *a, int64_t request)
 	if (a->reserved > a->peak_reserved)
 		a->peak_reserved = a->reserved;
 	return h;
+}
+
+int alloc_probe(const struct alloc *a, int64_t request, int64_t *handed)
+{
+	int64_t size = alloc_round(request);
+	int pool = size <= ALLOC_SMALL_SIZE ? SMALL : LARGE, h;
+	struct pos p;
+
+	if (a->nomem || a->c.expandable || gc_on(a) || (h = find_free(a, pool, size, &p)) < 0)
+		return 0;
+	*handed = should_split(a, h, size) ? size : a->b[h].size;
+	return 1;
 }
 
 void alloc_free(struct alloc *a, int h)

@@ -139,6 +139,14 @@ int alloc_malloc(struct alloc *a, int64_t size);
  * until alloc_reset). */
 int alloc_copy(struct alloc *dst, const struct alloc *src);
 
+/* Whether alloc_malloc(a, size) would take a cached block (*handed: the bytes
+ * it would hand out), a left as it is; 0 when it would not, and with
+ * expandable segments or garbage collection on (not known without the move).
+ * A malloc so served and then freed leaves the allocator as it was: the
+ * block comes back whole (its split-off rest merges back in) at its address,
+ * in its place in the pool. */
+int alloc_probe(const struct alloc *a, int64_t size, int64_t *handed);
+
 /* Frees block h (from alloc_malloc). */
 void alloc_free(struct alloc *a, int h);
 

@@ -293,7 +293,8 @@ static void copy_sums(const struct mem_plan *p, const struct mem_tape *tp, const
  * at that b: live blocks stacked per representative are then exactly the live
  * blocks stacked per size, and an event needs no hashing of its own. */
 struct mem_classes {
-	int *of;               /* (n) per event: its class, -1 outside the allocator */
+	int *of;               /* (n) per event: its class, -1 outside the allocator; an
+				  alloc the next event frees (that event of its class): -2 - class */
 	int64_t *fixed, *ps;   /* (k) per class: bytes, bytes per sample */
 	int k;                 /* classes; -1 not found yet for the tape */
 	int end;               /* 1 + the last alloc event: a replay stops there (only frees
@@ -462,6 +463,9 @@ static int emu_classes(struct mem_emu *m, const struct mem_tape *tp, struct mem_
 		else if ((c->of[i] = emu_class(m, c, e)) < 0)
 			return -1;
 	}
+	for (i = 0; i + 1 < tp->n; i++)  /* a free right after an alloc of its class releases that one */
+		if (c->of[i] >= 0 && tp->ev[i].sign > 0 && tp->ev[i + 1].sign < 0 && c->of[i + 1] == c->of[i])
+			c->of[i] = -2 - c->of[i];
 	return 0;
 }
 
@@ -541,8 +545,8 @@ static int emu_loop(const struct mem_plan *p, int t, int64_t b, struct emu_pos *
 	struct mem_emu *m = p->emu;
 	const int *cls = m->cls[t].of, *rep = m->rep;
 	int *top = m->top;
-	int64_t outside = q->outside, sz, pk = q->peak, best_alloc = q->best_alloc;
-	int i, h, r, pat = q->at, rc = 0;
+	int64_t outside = q->outside, sz, pk = q->peak, best_alloc = q->best_alloc, handed;
+	int i, h, k, r, pat = q->at, rc = 0;
 
 	for (i = q->i; i < m->cls[t].end; i++) {
 		const struct mem_event *e = &tp->ev[i];
@@ -552,6 +556,15 @@ static int emu_loop(const struct mem_plan *p, int t, int64_t b, struct emu_pos *
 			if (e->sign > 0)
 				emu_take(m->a.reserved + outside, m->a.allocated, i, &pk, &best_alloc, &pat);
 		} else if (e->sign > 0) {
+			if ((k = cls[i]) <= -2) {  /* freed by the next event */
+				if (alloc_probe(&m->a, sz, &handed)) {  /* from the cache: nothing changes */
+					emu_take(m->a.reserved + outside, m->a.allocated + handed, i, &pk, &best_alloc,
+						 &pat);
+					i++;
+					continue;
+				}
+				k = -2 - k;
+			}
 			h = alloc_malloc(&m->a, sz);
 			if (h == ALLOC_ELIMIT) {  /* the first time past the limit */
 				*q = (struct emu_pos){i, pat, outside, pk, best_alloc};
@@ -563,7 +576,7 @@ static int emu_loop(const struct mem_plan *p, int t, int64_t b, struct emu_pos *
 				rc = h < 0 ? h : ALLOC_ESYS;
 				break;
 			}
-			r = rep[cls[i]];  /* on its size's stack */
+			r = rep[k];  /* on its size's stack */
 			m->below[h] = top[r];
 			top[r] = h;
 			emu_take(m->a.reserved + outside, m->a.allocated, i, &pk, &best_alloc, &pat);
