@@ -435,37 +435,54 @@ static int emu_class(struct mem_emu *m, struct mem_classes *c, const struct mem_
 	return k;
 }
 
-/* The classes of tape tp's pooled events into c, and where its last alloc
- * is. An event of a periodic run's later copy (memrun.h) whose sizes match
- * the event one copy before takes its class without a lookup. Returns 0 or -1. */
+/* Whether event i is an alloc that event i + 1, a free of its class, undoes
+ * (of: the classes, not yet marked at i + 1). */
+static inline int undone(const struct mem_tape *tp, const int *of, int i)
+{
+	return i + 1 < tp->n && of[i] >= 0 && tp->ev[i].sign > 0 && tp->ev[i + 1].sign < 0 && of[i + 1] == of[i];
+}
+
+/* The classes of tape tp's pooled events into c (an alloc the next event
+ * undoes marked), and where its last alloc is. A periodic run's later copies
+ * repeat its first copy's sizes, signs and pools (memrun.h): their classes
+ * and marks are the first copy's, but for the last event of the last copy,
+ * followed by the next run's first. Returns 0 or -1. */
 static int emu_classes(struct mem_emu *m, const struct mem_tape *tp, struct mem_classes *c)
 {
-	const struct mem_event *e, *x;
-	int i, r = 0, back;
+	const struct mem_run *r;
+	int i, k, j, s, last;
 
 	if (emu_table(m, tp->n) || emu_grow((void **)&c->of, c->capn, tp->n, sizeof *c->of))
 		return -1;
 	c->capn = c->capn > tp->n ? c->capn : tp->n;
 	c->k = 0;
-	c->end = 0;
-	for (i = 0; i < tp->n; i++) {
-		e = &tp->ev[i];
-		while (r < tp->nrun && i >= tp->run[r].start + tp->run[r].len * tp->run[r].reps)
-			r++;
-		back = r < tp->nrun && i >= tp->run[r].start + tp->run[r].len ? tp->run[r].len : 0;
-		x = e - back;
-		if (e->sign > 0)
-			c->end = i + 1;
-		if (!e->pooled)
-			c->of[i] = -1;
-		else if (back > 0 && x->pooled && x->fixed == e->fixed && x->per_sample == e->per_sample)
-			c->of[i] = c->of[i - back];
-		else if ((c->of[i] = emu_class(m, c, e)) < 0)
-			return -1;
+	for (j = 0; j < tp->nrun; j++) {  /* classes */
+		r = &tp->run[j];
+		for (i = r->start; i < r->start + r->len; i++)
+			if (!tp->ev[i].pooled)
+				c->of[i] = -1;
+			else if ((c->of[i] = emu_class(m, c, &tp->ev[i])) < 0)
+				return -1;
+		for (k = 1; k < r->reps; k++)
+			memcpy(c->of + r->start + k * r->len, c->of + r->start, (size_t)r->len * sizeof *c->of);
 	}
-	for (i = 0; i + 1 < tp->n; i++)  /* a free right after an alloc of its class releases that one */
-		if (c->of[i] >= 0 && tp->ev[i].sign > 0 && tp->ev[i + 1].sign < 0 && c->of[i + 1] == c->of[i])
-			c->of[i] = -2 - c->of[i];
+	for (j = 0; j < tp->nrun; j++) {  /* marks, from the first copy */
+		r = &tp->run[j];
+		s = r->start;
+		last = s + r->len * r->reps - 1;
+		for (i = s; i < s + r->len; i++)
+			if (undone(tp, c->of, i))
+				c->of[i] = -2 - c->of[i];
+		for (k = 1; k < r->reps; k++) {
+			memcpy(c->of + s + k * r->len, c->of + s, (size_t)(r->len - 1) * sizeof *c->of);
+			i = s + (k + 1) * r->len - 1;  /* the copy's last: as copy 0's, or before the next run */
+			c->of[i] = c->of[s + r->len - 1] <= -2 ? -2 - c->of[s + r->len - 1] : c->of[s + r->len - 1];
+			if (i < last ? c->of[s + r->len - 1] <= -2 : undone(tp, c->of, i))
+				c->of[i] = -2 - c->of[i];
+		}
+	}
+	for (c->end = tp->n; c->end > 0 && tp->ev[c->end - 1].sign <= 0; c->end--)
+		;
 	return 0;
 }
 
@@ -908,9 +925,10 @@ static int64_t bisect(const struct mem_plan *p, int t, int64_t lo, int64_t hi,
 	return lo;
 }
 
-static int64_t tape_max(const struct mem_plan *p, int t)
+/* The packed model's largest b for tape t; ub: linear_bound(p, t). */
+static int64_t tape_max(const struct mem_plan *p, int t, int64_t ub)
 {
-	int64_t hi = linear_bound(p, t), lo, step = 1;
+	int64_t hi = ub, lo, step = 1;
 
 	if (hi < 1 || !fits(p, t, 1))
 		return 0;
@@ -948,7 +966,7 @@ static int64_t emu_guess(const struct mem_plan *p, int t, int64_t b)
  * gallop away from it, then bisect; never above the linear bound. */
 static int64_t tape_max_emu(const struct mem_plan *p, int t)
 {
-	int64_t ub = linear_bound(p, t), b = tape_max(p, t), lo, hi, nb, step = 1;
+	int64_t ub = linear_bound(p, t), b = tape_max(p, t, ub), lo, hi, nb, step = 1;
 	int fits0;
 
 	if (ub < 1)
@@ -1061,7 +1079,7 @@ int64_t mem_max_batch(const struct mem_plan *p, int *binding)
 
 	*binding = 0;
 	for (t = 0; t < p->ntapes; t++) {
-		b = p->emulate ? (p->emu->max[t] = tape_max_known(p, t)) : tape_max(p, t);
+		b = p->emulate ? (p->emu->max[t] = tape_max_known(p, t)) : tape_max(p, t, linear_bound(p, t));
 		if (best < 0 || b < best) {
 			best = b;
 			*binding = t;
