@@ -65,7 +65,8 @@ struct slot {
 	char note[112];           /* why invalid */
 	struct step_memo *sm;     /* (ctx->nmemo) */
 	struct mem_memo *mm;      /* (ctx->nmemo) */
-	int nsm, nmm;             /* next entry to replace */
+	int nsm, nmm;             /* entries filled so far (the next to replace: modulo nmemo);
+				     only those are read, so a new group empties a memo by these */
 	int bounded;              /* its step bounds in the group's cells are in ctx->lbt */
 };
 
@@ -161,8 +162,6 @@ static void group_free(struct sweep_ctx *c)
 		memset(s, 0, sizeof *s);
 		s->sm = c->sm + (size_t)i * (size_t)c->nmemo;
 		s->mm = c->mm + (size_t)i * (size_t)c->nmemo;
-		memset(s->sm, 0, (size_t)c->nmemo * sizeof *s->sm);
-		memset(s->mm, 0, (size_t)c->nmemo * sizeof *s->mm);
 	}
 	for (i = 0; i < c->ng; i++)
 		graph_free(&c->g[i]);
@@ -389,7 +388,7 @@ static int memory(struct sweep_ctx *c, int ci, int a, int64_t b, struct sweep_re
 	struct mem_memo *m;
 	int i;
 
-	for (i = 0; i < c->nmemo; i++) {
+	for (i = 0; i < s->nmm && i < c->nmemo; i++) {
 		m = &s->mm[i];
 		if (m->mb == b && m->a == a) {
 			memory_figures(r, &m->r);
@@ -515,7 +514,7 @@ static struct step_memo *memo_find(const struct sweep_ctx *c, struct slot *s, in
 {
 	int i;
 
-	for (i = 0; i < c->nmemo; i++)
+	for (i = 0; i < s->nsm && i < c->nmemo; i++)
 		if (s->sm[i].mb == mb && s->sm[i].ga == ga)
 			return &s->sm[i];
 	return NULL;
