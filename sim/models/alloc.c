@@ -725,7 +725,8 @@ static int set_copy_into(struct alloc_set *d, const struct alloc_set *s, int by_
 	if (!by_size) {
 		if (vec_grow((void **)&d->v, &d->cap, s->n + 1, sizeof *d->v))
 			return -1;
-		memcpy(d->v, s->v, (size_t)s->n * sizeof *d->v);
+		if (s->n > 0)  /* an empty set may have no array */
+			memcpy(d->v, s->v, (size_t)s->n * sizeof *d->v);
 		d->n = s->n;
 		return 0;
 	}
@@ -761,7 +762,8 @@ int alloc_copy(struct alloc *dst, const struct alloc *src)
 		if (set_copy_into(&keep.free_[i], &src->free_[i], 1) ||
 		    set_copy_into(&keep.unmapped[i], &src->unmapped[i], 0))
 			goto fail;
-	memcpy(keep.b, src->b, (size_t)src->nb * sizeof *keep.b);
+	if (src->nb > 0)
+		memcpy(keep.b, src->b, (size_t)src->nb * sizeof *keep.b);
 	if (src->gc_base)
 		memcpy(keep.gc_base, src->gc_base, (size_t)src->capgc * sizeof *keep.gc_base);
 	*dst = *src;  /* the scalars; then dst's own arrays back */

@@ -547,8 +547,10 @@ static void emu_fork(struct mem_emu *m, int t, int64_t b, const struct emu_pos *
 	m->capfbelow = m->capfbelow > nb + 1 ? m->capfbelow : nb + 1;
 	if (alloc_copy(&m->fa, &m->a))
 		return;
-	memcpy(m->ftop, m->top, (size_t)k * sizeof *m->top);
-	memcpy(m->fbelow, m->below, (size_t)nb * sizeof *m->below);
+	if (k > 0)  /* (arrays of nothing may be NULL) */
+		memcpy(m->ftop, m->top, (size_t)k * sizeof *m->top);
+	if (nb > 0)
+		memcpy(m->fbelow, m->below, (size_t)nb * sizeof *m->below);
 	m->fq = *q;
 	m->fork_t = t;
 	m->fork_b = b;
@@ -659,8 +661,10 @@ static int emu_resume(const struct mem_plan *p, int t, int64_t b, int64_t *peak,
 	m->fa = x;
 	m->a.c.capacity = EMU_UNLIMITED;
 	m->a.stop = 0;
-	memcpy(m->top, m->ftop, (size_t)m->cls[t].k * sizeof *m->top);
-	memcpy(m->below, m->fbelow, (size_t)m->a.nb * sizeof *m->below);
+	if (m->cls[t].k > 0)
+		memcpy(m->top, m->ftop, (size_t)m->cls[t].k * sizeof *m->top);
+	if (m->a.nb > 0)
+		memcpy(m->below, m->fbelow, (size_t)m->a.nb * sizeof *m->below);
 	q = m->fq;
 	rc = emu_loop(p, t, b, &q);
 	*peak = q.peak;
