@@ -174,8 +174,10 @@ const char *step_task_kind(const struct des_task *t);
 int step_trace_write(const struct step_sim *ss, const char *path, struct err *e);
 
 /* A lower bound on a step's time without running it: its task graph is built
- * (or re-timed) as step_resimulate would, and for each stream the least time
- * its tasks take is summed (des_stream_bounds): tasks on a stream run one after
+ * (or kept) as step_resimulate would, and for each stream the least time
+ * its tasks take is summed (des_stream_bounds, from the terms in step_sim: a
+ * graph kept is not re-timed, its tasks keep the last run's times; the sums
+ * are those of the graph re-timed, bit for bit): tasks on a stream run one after
  * the other, a work task takes at least its duration (interference only
  * stretches it) and a collective at least its latency plus each phase's work
  * on its busiest link alone (sharing only slows it), so the step takes at least
