@@ -868,3 +868,127 @@ Test(step, bound_is_below_the_simulated_step, .timeout = 120)
 		scenario_free(&s);
 	}
 }
+
+/* op_times computes one op of each class of identical ops (graph.h: same;
+ * step.h: rep) and copies its kernel times to the others. The same function of
+ * the same doubles gives the same bits, so a step timed that way must be the
+ * one timed op by op (each_op), bit for bit: every task's duration and the
+ * results, for every strategy family, at two micro-batches (the second
+ * re-timed), every block simulated and as shorter steps (the ops left out
+ * stand alone), on gpt2 (whose value projection has the key's shapes but
+ * not its eager copies: it stands alone) and on MPT with the flash-attn
+ * varlen copies. And the classes must share: in a model of 12 blocks most
+ * ops are timed by copy. */
+static void classes_case(const char *const *sets, int n, int full, const char *what)
+{
+	static const int64_t mbs[] = {2, 5};
+	struct scenario s;
+	struct graph g;
+	struct graph_opts o;
+	struct step_sim a, b;
+	struct step_result ra, rb;
+	struct err e = {0};
+	int i, j, shared = 0;
+
+	cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
+	predict_graph_opts(&s, &o);
+	cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+	cr_assert_eq(step_sim_create(&a), 0);
+	cr_assert_eq(step_sim_create(&b), 0);
+	a.full = b.full = full;
+	b.each_op = 1;
+	for (j = 0; j < 2; j++) {
+		cr_assert_eq(step_resimulate(&a, &s, &g, mbs[j], &ra, &e), 0, "%s", e.msg);
+		cr_assert_eq(step_resimulate(&b, &s, &g, mbs[j], &rb, &e), 0, "%s", e.msg);
+		cr_expect_eq(memcmp(&ra, &rb, sizeof ra), 0, "%s mb=%lld: results differ", what, (long long)mbs[j]);
+		if (!full)
+			continue;
+		cr_assert_eq(a.d.ntasks, b.d.ntasks, "%s", what);
+		for (i = 0; i < a.d.ntasks; i++)
+			cr_expect_eq(memcmp(&a.d.tasks[i].dur, &b.d.tasks[i].dur, sizeof(double)), 0,
+				     "%s mb=%lld task %d: %.17g vs %.17g op by op", what, (long long)mbs[j], i,
+				     a.d.tasks[i].dur, b.d.tasks[i].dur);
+		for (i = 0; i < g.nops; i++) {
+			shared += a.rep[i] != i;
+			cr_expect_eq(b.rep[i], i, "%s: each_op times op %d itself", what, i);
+		}
+	}
+	if (full)
+		cr_expect_gt(shared, g.nops / 2, "%s: %d of %d ops timed by copy", what, shared / 2, g.nops);
+	step_sim_delete(&a);
+	step_sim_delete(&b);
+	graph_free(&g);
+	scenario_free(&s);
+}
+
+Test(step, op_classes_time_like_each_op, .timeout = 120)
+{
+	static const char *const varlen[] = {"model.name=mpt-125m-2k", "model.seq_len=512", "training.attention=flash",
+		"training.precision=bf16", "cluster.gpus_per_node=8", "training.strategy=fsdp"};
+	const char *sets[8];
+	int c, n, full;
+
+	for (full = 0; full <= 1; full++) {
+		for (c = 0; c < (int)(sizeof families / sizeof families[0]); c++) {
+			sets[0] = "cluster.gpus_per_node=8";
+			for (n = 1; families[c][n - 1]; n++)
+				sets[n] = families[c][n - 1];
+			classes_case(sets, n, full, families[c][0]);
+		}
+		classes_case(varlen, 6, full, "mpt-125m varlen");
+	}
+}
+
+/* step_bound sums each stream from its terms (step.h): the constant streams
+ * once per task graph, the others from op_times's kernel times and the
+ * micro-batch's collective costs, without re-timing the graph. The sums must
+ * be des_stream_bounds's over the graph re-timed at the same micro-batch, bit
+ * for bit (the same additions in the same order), for every strategy family,
+ * with one and two micro-steps, at micro-batches bounded one after the other
+ * on one task graph and after a simulation at another. */
+Test(step, bound_terms_sum_as_des_stream_bounds, .timeout = 120)
+{
+	static const int64_t mbs[] = {2, 7, 1, 4};
+	const char *sets[8];
+	int c, n, j, ga;
+
+	for (c = 0; c < (int)(sizeof families / sizeof families[0]); c++) {
+		struct scenario s;
+		struct graph g;
+		struct graph_opts o;
+		struct step_sim ss;
+		struct step_bound bd;
+		struct step_result r;
+		struct err e = {0};
+		double want[STEP_BOUND_STREAMS];
+		int nwant, k;
+
+		sets[0] = "cluster.gpus_per_node=8";
+		for (n = 1; families[c][n - 1]; n++)
+			sets[n] = families[c][n - 1];
+		cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
+		predict_graph_opts(&s, &o);
+		cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+		cr_assert_eq(step_sim_create(&ss), 0);
+		ss.full = 1;
+		for (ga = 1; ga <= 2; ga++) {
+			s.s.training.grad_accum = ga;
+			for (j = 0; j < 4; j++) {
+				cr_assert_eq(step_bound(&ss, &s, &g, mbs[j], &bd, &e), 0, "%s", e.msg);
+				if (j == 2)  /* a simulation in between re-times the graph at another batch */
+					cr_assert_eq(step_resimulate(&ss, &s, &g, 3, &r, &e), 0, "%s", e.msg);
+				cr_assert_eq(step_resimulate(&ss, &s, &g, mbs[j], &r, &e), 0, "%s", e.msg);
+				des_stream_bounds(&ss.d, want, STEP_BOUND_STREAMS, &nwant);
+				cr_assert_eq(bd.nstream, nwant, "%s", families[c][0]);
+				cr_expect(ss.bok, "%s: every kernel on a compute stream", families[c][0]);
+				for (k = 0; k < nwant; k++)
+					cr_expect_eq(memcmp(&bd.stream[k], &want[k], sizeof want[k]), 0,
+						     "%s x %d mb=%lld stream %d: %.17g vs %.17g", families[c][0], ga,
+						     (long long)mbs[j], k, bd.stream[k], want[k]);
+			}
+		}
+		step_sim_delete(&ss);
+		graph_free(&g);
+		scenario_free(&s);
+	}
+}

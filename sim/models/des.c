@@ -601,9 +601,6 @@ int des_run(struct des *d)
 
 void des_stream_bounds(const struct des *d, double *lb, int max, int *n)
 {
-	/* a compute task runs slow times longer under interference: never
-	 * shorter, unless a caller's factor were below 1 */
-	double shrink = d->slow < 1 ? d->slow : 1;
 	int i, s;
 
 	*n = d->nstreams < max ? d->nstreams : max;
@@ -613,10 +610,7 @@ void des_stream_bounds(const struct des *d, double *lb, int max, int *n)
 		const struct des_task *t = &d->tasks[i];
 		if ((s = t->stream) >= *n)
 			continue;
-		if (t->coll >= 0)
-			lb[s] += coll_time(&d->colls[t->coll].c);
-		else
-			lb[s] += shrink < 1 && d->streams[s].cls == DES_COMPUTE ? t->dur * shrink : t->dur;
+		lb[s] += t->coll >= 0 ? coll_time(&d->colls[t->coll].c) : des_work_least(d, s, t->dur);
 	}
 }
 

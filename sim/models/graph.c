@@ -28,6 +28,7 @@
 #include "graph.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -862,6 +863,81 @@ double graph_param_count(const struct model *m)
 	return p;
 }
 
+/* ---- ops that repeat (graph.h: same) ------------------------------------------- */
+
+static int same_bits(double x, double y)
+{
+	return memcmp(&x, &y, sizeof x) == 0;
+}
+
+/* Tensors a and b (or none, -1) of the same size: elements and bytes each. */
+static int same_tensor(const struct graph *g, int a, int b)
+{
+	if (a < 0 || b < 0)
+		return a == b;
+	return same_bits(g->t[a].elems, g->t[b].elems) && g->t[a].dsize == g->t[b].dsize;
+}
+
+/* Whether ops a and b do the same on the same sizes (the bits of every
+ * number: nothing computed from them can tell them apart). */
+static int same_op(const struct graph *g, const struct gop *a, const struct gop *b)
+{
+	int j;
+
+	if (a->kind != b->kind || a->attn != b->attn || a->nin != b->nin || !same_tensor(g, a->out, b->out) ||
+	    !same_bits(a->params, b->params) || !same_bits(a->m, b->m) || !same_bits(a->n, b->n) ||
+	    !same_bits(a->k, b->k) || !same_bits(a->flops_fwd, b->flops_fwd) ||
+	    !same_bits(a->flops_bwd, b->flops_bwd) || !same_bits(a->flops_model, b->flops_model))
+		return 0;
+	for (j = 0; j < a->nin; j++)
+		if (!same_tensor(g, a->in[j], b->in[j]))
+			return 0;
+	return 1;
+}
+
+static uint64_t op_hash(const struct graph *g, const struct gop *o)
+{
+	double v[5] = {o->m, o->n, o->k, o->flops_fwd, o->out >= 0 ? g->t[o->out].elems : -1};
+	uint64_t h = (uint64_t)o->kind, w;
+	int i;
+
+	for (i = 0; i < 5; i++) {
+		memcpy(&w, &v[i], sizeof w);
+		h = (h ^ w) * 0x9e3779b97f4a7c15u;  /* the golden-ratio multiply, high bits folded down */
+		h ^= h >> 32;
+	}
+	return h;
+}
+
+/* g->same: each op's first of its kind (same_op), through an open-addressing
+ * table of the first ops. Returns 0 or -1 (out of memory). */
+static int same_ops(struct graph *g)
+{
+	int size = 16, i, j, h, *first;
+
+	while (size < 2 * g->nops)
+		size *= 2;
+	g->same = malloc((size_t)(g->nops > 0 ? g->nops : 1) * sizeof *g->same);
+	first = malloc((size_t)size * sizeof *first);
+	if (!g->same || !first) {
+		free(first);
+		return -1;
+	}
+	for (h = 0; h < size; h++)
+		first[h] = -1;
+	for (i = 0; i < g->nops; i++) {
+		for (h = (int)(op_hash(g, &g->ops[i]) & (uint64_t)(size - 1)); (j = first[h]) >= 0;
+		     h = (h + 1) & (size - 1))
+			if (same_op(g, &g->ops[j], &g->ops[i]))
+				break;
+		g->same[i] = j >= 0 ? j : i;
+		if (j < 0)
+			first[h] = i;
+	}
+	free(first);
+	return 0;
+}
+
 int graph_build(struct graph *g, const struct model *m, const struct graph_opts *o,
 		struct err *e)
 {
@@ -909,7 +985,7 @@ int graph_build(struct graph *g, const struct model *m, const struct graph_opts 
 		classifier_and_loss(&b, x);
 	else
 		head_and_loss(&b, x);
-	if (!g->block_first && g->nblocks)
+	if ((!g->block_first && g->nblocks) || same_ops(g))
 		goto nomem;
 	if (b.old && m->family == FAM_DECODER && m->positions == POS_LEARNED)
 		/* transformers 4.26's GPT2Attention buffers: the uint8 causal
@@ -938,6 +1014,7 @@ void graph_free(struct graph *g)
 	free(g->t);
 	free(g->block_first);
 	free(g->block_in);
+	free(g->same);
 	memset(g, 0, sizeof *g);
 }
 

@@ -119,6 +119,10 @@ struct graph {
 	int input;              /* token ids tensor */
 	int *block_first;       /* per block (over stacks, in forward order): its first op */
 	int *block_in;          /* per block: the tensor entering it (what full recompute keeps) */
+	int *same;              /* (nops) the first op that does what op i does on the same sizes:
+				   the same kind, attention kernel, parameters, shapes and FLOPs,
+				   and inputs and output of the same sizes (a transformer's blocks
+				   repeat their ops); i for the first of its kind */
 	double buffer_bytes;    /* the module's non-parameter buffers (bytes, whole model) */
 };
 

@@ -112,6 +112,16 @@ struct step_dyn {
 
 enum { DYN_DP, DYN_TP };
 
+/* One task of a stream whose least time varies with the micro-batch
+ * (step_bound): its time is a constant, an op's forward or backward kernel
+ * time, or that of a collective whose bytes scale with the micro-batch. */
+enum { BT_CONST, BT_FWD, BT_BWD, BT_DYN };
+struct step_bterm {
+	double v;                  /* s: BT_CONST's time */
+	int idx;                   /* the op (BT_FWD, BT_BWD) or the index into dyn (BT_DYN) */
+	unsigned char stream, kind;/* its stream; BT_* */
+};
+
 #define LIMITER_CAP 64
 
 struct bld {
@@ -350,6 +360,11 @@ static void op_times(struct bld *b)
 			b->ss->tf[i] = b->ss->tb[i] = 0;
 			continue;
 		}
+		if ((j = b->ss->rep[i]) != i && !skipped(b, j)) {  /* the same as op j (op_classes) */
+			b->ss->tf[i] = b->ss->tf[j];
+			b->ss->tb[i] = b->ss->tb[j];
+			continue;
+		}
 		for (j = 0; j < o->nin; j++)
 			act += graph_tensor_bytes(g, o->in[j]);
 		if (o->out >= 0)
@@ -406,6 +421,33 @@ static void op_times(struct bld *b)
 	}
 }
 
+/* Whether eager extras x and y are the same bits where op_times reads them. */
+static int same_extra(const struct eager_extra *x, const struct eager_extra *y)
+{
+	return memcmp(&x->kernels_fwd, &y->kernels_fwd, sizeof x->kernels_fwd) == 0 &&
+		memcmp(&x->kernels_bwd, &y->kernels_bwd, sizeof x->kernels_bwd) == 0 &&
+		memcmp(&x->bytes_fwd, &y->bytes_fwd, sizeof x->bytes_fwd) == 0 &&
+		memcmp(&x->bytes_bwd, &y->bytes_bwd, sizeof x->bytes_bwd) == 0;
+}
+
+/* Which ops of the graph being built get the same kernel times (ss->rep):
+ * op i those of op g->same[i] (graph.h: the same kind, shapes, FLOPs and
+ * tensor sizes, all that op_times reads of the graph) when their eager
+ * extras (ss->ex, this build's) are the same too and neither is left out;
+ * op_times computes the first and copies it (the same function of the same
+ * doubles: the same bits). With ss->each_op every op stands alone. */
+static void op_classes(struct bld *b)
+{
+	struct step_sim *ss = b->ss;
+	int i, j;
+
+	for (i = 0; i < b->g->nops; i++) {
+		j = b->g->same[i];
+		ss->rep[i] = !ss->each_op && j != i && !skipped(b, i) && !skipped(b, j) &&
+			same_extra(&ss->ex[i], &ss->ex[j]) ? j : i;
+	}
+}
+
 /* ---- tensor parallelism ------------------------------------------------------- */
 
 /* Marks, for each row-parallel product r, the first column-parallel product of
@@ -444,6 +486,17 @@ static void tp_marks(struct bld *b)
 			b->ss->tpb[i] = b->ss->tpx[i] * b->B;
 			break;
 		}
+}
+
+/* tp_marks at another micro-batch of the graph it marked: the bytes per
+ * sample (tpx) are the graph's, the bytes scale with b->B (tpb = tpx x B, as
+ * tp_marks computes them; zero where tpx is). */
+static void tp_scale(struct bld *b)
+{
+	int i;
+
+	for (i = 0; i < b->g->nops; i++)
+		b->ss->tpb[i] = b->ss->tpx[i] * b->B;
 }
 
 static int tp_forward_allreduce(const struct bld *b, const struct gop *o)
@@ -1303,6 +1356,7 @@ static int grow_ops(struct step_sim *ss, int nops, int ng)
 		ss->unit_of = resized(ss->unit_of, nops, sizeof *ss->unit_of, &fail);
 		ss->ex = resized(ss->ex, nops, sizeof *ss->ex, &fail);
 		ss->internal = resized(ss->internal, nops, sizeof *ss->internal, &fail);
+		ss->rep = resized(ss->rep, nops, sizeof *ss->rep, &fail);
 		if (fail)
 			return -1;
 		ss->capops = nops;
@@ -1508,6 +1562,7 @@ static int build(struct bld *b)
 			eager_varlen(b->g, m, &b->ss->ex[m]);
 		b->ss->internal[m] = (unsigned char)eager_internal(b->g, m);
 	}
+	op_classes(b);
 	op_times(b);
 	tp_marks(b);
 	graph_units(b);
@@ -1627,6 +1682,11 @@ void step_sim_delete(struct step_sim *ss)
 	free(ss->pos);
 	free(ss->ex);
 	free(ss->internal);
+	free(ss->rep);
+	free(ss->drep);
+	free(ss->dynt);
+	free(ss->bterm);
+	free(ss->bsort);
 	free(ss->dyn);
 	free(ss->kern);
 	free(ss->sums);
@@ -1653,6 +1713,115 @@ void step_sim_delete(struct step_sim *ss)
 static unsigned char op_pattern(const struct step_sim *ss, int i)
 {
 	return (unsigned char)((ss->tf[i] > 0) | (ss->tb[i] > 0) << 1 | (ss->tpb[i] > 0) << 2);
+}
+
+/* Whether collectives x and y of step_resimulate cost the same at every
+ * micro-batch: the same op and group, the same bytes per sample and multiplier
+ * (their bits). */
+static int same_dyn(const struct step_dyn *x, const struct step_dyn *y)
+{
+	return x->op == y->op && x->grp == y->grp && memcmp(&x->x, &y->x, sizeof x->x) == 0 &&
+		memcmp(&x->mult, &y->mult, sizeof x->mult) == 0;
+}
+
+/* Groups the collectives whose bytes scale with the micro-batch into classes
+ * of the same cost (ss->drep): a tensor-parallel all-reduce per sublayer, the
+ * same in every block; each is costed once per micro-batch. Up to DYN_CLASSES
+ * classes (a collective of another one stands alone). Returns 0 or -1. */
+#define DYN_CLASSES 16
+static int dyn_classes(struct step_sim *ss)
+{
+	int first[DYN_CLASSES], n = 0, i, j;
+
+	if (vec_grow((void **)&ss->drep, &ss->capdrep, ss->ndyn, sizeof *ss->drep) ||
+	    vec_grow((void **)&ss->dynt, &ss->capdynt, ss->ndyn, sizeof *ss->dynt))
+		return -1;
+	for (i = 0; i < ss->ndyn; i++) {
+		for (j = 0; j < n && !same_dyn(&ss->dyn[first[j]], &ss->dyn[i]); j++)
+			;
+		ss->drep[i] = j < n ? first[j] : i;
+		if (j == n && n < DYN_CLASSES)
+			first[n++] = i;
+	}
+	return 0;
+}
+
+/* Starts the bound's terms of the task graph in ss (step_bound; struct
+ * step_sim): the streams that vary are the compute streams (kernels) and
+ * those of the collectives in dyn. Returns 0 or -1 (out of memory). */
+static int bound_start(struct step_sim *ss)
+{
+	const struct des *d = &ss->d;
+	int i, n = d->nstreams < STEP_BOUND_STREAMS ? d->nstreams : STEP_BOUND_STREAMS;
+
+	if (vec_grow((void **)&ss->bterm, &ss->capbterm, d->ntasks, sizeof *ss->bterm) ||
+	    vec_grow((void **)&ss->bsort, &ss->capbsort, d->ntasks, sizeof *ss->bsort))
+		return -1;
+	for (i = 0; i < DES_MAX_STREAMS; i++) {
+		ss->bconst[i] = 0;
+		ss->bvar[i] = i < n && d->streams[i].cls == DES_COMPUTE;
+		ss->bfirst[i + 1] = 0;
+	}
+	for (i = 0; i < ss->ndyn; i++)
+		if (d->tasks[d->colls[ss->dyn[i].coll].task].stream < n)
+			ss->bvar[d->tasks[d->colls[ss->dyn[i].coll].task].stream] = 1;
+	ss->nbterm = 0;
+	ss->bok = 1;
+	return 0;
+}
+
+/* Task i of the graph in ss into the bound's terms: a kernel (kern: re-timed
+ * from op_times), collective y of dyn (dyn) or a constant, its time as
+ * des_stream_bounds takes it, summed now on a constant stream. A kernel or a
+ * collective of dyn on a constant stream clears ss->bok. */
+static void bound_task(struct step_sim *ss, int i, int kern, int dyn, int y)
+{
+	const struct des *d = &ss->d;
+	const struct des_task *t = &d->tasks[i];
+	double v = 0;
+	int s = t->stream;
+
+	if (s >= STEP_BOUND_STREAMS || s >= d->nstreams)
+		return;
+	if (!kern && !dyn)  /* as des_stream_bounds */
+		v = t->coll >= 0 ? coll_time(&d->colls[t->coll].c) : des_work_least(d, s, t->dur);
+	if (!ss->bvar[s]) {
+		ss->bok &= !kern && !dyn;
+		ss->bconst[s] += v;
+		return;
+	}
+	ss->bterm[ss->nbterm++] = (struct step_bterm){v, kern ? t->label : y, (unsigned char)s,
+		(unsigned char)(kern ? (t->tag == T_BWD ? BT_BWD : BT_FWD) : dyn ? BT_DYN : BT_CONST)};
+	ss->bfirst[s + 1]++;
+}
+
+/* The bound's terms of the task graph in ss (bound_start, bound_task), then
+ * grouped by stream, each in task order (a stable counting sort): each
+ * stream's sum is then one run. Returns 0 or -1 (out of memory). */
+static int bound_prepare(struct step_sim *ss)
+{
+	const struct des *d = &ss->d;
+	int at[DES_MAX_STREAMS], i, k = 0, y = 0, kern, dyn;
+
+	if (bound_start(ss))
+		return -1;
+	for (i = 0; i < d->ntasks; i++) {  /* kern and dyn are in task order */
+		kern = k < ss->nkern && ss->kern[k] == i;
+		dyn = y < ss->ndyn && d->tasks[i].coll == ss->dyn[y].coll;
+		bound_task(ss, i, kern, dyn, y);
+		k += kern;
+		y += dyn;
+	}
+
+	ss->bfirst[0] = 0;  /* bfirst[s + 1] counted stream s's terms */
+	for (i = 0; i < DES_MAX_STREAMS; i++) {
+		ss->bfirst[i + 1] += ss->bfirst[i];
+		at[i] = ss->bfirst[i];
+	}
+	for (i = 0; i < ss->nbterm; i++)
+		ss->bsort[at[ss->bterm[i].stream]++] = ss->bterm[i];
+	ss->bready = 1;
+	return 0;
 }
 
 /* Remembers what the step in ss was simulated for (same_settings). */
@@ -1687,6 +1856,9 @@ static int remember(struct step_sim *ss, const struct scenario *s, const struct 
 			ss->sums[ss->nsums++] = i;
 		}
 	}
+	if (dyn_classes(ss))
+		return -1;
+	ss->bready = 0;  /* step_bound makes its terms when it first needs them */
 	ss->flops_ps = graph_model_flops_per_sample(g, &s->model);
 	ss->flops_rc = recompute_flops(g, recompute);
 	for (i = 0; i < g->nops; i++)
@@ -1726,7 +1898,10 @@ static void retime(struct bld *b)
 	for (i = 0; i < ss->ndyn; i++) {
 		const struct step_dyn *y = &ss->dyn[i];
 		struct des_coll *k = &d->colls[y->coll];
-		coll_cost(y->op, b->algo, y->x * b->B * y->mult, dyn_group(b, y->grp), &k->c);
+		if (ss->drep[i] != i)  /* the same cost as its class's first (dyn_classes) */
+			k->c = d->colls[ss->dyn[ss->drep[i]].coll].c;
+		else
+			coll_cost(y->op, b->algo, y->x * b->B * y->mult, dyn_group(b, y->grp), &k->c);
 		k->left = k->rate = 0;  /* as des_coll leaves them */
 	}
 }
@@ -1978,6 +2153,7 @@ static int blocks_step(struct step_sim *ss, const struct scenario *s, const stru
 		k->sub.full = 1;
 		k->made = 1;
 	}
+	k->sub.each_op = ss->each_op;
 	if (!resim)
 		k->planned = !blocks_plan(ss, s, g, mb, k);
 	if (!k->planned)
@@ -2039,9 +2215,11 @@ int step_simulate(struct step_sim *ss, const struct scenario *s, const struct gr
 
 /* The task graph of every block of s over g at micro_batch in ss->d, re-timed
  * when the one there was built for the same settings (the same tasks and
- * dependencies), else built; b set up for it. Returns 0 or an error code. */
+ * dependencies), else built; b set up for it. With timed 0 a graph kept is
+ * not re-timed (its kernel times stay the last run's; step_bound reads
+ * op_times's). Returns 0 or an error code. */
 static int whole_graph(struct step_sim *ss, const struct scenario *s, const struct graph *g,
-		       int64_t micro_batch, struct bld *b, struct err *e)
+		       int64_t micro_batch, struct bld *b, int timed, struct err *e)
 {
 	int i;
 
@@ -2049,12 +2227,13 @@ static int whole_graph(struct step_sim *ss, const struct scenario *s, const stru
 		if (setup(b, ss, s, g, micro_batch))
 			return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the step's task graph");
 		op_times(b);
-		tp_marks(b);
+		tp_scale(b);  /* tp_marks's, the graph being the one marked */
 		for (i = 0; i < g->nops && op_pattern(ss, i) == ss->pos[i]; i++)
 			;
 		if (i == g->nops) {
 			ss->g = g;
-			retime(b);
+			if (timed)
+				retime(b);
 			return 0;
 		}
 	}
@@ -2083,8 +2262,50 @@ int step_resimulate(struct step_sim *ss, const struct scenario *s, const struct 
 	}
 	if (!ss->whole)
 		return simulate_full(ss, s, g, micro_batch, r, e);
-	rc = whole_graph(ss, s, g, micro_batch, &b, e);
+	rc = whole_graph(ss, s, g, micro_batch, &b, 1, e);
 	return rc ? rc : run(&b, r, e);
+}
+
+/* des_stream_bounds of the task graph in ss re-timed at b->B, from its terms
+ * (bound_task): the same sums in the same order, without re-timing it. */
+static void bound_sums(const struct bld *b, struct step_bound *out)
+{
+	struct step_sim *ss = b->ss;
+	const struct des *d = b->d;
+	double x, sum;
+	int i, k, n = d->nstreams < STEP_BOUND_STREAMS ? d->nstreams : STEP_BOUND_STREAMS;
+	struct coll_cost c;
+
+	for (i = 0; i < ss->ndyn; i++) {  /* as retime costs them */
+		const struct step_dyn *y = &ss->dyn[i];
+		if (ss->drep[i] != i) {
+			ss->dynt[i] = ss->dynt[ss->drep[i]];
+			continue;
+		}
+		coll_cost(y->op, b->algo, y->x * b->B * y->mult, dyn_group(b, y->grp), &c);
+		ss->dynt[i] = coll_time(&c);
+	}
+	for (i = 0; i < n; i++) {
+		if (!ss->bvar[i]) {
+			out->stream[i] = ss->bconst[i];
+			continue;
+		}
+		for (sum = 0, k = ss->bfirst[i]; k < ss->bfirst[i + 1]; k++) {
+			const struct step_bterm *t = &ss->bsort[k];
+			if (t->kind == BT_CONST) {
+				sum += t->v;
+				continue;
+			}
+			if (t->kind == BT_DYN) {
+				sum += ss->dynt[t->idx];
+				continue;
+			}
+			x = t->kind == BT_BWD ? ss->tb[t->idx] : ss->tf[t->idx];
+			sum += des_work_least(d, i, x > 0 ? x : 0);  /* the duration as retime stores it */
+		}
+		out->stream[i] = sum;
+	}
+	out->nstream = n;
 }
 
 int step_bound(struct step_sim *ss, const struct scenario *s, const struct graph *g, int64_t micro_batch,
@@ -2097,10 +2318,17 @@ int step_bound(struct step_sim *ss, const struct scenario *s, const struct graph
 		return err_set(e, ERR_INPUT, s->file, 0, "step simulation needs a micro-batch of at least 1");
 	if (!ss->full)
 		return err_set(e, ERR_SYSTEM, NULL, 0, "step_bound needs a simulation of every block (ss->full)");
-	rc = whole_graph(ss, s, g, micro_batch, &b, e);
+	rc = whole_graph(ss, s, g, micro_batch, &b, 0, e);
 	if (rc)
 		return rc;
-	des_stream_bounds(&ss->d, out->stream, STEP_BOUND_STREAMS, &out->nstream);
+	if (!ss->bready && bound_prepare(ss))
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory bounding the step's task graph");
+	if (ss->bok) {
+		bound_sums(&b, out);
+	} else {  /* a kernel off the compute streams: the task graph re-timed, summed */
+		retime(&b);
+		des_stream_bounds(&ss->d, out->stream, STEP_BOUND_STREAMS, &out->nstream);
+	}
 	out->grad_accum = b.accum;
 	return 0;
 }

@@ -48,6 +48,7 @@
 struct step_unit;
 struct step_dyn;
 struct step_blocks;
+struct step_bterm;
 
 /* Reusable state of step simulations (arrays are kept between runs). */
 struct step_sim {
@@ -77,6 +78,27 @@ struct step_sim {
 	int *kern, nkern, capkern;  /* its kernel tasks (re-timed) */
 	int *sums, nsums, capsums;  /* its TP and optimizer tasks (summed in results) */
 	double flops_ps, flops_rc;  /* model FLOPs per sample, recomputed FLOPs per sample */
+	/* ops whose kernel times are the same (a transformer's blocks repeat the
+	 * same ops on the same sizes, graph.h): op_times computes one per class
+	 * and copies it; the classes hold for the task graph in d (set when it
+	 * is built, with the eager extras) */
+	int *rep;                   /* (nops) the op whose times op i's are, i itself for the first */
+	int each_op;                /* 1: every op timed on its own, no classes (tests compare) */
+	int *drep, capdrep;         /* (ndyn) the first of dyn[j]'s class (the same op, group,
+				       bytes per sample and multiplier: the same cost) */
+	double *dynt;               /* (ndyn) s: each one's coll_time at the last bound */
+	int capdynt;
+	/* step_bound's sums without a pass over every task: the streams whose
+	 * tasks all take a time independent of the micro-batch summed once per
+	 * task graph, the others' tasks listed by stream in task order (the same
+	 * sums, in the same order, as des_stream_bounds over the re-timed graph) */
+	double bconst[DES_MAX_STREAMS]; /* s: the constant streams' sums */
+	unsigned char bvar[DES_MAX_STREAMS]; /* 1: a stream whose tasks' times may vary */
+	int bfirst[DES_MAX_STREAMS + 1]; /* each varying stream's first term in bsort */
+	struct step_bterm *bterm, *bsort; /* the varying streams' tasks: in task order, by stream */
+	int nbterm, capbterm, capbsort;
+	int bready;                 /* 1: the terms are those of the task graph in d */
+	int bok;                    /* 1: every task that varies is on a varying stream */
 	long builds;                /* task graphs built (step_simulate) */
 	/* periodic blocks (below): a step whose blocks repeat is simulated as three
 	 * shorter steps, each in a simulation of its own that keeps its task graph */
@@ -152,8 +174,10 @@ const char *step_task_kind(const struct des_task *t);
 int step_trace_write(const struct step_sim *ss, const char *path, struct err *e);
 
 /* A lower bound on a step's time without running it: its task graph is built
- * (or re-timed) as step_resimulate would, and for each stream the least time
- * its tasks take is summed (des_stream_bounds): tasks on a stream run one after
+ * (or kept) as step_resimulate would, and for each stream the least time
+ * its tasks take is summed (des_stream_bounds, from the terms in step_sim: a
+ * graph kept is not re-timed, its tasks keep the last run's times; the sums
+ * are those of the graph re-timed, bit for bit): tasks on a stream run one after
  * the other, a work task takes at least its duration (interference only
  * stretches it) and a collective at least its latency plus each phase's work
  * on its busiest link alone (sharing only slows it), so the step takes at least
