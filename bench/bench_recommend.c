@@ -62,6 +62,14 @@ static int timed(const struct sweep *sw, int which, int runs, struct sweep_resul
 	return rc;
 }
 
+/* What the allocator's emulation did in one sweep (memory.h mem_emu_counts). */
+static void emu_line(const char *what, const struct mem_emu_counts *e)
+{
+	printf("bench recommend:   allocator emulation, %s: %ld max-batch searches (%ld remembered from a tape met "
+	       "before), %ld replays and %ld guesses resumed from a fork, %ld events, %ld alloc/free pairs probed\n",
+	       what, e->searches, e->remembered, e->replays, e->resumed, e->events, e->probed);
+}
+
 int main(int argc, char **argv)
 {
 	struct sweep sw;
@@ -100,6 +108,8 @@ int main(int argc, char **argv)
 	printf("bench recommend:   %ld allocation tapes (%ld of them replayed from a recorded walk) and %ld graphs built; "
 	       "%d cells with a fit; %.0f events per step simulation\n",
 	       k.tapes, k.tapes_replayed, k.graphs, fits, (double)k.events / (double)k.steps);
+	emu_line("every figure", &k.emu);
+	emu_line("the tables", &kb.emu);
 	printf("bench recommend: sweep of %ld candidates, every one's memory figures (--csv, --json, --db): "
 	       "%.3f s %8.0f candidates/s\n", k.candidates, t, k.candidates / t);
 	printf("bench recommend: sweep of %ld candidates, what recommend's tables show (the best's memory figures, "

@@ -48,6 +48,7 @@
 #include <stdio.h>
 
 #include "err.h"
+#include "memory.h"
 #include "scenario.h"
 
 enum sweep_objective { SWEEP_THROUGHPUT, SWEEP_COST, SWEEP_TIME_TO_TRAIN };
@@ -219,6 +220,7 @@ struct sweep_counts {
 	long graphs;         /* graphs built */
 	long events;         /* events the step simulations processed */
 	long bounds;         /* task graphs bounded without a simulation (SWEEP_TABLES) */
+	struct mem_emu_counts emu; /* the allocator's emulation (memory.h) */
 };
 void sweep_ctx_counts(const struct sweep_ctx *c, struct sweep_counts *k);
 

@@ -196,6 +196,7 @@ void sweep_ctx_counts(const struct sweep_ctx *c, struct sweep_counts *k)
 	*k = c->k;
 	k->step_graphs = c->ss.builds;
 	k->tapes_replayed = c->scripts.replayed;
+	mem_emu_counts(&c->scratch, &k->emu);
 }
 
 /* ---- groups and candidates ----------------------------------------------------------- */

@@ -345,6 +345,7 @@ struct mem_emu {
 	int fork_t;
 	int64_t fork_b;        /* b of the fork, -1 none */
 	struct emu_known *known; /* (EMU_KNOWN) searches done, by what they read; NULL none yet */
+	struct mem_emu_counts k; /* what it has done */
 };
 
 /* A search's answer (tape_max_emu) is a function of what it reads: the tape's
@@ -577,6 +578,7 @@ static int emu_loop(const struct mem_plan *p, int t, int64_t b, struct emu_pos *
 		} else if (e->sign > 0) {
 			if ((k = cls[i]) <= -2) {  /* freed by the next event */
 				if (alloc_probe(&m->a, sz, &handed)) {  /* from the cache: nothing changes */
+					m->k.probed++;
 					emu_take(m->a.reserved + outside, m->a.allocated + handed, i, &pk, &best_alloc,
 						 &pat);
 					i++;
@@ -604,6 +606,7 @@ static int emu_loop(const struct mem_plan *p, int t, int64_t b, struct emu_pos *
 			alloc_free(&m->a, h);
 		}
 	}
+	m->k.events += i - q->i;
 	*q = (struct emu_pos){i, pat, outside, pk, best_alloc};
 	return rc;
 }
@@ -627,6 +630,7 @@ static int emu_replay(const struct mem_plan *p, int t, int64_t b, int64_t cap, i
 		return ALLOC_ESYS;
 	}
 	alloc_reset(&m->a, &c);
+	m->k.replays++;
 	if (m->want_fork && cap < EMU_UNLIMITED) {
 		m->fork_b = -1;
 		m->a.stop = 1;
@@ -656,6 +660,7 @@ static int emu_resume(const struct mem_plan *p, int t, int64_t b, int64_t *peak,
 		*at = -1;
 		return ALLOC_ESYS;
 	}
+	m->k.resumed++;
 	x = m->a;  /* the fork's allocator in; the other one is the next fork's */
 	m->a = m->fa;
 	m->fa = x;
@@ -1068,12 +1073,23 @@ static int64_t tape_max_known(const struct mem_plan *p, int t)
 	emu_digest(p, t, &d1, &d2);
 	d1 |= d1 == 0 && d2 == 0;  /* (0, 0) marks an empty entry */
 	k = &m->known[d1 % EMU_KNOWN];
-	if (k->h1 == d1 && k->h2 == d2)
+	m->k.searches++;
+	if (k->h1 == d1 && k->h2 == d2) {
+		m->k.remembered++;
 		return k->max;
+	}
 	k->max = tape_max_emu(p, t);
 	k->h1 = m->nomem ? 0 : d1;  /* a search the host's memory cut short: not kept */
 	k->h2 = m->nomem ? 0 : d2;
 	return k->max;
+}
+
+void mem_emu_counts(const struct mem_plan *p, struct mem_emu_counts *k)
+{
+	if (p->emu)
+		*k = p->emu->k;
+	else
+		memset(k, 0, sizeof *k);
 }
 
 int64_t mem_max_batch(const struct mem_plan *p, int *binding)

@@ -256,6 +256,20 @@ void mem_detail_peak(const struct mem_plan *p, int t, int64_t b, struct mem_deta
  * the peak is non-decreasing in b. No allocation. */
 int64_t mem_max_batch(const struct mem_plan *p, int *binding);
 
+/* What the allocator's emulation of a plan has done since the plan was first
+ * built (kept across mem_plan_rebuild): searches, replays, requests. */
+struct mem_emu_counts {
+	long searches;         /* max-batch searches (tape_max_known) */
+	long remembered;       /* of which answered by a search of the same digest */
+	long replays;          /* replays from the start (at the capacity or without a limit) */
+	long resumed;          /* replays without a limit continued from a fork (emu_resume) */
+	long events;           /* events those replays went through */
+	long probed;           /* alloc/free pairs the cache served, replayed as alloc_probe */
+};
+
+/* p's counts into k (all 0 without the emulation). */
+void mem_emu_counts(const struct mem_plan *p, struct mem_emu_counts *k);
+
 /* Writes the timeline of tape t at micro-batch b as CSV (header + one row per
  * event: event,phase,micro,op,what,action,bytes, live bytes per category,
  * allocated, reserved). Returns 0 or fills e. */
