@@ -45,6 +45,13 @@ done
 "$rec" "$tmp/missing.ini" >/dev/null 2>"$tmp/err"; [ $? -eq 2 ] && grep -q "cannot open" "$tmp/err" && ok || bad "missing file"
 "$rec" tests/sweeps/small.ini --quiet --csv /nonexistent/dir/x.csv >/dev/null 2>"$tmp/err"; [ $? -eq 2 ] && grep -q "cannot write" "$tmp/err" && ok || bad "unwritable --csv"
 "$rec" --help | grep -q "usage: recommend" && ok || bad "--help"
+# --stats: what the allocator's emulation did; a search answered from another of
+# the same tape is one of the searches, and every other search that can fit at
+# all replays at least once (memory.c tape_max_known, mem_emu_counts)
+if "$rec" tests/sweeps/small.ini --stats >/dev/null 2>"$tmp/err" &&
+   read -r n m r <<<"$(sed -n 's/.*emulation: \([0-9]*\) max-batch searches (\([0-9]*\) remembered.*), \([0-9]*\) replays.*/\1 \2 \3/p' "$tmp/err")" &&
+   [ "${n:-0}" -gt 0 ] && [ "$m" -le "$n" ] && [ "$r" -gt 0 ]; then ok
+else bad "--stats: $(cat "$tmp/err")"; fi
 
 # a cluster file without [sweep] (docs/CONTRACT.md: recommend CLUSTER_OR_SWEEP.ini): the default sweep
 printf '[cluster]\ngpu = v100-sxm2-32gb\ngpus_per_node = 8\nintra_node = nvlink2\n' >"$tmp/cluster.ini"

@@ -68,7 +68,8 @@ static void usage(FILE *f)
 		"                 database is read\n"
 		"  --no-calibration  with --db, keep the catalog's efficiencies\n"
 		"  --quiet        do not print the table on stdout\n"
-		"  --stats        print cells, candidates, step simulations and the rate on stderr\n"
+		"  --stats        print cells, candidates, step simulations, the rate and what the\n"
+		"                 allocator's emulation did (max-batch searches, replays) on stderr\n"
 		"  --no-progress  no progress bar (shown on stderr when it is a terminal)\n"
 		"  --version      print the version and exit\n"
 		"  -h, --help     this help\n"
@@ -501,6 +502,11 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 				"(%.0f candidates/s)\n", sw.ncell, sw.ncand, nranks, nranks > 1 ? "s" : "", sum.candidates,
 				sum.steps, sum.bounds, sum.tapes, sum.graphs, progress_now() - t0,
 				sum.candidates / (progress_now() - t0));
+		if (o->stats)
+			fprintf(stderr, "recommend: allocator emulation: %ld max-batch searches (%ld remembered from "
+				"a tape met before), %ld replays and %ld guesses resumed from a fork, %ld events, "
+				"%ld alloc/free pairs probed\n", sum.emu.searches, sum.emu.remembered, sum.emu.replays,
+				sum.emu.resumed, sum.emu.events, sum.emu.probed);
 	}
 	MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
 out:

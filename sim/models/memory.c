@@ -351,9 +351,10 @@ struct mem_emu {
 /* A search's answer (tape_max_emu) is a function of what it reads: the tape's
  * events (sizes, sign, pool), what is outside the allocator, the capacity and
  * the pools' and allocator's settings. A sweep meets the same tape again and
- * again (bench/sweep.ini: 264 of 1,488 searches; the 1,000,000-candidate sweep:
- * 4,644 of 10,392, a third of its replayed events): DDP's at every GPU count,
- * ZeRO's replicas. Each search is remembered under a 128-bit digest of those
+ * again (DDP's at every GPU count): make bench's bench_recommend counts 253 of
+ * bench/sweep.ini's 1,488 searches and 4,455 of the 1,000,000-candidate sweep's
+ * 10,392 answered from here (of 264 and 4,644 repeats: the table is
+ * direct-mapped). Each search is remembered under a 128-bit digest of those
  * inputs; two different inputs share a digest with probability ~2^-128 per pair. */
 struct emu_known {
 	uint64_t h1, h2;       /* the digest; both 0: empty */
@@ -558,7 +559,9 @@ static void emu_fork(struct mem_emu *m, int t, int64_t b, const struct emu_pos *
 }
 
 /* Runs the replay of tape t at b on from q (m->a, m->top, m->below as it left
- * them) to its last alloc. Returns 0, ALLOC_EOOM or ALLOC_ESYS. */
+ * them) to its last alloc; an alloc the next event undoes (mem_classes.of)
+ * goes through alloc_probe when the cache serves it. Returns 0, ALLOC_EOOM or
+ * ALLOC_ESYS. */
 static int emu_loop(const struct mem_plan *p, int t, int64_t b, struct emu_pos *q)
 {
 	const struct mem_tape *tp = &p->tape[t];
