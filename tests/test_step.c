@@ -816,6 +816,28 @@ Test(step, many_micro_steps_are_their_period_exactly, .timeout = 120)
 		}
 }
 
+/* Strategy family c on 8 GPUs per node (tests/good/minimal.ini) with the
+ * overrides extra (NULL none): its scenario, graph and a step simulator that
+ * simulates every block (what step_bound needs). */
+static void family_setup(int c, const char *extra, struct scenario *s, struct graph *g, struct step_sim *ss)
+{
+	const char *sets[8];
+	struct graph_opts o;
+	struct err e = {0};
+	int n = 0, k;
+
+	sets[n++] = "cluster.gpus_per_node=8";
+	if (extra)
+		sets[n++] = extra;
+	for (k = 0; families[c][k]; k++)
+		sets[n++] = families[c][k];
+	cr_assert_eq(scenario_load(s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
+	predict_graph_opts(s, &o);
+	cr_assert_eq(graph_build(g, &s->model, &o, &e), 0, "%s", e.msg);
+	cr_assert_eq(step_sim_create(ss), 0);
+	ss->full = 1;
+}
+
 /* step_bound (step.h): the sum of each stream's least task times is at most
  * the simulated step (tasks on a stream run one after the other; interference
  * and link sharing only stretch them), extended to many micro-steps from the
@@ -829,26 +851,16 @@ Test(step, many_micro_steps_are_their_period_exactly, .timeout = 120)
 Test(step, bound_is_below_the_simulated_step, .timeout = 120)
 {
 	static const int64_t gas[] = {1, 2, 3, 9};
-	const char *sets[8];
-	int c, k, n;
+	int c, k;
 
 	for (c = 0; c < (int)(sizeof families / sizeof families[0]); c++) {
 		struct scenario s;
 		struct graph g;
-		struct graph_opts o;
 		struct step_sim ss;
 		struct step_bound one, two;
 		struct err e = {0};
 
-		sets[0] = "cluster.gpus_per_node=8";
-		sets[1] = "training.micro_batch=2";
-		for (n = 2; families[c][n - 2]; n++)
-			sets[n] = families[c][n - 2];
-		cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
-		predict_graph_opts(&s, &o);
-		cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
-		cr_assert_eq(step_sim_create(&ss), 0);
-		ss.full = 1;
+		family_setup(c, "training.micro_batch=2", &s, &g, &ss);
 		s.s.training.grad_accum = 1;
 		cr_assert_eq(step_bound(&ss, &s, &g, 2, &one, &e), 0, "%s", e.msg);
 		s.s.training.grad_accum = 2;
@@ -949,13 +961,11 @@ Test(step, op_classes_time_like_each_op, .timeout = 120)
 Test(step, bound_terms_sum_as_des_stream_bounds, .timeout = 120)
 {
 	static const int64_t mbs[] = {2, 7, 1, 4};
-	const char *sets[8];
-	int c, n, j, ga;
+	int c, j, ga;
 
 	for (c = 0; c < (int)(sizeof families / sizeof families[0]); c++) {
 		struct scenario s;
 		struct graph g;
-		struct graph_opts o;
 		struct step_sim ss;
 		struct step_bound bd;
 		struct step_result r;
@@ -963,14 +973,7 @@ Test(step, bound_terms_sum_as_des_stream_bounds, .timeout = 120)
 		double want[STEP_BOUND_STREAMS];
 		int nwant, k;
 
-		sets[0] = "cluster.gpus_per_node=8";
-		for (n = 1; families[c][n - 1]; n++)
-			sets[n] = families[c][n - 1];
-		cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
-		predict_graph_opts(&s, &o);
-		cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
-		cr_assert_eq(step_sim_create(&ss), 0);
-		ss.full = 1;
+		family_setup(c, NULL, &s, &g, &ss);
 		for (ga = 1; ga <= 2; ga++) {
 			s.s.training.grad_accum = ga;
 			for (j = 0; j < 4; j++) {
