@@ -67,7 +67,8 @@ struct slot {
 	struct mem_memo *mm;      /* (ctx->nmemo) */
 	int nsm, nmm;             /* entries filled so far (the next to replace: modulo nmemo);
 				     only those are read, so a new group empties a memo by these */
-	int bounded;              /* its step bounds in the group's cells are in ctx->lbt */
+	int bounded;              /* its least step times in the group's cells are in ctx->lbt:
+				     1 those of step_bound_least, 2 those of step_bound_at too */
 };
 
 /* A candidate of the cell that fits, its step not simulated yet (SWEEP_TABLES). */
@@ -75,6 +76,7 @@ struct pend {
 	int i;                    /* candidate */
 	int64_t mb, ga;
 	double ub;                /* the most its score can be */
+	int tight;                /* 1: ub from every bound bounds() makes */
 };
 
 struct sweep_ctx {
@@ -101,6 +103,9 @@ struct sweep_ctx {
 	double *lbt;              /* (ncand x nbatch) least step time of each candidate in each cell
 				     of the group (s; 0: it does not fit), SWEEP_TABLES */
 	struct step_bound *bnd;   /* (2 x nbatch) a candidate's bounds while they are made */
+	struct step_bound *one;   /* (ncand x nbatch) with global batches: each candidate's bounds
+				     of one micro-step in the group's cells, kept for those of
+				     two (bounds) */
 	struct pend *pend;        /* (ncand) the cell's candidates waiting for their step */
 	int *done;                /* (ncand) those of them simulated */
 	struct prediction pred;   /* the job model's input and output (time_to_train) */
@@ -126,6 +131,11 @@ struct sweep_ctx *sweep_ctx_create(const struct sweep *sw)
 	c->mm = calloc((size_t)sw->ncand * (size_t)c->nmemo, sizeof *c->mm);
 	c->lbt = calloc((size_t)sw->ncand * (size_t)sw->nbatch, sizeof *c->lbt);
 	c->bnd = calloc(2 * (size_t)sw->nbatch, sizeof *c->bnd);
+	if (sw->batch_mode == SWEEP_GLOBAL && c->bnd &&  /* only they accumulate (needs_accum) */
+	    !(c->one = calloc((size_t)sw->ncand * (size_t)sw->nbatch, sizeof *c->one))) {
+		sweep_ctx_delete(c);
+		return NULL;
+	}
 	c->pend = calloc((size_t)sw->ncand, sizeof *c->pend);
 	c->done = calloc((size_t)sw->ncand, sizeof *c->done);
 	if (!c->g || !c->go || !c->slots || !c->sm || !c->mm || !c->lbt || !c->bnd || !c->pend || !c->done ||
@@ -183,6 +193,7 @@ void sweep_ctx_delete(struct sweep_ctx *c)
 	free(c->mm);
 	free(c->lbt);
 	free(c->bnd);
+	free(c->one);
 	free(c->pend);
 	free(c->done);
 	mem_plan_free(&c->scratch);
@@ -789,27 +800,33 @@ void sweep_cell_best(const struct sweep *sw, const struct sweep_result *cell, in
 /* ---- recommend's tables: the steps they can show (SWEEP_TABLES) --------------------- */
 
 /* The least step time of candidate i in each cell of the group this context
- * evaluates, into c->lbt (step_bound, step.h; 0 where it does not fit): its
- * task graph of one micro-step bounded at each micro-batch (re-timed from one
- * to the next), then that of two where a cell accumulates more. The working
- * scenario is i's. */
-static int bounds(struct sweep_ctx *c, int i, struct err *e)
+ * evaluates, into c->lbt (step.h; 0 where it does not fit): its task graph of
+ * one micro-step bounded at each micro-batch (re-timed from one to the next),
+ * for step_bound_least; with tight, then that of two micro-steps where a cell
+ * accumulates more, for step_bound_at. A graph of two micro-steps costs about
+ * twice one of one (make bench: bench/sweep.ini spent 0.17 s on them, 13 % of
+ * its tables, when every candidate built one), and a candidate the looser
+ * bound already rules out never needs it (tables). The working scenario is i's. */
+static int bounds(struct sweep_ctx *c, int i, int tight, struct err *e)
 {
 	const struct sweep *sw = c->sw;
 	struct slot *s = &c->slots[i];
-	double *lbt = c->lbt + (size_t)i * (size_t)sw->nbatch;
-	int64_t mb[SWEEP_MAX_AXIS], ga[SWEEP_MAX_AXIS], m = 0;
-	struct step_bound *one = c->bnd, *two = c->bnd + sw->nbatch;
+	double *lbt = c->lbt + (size_t)i * (size_t)sw->nbatch, x;
+	int64_t mb[SWEEP_MAX_AXIS], ga[SWEEP_MAX_AXIS], m = 0, more = 0;
+	struct step_bound *one = c->one ? c->one + (size_t)i * (size_t)sw->nbatch : c->bnd, *two = c->bnd + sw->nbatch;
 	int bi, j, a, pass;
 
-	if (s->bounded)
+	if (s->bounded >= 1 + tight)
 		return 0;
 	for (bi = 0; bi < sw->nbatch; bi++) {
 		mb[bi] = 0;
 		if (batch_here(c, bi) && (mb[bi] = choose(c, i, sw->batches[bi], &ga[bi], &a, NULL, e)) < 0)
 			return e->code;
+		more |= mb[bi] > 0 && ga[bi] > 1;
 	}
-	for (pass = 1; pass <= 2; pass++)
+	if (!more || !c->one)  /* nothing looser to try, or no room to keep one's bounds */
+		tight = 1;
+	for (pass = s->bounded + 1; pass <= 1 + tight; pass++)
 		for (bi = 0; bi < sw->nbatch; bi++) {
 			struct step_bound *b = pass == 1 ? &one[bi] : &two[bi];
 			if (mb[bi] <= 0 || (pass == 2 && ga[bi] == 1))
@@ -826,17 +843,23 @@ static int bounds(struct sweep_ctx *c, int i, struct err *e)
 				return e->code ? e->code : ERR_SYSTEM;
 			m++;
 		}
-	for (bi = 0; bi < sw->nbatch; bi++)
-		lbt[bi] = mb[bi] > 0 ? step_bound_at(&one[bi], ga[bi] > 1 ? &two[bi] : NULL, ga[bi]) : 0;
+	s->bounded = 1 + tight;
+	for (bi = 0; bi < sw->nbatch; bi++) {
+		lbt[bi] = 0;
+		if (mb[bi] <= 0)
+			continue;
+		lbt[bi] = step_bound_least(&one[bi], ga[bi]);
+		if (tight && ga[bi] > 1 && (x = step_bound_at(&one[bi], &two[bi], ga[bi])) > lbt[bi])
+			lbt[bi] = x;  /* both hold: the larger */
+	}
 	c->k.bounds += m;
-	s->bounded = 1;
 	return 0;
 }
 
 /* The most candidate i's score can be in a cell of batch index bi (r: its
  * micro-batch and accumulation): the score of a step of its least time. */
-static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_result *r, double *ub,
-		       struct err *e)
+static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_result *r, int tight,
+		       double *ub, struct err *e)
 {
 	struct sweep_result x = *r;
 	struct step_result st;
@@ -846,7 +869,7 @@ static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_re
 		*ub = HUGE_VAL;  /* the job model's time: not bounded here */
 		return 0;
 	}
-	if (bounds(c, i, e))
+	if (bounds(c, i, tight, e))
 		return e->code;
 	t = c->lbt[(size_t)i * (size_t)c->sw->nbatch + (size_t)bi];
 	if (!(t > 0)) {  /* nothing known of its time */
@@ -914,8 +937,8 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 {
 	const struct sweep *sw = c->sw;
 	struct sweep_result *r;
-	struct pend *p;
-	int i, j, n = 0, nd = 0, best = -1, ru = -1;
+	struct pend *p, x;
+	int i, j, k, n = 0, nd = 0, best = -1, ru = -1;
 
 	for (i = 0; i < sw->ncand; i++) {
 		if (out[i].status != SWEEP_OK)
@@ -923,8 +946,9 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 		apply(c, &sw->cands[i]);
 		p = &c->pend[n++];
 		p->i = i;
-		if (upper_score(c, i, bi, &out[i], &p->ub, e))
+		if (upper_score(c, i, bi, &out[i], 0, &p->ub, e))
 			return e->code;
+		p->tight = c->slots[i].bounded == 2 || out[i].grad_accum <= 1;
 	}
 	qsort(c->pend, (size_t)n, sizeof *c->pend, by_bound);
 	for (j = 0; j < n; j++) {
@@ -938,6 +962,17 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 			continue;
 		}
 		apply(c, &sw->cands[p->i]);
+		if (!p->tight) {  /* the looser bound leaves it in: the tighter one, then its place again */
+			if (upper_score(c, p->i, bi, r, 1, &p->ub, e))
+				return e->code;
+			p->tight = 1;
+			x = *p;
+			for (k = j; k + 1 < n && by_bound(&c->pend[k + 1], &x) < 0; k++)
+				c->pend[k] = c->pend[k + 1];
+			c->pend[k] = x;
+			j--;
+			continue;
+		}
 		if (finish(c, p->i, r, e))
 			return e->code;
 		c->done[nd++] = p->i;

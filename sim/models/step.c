@@ -2272,7 +2272,7 @@ static void bound_sums(const struct bld *b, struct step_bound *out)
 {
 	struct step_sim *ss = b->ss;
 	const struct des *d = b->d;
-	double x, sum;
+	double x, sum, kern;
 	int i, k, n = d->nstreams < STEP_BOUND_STREAMS ? d->nstreams : STEP_BOUND_STREAMS;
 	struct coll_cost c;
 
@@ -2286,11 +2286,12 @@ static void bound_sums(const struct bld *b, struct step_bound *out)
 		ss->dynt[i] = coll_time(&c);
 	}
 	for (i = 0; i < n; i++) {
-		if (!ss->bvar[i]) {
+		if (!ss->bvar[i]) {  /* no kernel there (bound_task) */
 			out->stream[i] = ss->bconst[i];
+			out->kern[i] = 0;
 			continue;
 		}
-		for (sum = 0, k = ss->bfirst[i]; k < ss->bfirst[i + 1]; k++) {
+		for (sum = kern = 0, k = ss->bfirst[i]; k < ss->bfirst[i + 1]; k++) {
 			const struct step_bterm *t = &ss->bsort[k];
 			if (t->kind == BT_CONST) {
 				sum += t->v;
@@ -2301,9 +2302,12 @@ static void bound_sums(const struct bld *b, struct step_bound *out)
 				continue;
 			}
 			x = t->kind == BT_BWD ? ss->tb[t->idx] : ss->tf[t->idx];
-			sum += des_work_least(d, i, x > 0 ? x : 0);  /* the duration as retime stores it */
+			x = des_work_least(d, i, x > 0 ? x : 0);  /* the duration as retime stores it */
+			sum += x;
+			kern += x;
 		}
 		out->stream[i] = sum;
+		out->kern[i] = kern;
 	}
 	out->nstream = n;
 }
@@ -2328,6 +2332,7 @@ int step_bound(struct step_sim *ss, const struct scenario *s, const struct graph
 	} else {  /* a kernel off the compute streams: the task graph re-timed, summed */
 		retime(&b);
 		des_stream_bounds(&ss->d, out->stream, STEP_BOUND_STREAMS, &out->nstream);
+		memset(out->kern, 0, sizeof out->kern);  /* kernels not told apart */
 	}
 	out->grad_accum = b.accum;
 	return 0;
@@ -2342,6 +2347,20 @@ double step_bound_at(const struct step_bound *one, const struct step_bound *two,
 		x = one->stream[i];
 		if (ga > 1 && two && i < two->nstream)
 			x = two->stream[i] + (double)(ga - 2) * (two->stream[i] - one->stream[i]);
+		lb = x > lb ? x : lb;
+	}
+	return lb;
+}
+
+double step_bound_least(const struct step_bound *one, int64_t ga)
+{
+	double lb = 0, x;
+	int i;
+
+	if (ga <= 1)
+		return step_bound_at(one, NULL, 1);
+	for (i = 0; i < one->nstream; i++) {
+		x = (double)ga * one->kern[i];
 		lb = x > lb ? x : lb;
 	}
 	return lb;

@@ -189,6 +189,8 @@ int step_trace_write(const struct step_sim *ss, const char *path, struct err *e)
 #define STEP_BOUND_STREAMS DES_MAX_STREAMS
 struct step_bound {
 	double stream[STEP_BOUND_STREAMS]; /* s: least time of each stream's tasks */
+	double kern[STEP_BOUND_STREAMS];   /* s: of that, the kernels of the forward, the
+					      recomputation and the backward (0: not told apart) */
 	int nstream;
 	int64_t grad_accum;                /* the micro-steps of the graph bounded */
 };
@@ -207,6 +209,14 @@ void step_throughput(const struct graph *g, struct step_result *r);
  * (one) alone when ga is 1, else from those of one and two (two), each stream
  * extended by its growth per micro-step. */
 double step_bound_at(const struct step_bound *one, const struct step_bound *two, int64_t ga);
+
+/* A looser least time of a step of ga micro-steps from the bound of one alone:
+ * with ga = 1 step_bound_at's; else ga times the most any stream's kernels
+ * take, since every micro-step runs each kernel of the forward, the
+ * recomputation and the backward (below: every micro-step but the last is the
+ * same tasks, and the last is one micro-step's). recommend's tables try it
+ * before building the task graph of two micro-steps (sweep_eval.c). */
+double step_bound_least(const struct step_bound *one, int64_t ga);
 
 /* Steps of many micro-steps. Every micro-step but the last is the same tasks
  * with the same dependencies (forward and backward without gradient
