@@ -182,7 +182,7 @@ struct mem_tape {
 	struct mem_run *run;   /* (nrun) the events as literal and periodic runs, in order
 				  (memrun.h); what evaluations read */
 	int nrun, caprun;
-	int *ix, *ixoff;       /* memrun's index of the events by op (kept between builds) */
+	int *ix, *ixoff;       /* memrun's links of the events by op and cursors (kept between builds) */
 	int capix, capixoff;
 	int64_t outside;       /* bytes: the most the events outside the allocator hold (fixed) */
 };

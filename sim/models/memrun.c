@@ -5,8 +5,10 @@
  * block further on (op + dop for each block length of the graph, either way:
  * forward walks the blocks up, backward and the optimizer down) that look the
  * same are candidates for the start of its next copy; the longest exact
- * repetition found becomes a run, otherwise the event stays literal. An index
- * of the events by op keeps each look-up short. A run is taken from
+ * repetition found becomes a run, otherwise the event stays literal. Each
+ * event links to the next of its op, and a cursor per op stands at its first
+ * event not yet passed (the walk only moves forward), so each look-up is short
+ * and the index is one pass over the tape. A run is taken from
  * MEMRUN_MIN_REPS copies on: shorter ones cost the evaluation as much as they
  * save.
  */
@@ -62,28 +64,39 @@ static int shifts(const struct graph *g, int *dop)
 	return n;
 }
 
-/* The events by op: those of op o (-1 included) are t->ix[t->ixoff[o + 1] ..
- * t->ixoff[o + 2]), ascending (a CSR keyed by op + 1). */
+/* The events by op, linked: t->ix[i] is the next event of event i's op (-1
+ * none), t->ixoff[o + 1] the first event of op o (-1 included; -1 none), to be
+ * moved forward as the walk goes (next_of). Returns 0 or -1. */
 static int index_ops(struct mem_tape *t, int nops)
 {
-	int i, k, keys = nops + 1;
+	int i, o, *next, *first;
 
-	if (vec_grow((void **)&t->ixoff, &t->capixoff, keys + 1, sizeof *t->ixoff) ||
+	if (vec_grow((void **)&t->ixoff, &t->capixoff, nops + 1, sizeof *t->ixoff) ||
 	    vec_grow((void **)&t->ix, &t->capix, t->n + 1, sizeof *t->ix))
 		return -1;
-	memset(t->ixoff, 0, (size_t)(keys + 1) * sizeof *t->ixoff);
-	for (i = 0; i < t->n; i++)
-		if (t->ev[i].op >= -1 && t->ev[i].op < nops)
-			t->ixoff[t->ev[i].op + 1]++;
-	for (k = 0, i = 0; k < keys; k++) {  /* counts -> list ends, filled backwards */
-		i += t->ixoff[k];
-		t->ixoff[k] = i;
+	next = t->ix;
+	first = t->ixoff;
+	memset(first, 0xff, (size_t)(nops + 1) * sizeof *first);  /* all -1 */
+	for (i = t->n - 1; i >= 0; i--) {
+		o = t->ev[i].op;
+		if (o >= -1 && o < nops) {
+			next[i] = first[o + 1];
+			first[o + 1] = i;
+		}
 	}
-	t->ixoff[keys] = i;
-	for (i = t->n - 1; i >= 0; i--)
-		if (t->ev[i].op >= -1 && t->ev[i].op < nops)
-			t->ix[--t->ixoff[t->ev[i].op + 1]] = i;
 	return 0;
+}
+
+/* The first event of op o after event i: the cursor of op o moved past i
+ * (every later look-up is for an event after i). */
+static inline int next_of(struct mem_tape *t, int o, int i)
+{
+	int k = t->ixoff[o + 1];
+
+	while (k >= 0 && k <= i)
+		k = t->ix[k];
+	t->ixoff[o + 1] = k;
+	return k;
 }
 
 /* The copies of events from i on with period len and shift dop: how many
@@ -98,28 +111,18 @@ static int copies(const struct mem_tape *t, int i, int len, int dop)
 }
 
 /* The best periodic run starting at event i: *len, *reps, *dop; 0 = none. */
-static int find_run(const struct mem_tape *t, int nops, int i, const int *dop, int ndop,
+static int find_run(struct mem_tape *t, int nops, int i, const int *dop, int ndop,
 		    int *len, int *reps, int *dbest)
 {
 	const struct mem_event *e = &t->ev[i];
-	int d, o, lo, hi, mid, k, tries, j, r, best = 0;
+	int d, o, look, tries, j, r, best = 0;
 
 	for (d = 0; d < ndop; d++) {
 		o = e->op < 0 ? -1 : e->op + dop[d];  /* -1 stays -1 whatever the shift */
 		if (o < -1 || o >= nops)
 			continue;
-		lo = t->ixoff[o + 1];  /* op o's events */
-		hi = t->ixoff[o + 2];
-		while (lo < hi) {  /* the first event of op o after i */
-			mid = lo + (hi - lo) / 2;
-			if (t->ix[mid] <= i)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		hi = t->ixoff[o + 2] < lo + MEMRUN_MAX_LOOK ? t->ixoff[o + 2] : lo + MEMRUN_MAX_LOOK;
-		for (k = lo, tries = 0; k < hi && tries < MEMRUN_MAX_TRIES; k++) {
-			j = t->ix[k];
+		for (j = next_of(t, o, i), look = 0, tries = 0;  /* op o's events after i */
+		     j >= 0 && look < MEMRUN_MAX_LOOK && tries < MEMRUN_MAX_TRIES; j = t->ix[j], look++) {
 			if (!same(e, &t->ev[j], dop[d]))
 				continue;
 			tries++;
