@@ -66,8 +66,9 @@ static int timed(const struct sweep *sw, int which, int runs, struct sweep_resul
 static void emu_line(const char *what, const struct mem_emu_counts *e)
 {
 	printf("bench recommend:   allocator emulation, %s: %ld max-batch searches (%ld remembered from a tape met "
-	       "before), %ld replays and %ld guesses resumed from a fork, %ld events, %ld alloc/free pairs probed\n",
-	       what, e->searches, e->remembered, e->replays, e->resumed, e->events, e->probed);
+	       "before), %ld replays and %ld guesses resumed from a fork, %ld events, %ld alloc/free pairs probed, "
+	       "%ld peaks for breakdowns (%ld remembered)\n",
+	       what, e->searches, e->remembered, e->replays, e->resumed, e->events, e->probed, e->peaks, e->peaks_known);
 }
 
 int main(int argc, char **argv)

@@ -421,7 +421,10 @@ Test(memory, max_batch_is_exact)
  * answer of a plan built afresh, when the tape is the same and when only the
  * capacity or the allocator's settings differ: a search remembered for
  * another input would give another answer (halving the capacity must lower
- * it, and does below). */
+ * it, and does below). Likewise the breakdowns at the peak (memory.c
+ * remembers peaks by the digest, b and whether b is above the maximum): at 1,
+ * the maximum and one more, every field as afresh, and those of case 2 (case
+ * 0's inputs again) remembered. */
 Test(memory, remembered_searches_answer_as_fresh_ones)
 {
 	const char *sets[] = {"training.strategy=ddp", "model.name=gpt2-medium", "model.seq_len=512",
@@ -431,9 +434,10 @@ Test(memory, remembered_searches_answer_as_fresh_ones)
 	struct ctx c;
 	struct mem_plan q;
 	struct err e = {0};
+	struct mem_emu_counts n;
 	double full;
 	int64_t m[5], fresh;
-	int k, bind;
+	int k, j, bind;
 
 	load(&c, base, sets, 5);
 	cr_assert(c.p.emulate);
@@ -446,12 +450,29 @@ Test(memory, remembered_searches_answer_as_fresh_ones)
 		memset(&q, 0, sizeof q);
 		cr_assert_eq(mem_plan_build(&q, &c.s, &c.g, &c.pf, &e), 0, "%s", e.msg);
 		fresh = mem_max_batch(&q, &bind);
-		mem_plan_free(&q);
 		cr_expect_eq(m[k], fresh, "case %d: remembered %lld, afresh %lld", k, (long long)m[k],
 			     (long long)fresh);
+		mem_plan_free(&q);
+		for (j = 0; j < 3; j++) {  /* each against a plan of its own: nothing remembered there */
+			int64_t b = j == 0 ? 1 : m[k] + j - 1;
+			struct mem_detail a, d;
+			memset(&a, 0, sizeof a);
+			memset(&d, 0, sizeof d);
+			mem_detail_peak(&c.p, bind, b, &a);
+			memset(&q, 0, sizeof q);
+			cr_assert_eq(mem_plan_build(&q, &c.s, &c.g, &c.pf, &e), 0, "%s", e.msg);
+			mem_max_batch(&q, &bind);
+			mem_detail_peak(&q, bind, b, &d);
+			mem_plan_free(&q);
+			cr_expect_eq(memcmp(&a, &d, sizeof a), 0, "case %d at %lld: peak %lld at event %d, afresh %lld at %d",
+				     k, (long long)b, (long long)a.peak, a.event, (long long)d.peak, d.event);
+		}
 	}
 	cr_expect_lt(m[1], m[0], "half the memory, a smaller batch");
 	cr_expect_eq(m[2], m[0]);
+	mem_emu_counts(&c.p, &n);
+	cr_expect_eq(n.peaks_known, 3, "case 2 asks what case 0 did: %ld of %ld peaks remembered", n.peaks_known,
+		     n.peaks);
 	drop(&c);
 }
 

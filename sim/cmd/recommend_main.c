@@ -505,8 +505,9 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 		if (o->stats)
 			fprintf(stderr, "recommend: allocator emulation: %ld max-batch searches (%ld remembered from "
 				"a tape met before), %ld replays and %ld guesses resumed from a fork, %ld events, "
-				"%ld alloc/free pairs probed\n", sum.emu.searches, sum.emu.remembered, sum.emu.replays,
-				sum.emu.resumed, sum.emu.events, sum.emu.probed);
+				"%ld alloc/free pairs probed, %ld peaks for breakdowns (%ld remembered)\n", sum.emu.searches,
+				sum.emu.remembered, sum.emu.replays, sum.emu.resumed, sum.emu.events, sum.emu.probed,
+				sum.emu.peaks, sum.emu.peaks_known);
 	}
 	MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
 out:

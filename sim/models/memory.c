@@ -345,6 +345,7 @@ struct mem_emu {
 	int fork_t;
 	int64_t fork_b;        /* b of the fork, -1 none */
 	struct emu_known *known; /* (EMU_KNOWN) searches done, by what they read; NULL none yet */
+	struct emu_seen *seen; /* (EMU_SEEN) peaks found, by what they read; NULL none yet */
 	struct mem_emu_counts k; /* what it has done */
 };
 
@@ -362,6 +363,21 @@ struct emu_known {
 };
 
 #define EMU_KNOWN 4096         /* entries, direct-mapped by the digest */
+
+/* A peak (emu_peak) is likewise a function of the search's inputs, b and
+ * whether b lies above the searched maximum (it then replays without a limit
+ * at once): with every candidate's figures, bench/sweep.ini asks 4,092 peaks
+ * (a replay each, unless the tape's last replays had b), 550 of them of a
+ * digest and b met before (DDP's tape at every GPU count again). The event
+ * index of the peak is that tape's too: equal digests are equal events. */
+struct emu_seen {
+	uint64_t h1, h2;       /* the digest; both 0: empty */
+	int64_t key;           /* 2 b + 1 when above the searched maximum */
+	int64_t peak;
+	int at;
+};
+
+#define EMU_SEEN 4096          /* entries, direct-mapped by the digest and key */
 
 /* *v, of have elements of size sz, with room for n. Returns 0 or -1 (*v kept). */
 static int emu_grow(void **v, int have, int n, size_t sz)
@@ -709,17 +725,44 @@ static int emu_run(const struct mem_plan *p, int t, int64_t b, int64_t *peak, in
 	return rc;
 }
 
+static void emu_digest(const struct mem_plan *p, int t, uint64_t *d1, uint64_t *d2);
+
 /* The emulated peak of tape t at b (mem_peak), at *at. */
-static int64_t emu_peak(const struct mem_plan *p, int t, int64_t b, int *at)
+static int64_t emu_peak_run(const struct mem_plan *p, int t, int64_t b, int above, int *at)
 {
 	int64_t peak;
 	/* above the searched maximum it runs out: what it would need, at once */
-	int rc = p->emu->max[t] >= 0 && b > p->emu->max[t] ? ALLOC_EOOM : emu_run(p, t, b, &peak, at);
+	int rc = above ? ALLOC_EOOM : emu_run(p, t, b, &peak, at);
 
 	if (rc == ALLOC_EOOM)  /* what it would need */
 		rc = emu_replay(p, t, b, EMU_UNLIMITED, &peak, at);
 	if (rc)
 		p->emu->nomem = 1;
+	return peak;
+}
+
+/* emu_peak_run through the peaks remembered (struct emu_seen). */
+static int64_t emu_peak(const struct mem_plan *p, int t, int64_t b, int *at)
+{
+	struct mem_emu *m = p->emu;
+	int above = m->max[t] >= 0 && b > m->max[t];
+	int64_t key = 2 * b + above, peak;
+	struct emu_seen *x;
+	uint64_t d1, d2;
+
+	m->k.peaks++;
+	if (!m->seen && !(m->seen = calloc(EMU_SEEN, sizeof *m->seen)))
+		return emu_peak_run(p, t, b, above, at);
+	emu_digest(p, t, &d1, &d2);
+	d1 |= d1 == 0 && d2 == 0;  /* (0, 0) marks an empty entry */
+	x = &m->seen[(d1 ^ (uint64_t)key * 0x9E3779B97F4A7C15ULL) % EMU_SEEN];
+	if (x->h1 == d1 && x->h2 == d2 && x->key == key) {
+		m->k.peaks_known++;
+		*at = x->at;
+		return x->peak;
+	}
+	peak = emu_peak_run(p, t, b, above, at);
+	*x = (struct emu_seen){m->nomem ? 0 : d1, m->nomem ? 0 : d2, key, peak, *at};  /* cut short: not kept */
 	return peak;
 }
 
@@ -1244,6 +1287,7 @@ void mem_plan_free(struct mem_plan *p)
 		free(p->emu->top);
 		free(p->emu->below);
 		free(p->emu->known);
+		free(p->emu->seen);
 		alloc_release(&p->emu->fa);
 		free(p->emu->ftop);
 		free(p->emu->fbelow);

@@ -265,6 +265,8 @@ struct mem_emu_counts {
 	long resumed;          /* replays without a limit continued from a fork (emu_resume) */
 	long events;           /* events those replays went through */
 	long probed;           /* alloc/free pairs the cache served, replayed as alloc_probe */
+	long peaks;            /* peaks asked for (a breakdown's, mem_peak) */
+	long peaks_known;      /* of which answered by a peak of the same digest and b */
 };
 
 /* p's counts into k (all 0 without the emulation). */
