@@ -47,10 +47,12 @@ done
 "$rec" --help | grep -q "usage: recommend" && ok || bad "--help"
 # --stats: what the allocator's emulation did; a search answered from another of
 # the same tape is one of the searches, and every other search that can fit at
-# all replays at least once (memory.c tape_max_known, mem_emu_counts)
+# all replays at least once (memory.c tape_max_known, mem_emu_counts); each
+# cell's best has its breakdown, so peaks are asked, some perhaps remembered
 if "$rec" tests/sweeps/small.ini --stats >/dev/null 2>"$tmp/err" &&
    read -r n m r <<<"$(sed -n 's/.*emulation: \([0-9]*\) max-batch searches (\([0-9]*\) remembered.*), \([0-9]*\) replays.*/\1 \2 \3/p' "$tmp/err")" &&
-   [ "${n:-0}" -gt 0 ] && [ "$m" -le "$n" ] && [ "$r" -gt 0 ]; then ok
+   read -r pk pm <<<"$(sed -n 's/.*, \([0-9]*\) peaks for breakdowns (\([0-9]*\) remembered)$/\1 \2/p' "$tmp/err")" &&
+   [ "${n:-0}" -gt 0 ] && [ "$m" -le "$n" ] && [ "$r" -gt 0 ] && [ "${pk:-0}" -gt 0 ] && [ "$pm" -le "$pk" ]; then ok
 else bad "--stats: $(cat "$tmp/err")"; fi
 
 # a cluster file without [sweep] (docs/CONTRACT.md: recommend CLUSTER_OR_SWEEP.ini): the default sweep
