@@ -103,6 +103,9 @@ struct sweep_ctx {
 	double *lbt;              /* (ncand x nbatch) least step time of each candidate in each cell
 				     of the group (s; 0: it does not fit), SWEEP_TABLES */
 	struct step_bound *bnd;   /* (2 x nbatch) a candidate's bounds while they are made */
+	struct step_bound *one;   /* (ncand x nbatch) with global batches: each candidate's bounds
+				     of one micro-step in the group's cells, kept for those of
+				     two (bounds) */
 	struct pend *pend;        /* (ncand) the cell's candidates waiting for their step */
 	int *done;                /* (ncand) those of them simulated */
 	struct prediction pred;   /* the job model's input and output (time_to_train) */
@@ -128,6 +131,11 @@ struct sweep_ctx *sweep_ctx_create(const struct sweep *sw)
 	c->mm = calloc((size_t)sw->ncand * (size_t)c->nmemo, sizeof *c->mm);
 	c->lbt = calloc((size_t)sw->ncand * (size_t)sw->nbatch, sizeof *c->lbt);
 	c->bnd = calloc(2 * (size_t)sw->nbatch, sizeof *c->bnd);
+	if (sw->batch_mode == SWEEP_GLOBAL && c->bnd &&  /* only they accumulate (needs_accum) */
+	    !(c->one = calloc((size_t)sw->ncand * (size_t)sw->nbatch, sizeof *c->one))) {
+		sweep_ctx_delete(c);
+		return NULL;
+	}
 	c->pend = calloc((size_t)sw->ncand, sizeof *c->pend);
 	c->done = calloc((size_t)sw->ncand, sizeof *c->done);
 	if (!c->g || !c->go || !c->slots || !c->sm || !c->mm || !c->lbt || !c->bnd || !c->pend || !c->done ||
@@ -185,6 +193,7 @@ void sweep_ctx_delete(struct sweep_ctx *c)
 	free(c->mm);
 	free(c->lbt);
 	free(c->bnd);
+	free(c->one);
 	free(c->pend);
 	free(c->done);
 	mem_plan_free(&c->scratch);
@@ -797,18 +806,14 @@ void sweep_cell_best(const struct sweep *sw, const struct sweep_result *cell, in
  * accumulates more, for step_bound_at. A graph of two micro-steps costs about
  * twice one of one (make bench: bench/sweep.ini spent 0.17 s on them, 13 % of
  * its tables, when every candidate built one), and a candidate the looser
- * bound already rules out never needs it (tables: on bench/sweep.ini 71
- * candidates in a group did, 122 bounds of two micro-steps instead of 1,258).
- * Those bound one micro-step again (175 bounds) rather than every candidate
- * keeping its bounds of one (ncand x nbatch of them). The working scenario
- * is i's. */
+ * bound already rules out never needs it (tables). The working scenario is i's. */
 static int bounds(struct sweep_ctx *c, int i, int tight, struct err *e)
 {
 	const struct sweep *sw = c->sw;
 	struct slot *s = &c->slots[i];
 	double *lbt = c->lbt + (size_t)i * (size_t)sw->nbatch, x;
 	int64_t mb[SWEEP_MAX_AXIS], ga[SWEEP_MAX_AXIS], m = 0, more = 0;
-	struct step_bound *one = c->bnd, *two = c->bnd + sw->nbatch;
+	struct step_bound *one = c->one ? c->one + (size_t)i * (size_t)sw->nbatch : c->bnd, *two = c->bnd + sw->nbatch;
 	int bi, j, a, pass;
 
 	if (s->bounded >= 1 + tight)
@@ -819,9 +824,9 @@ static int bounds(struct sweep_ctx *c, int i, int tight, struct err *e)
 			return e->code;
 		more |= mb[bi] > 0 && ga[bi] > 1;
 	}
-	if (!more)  /* nothing looser to try */
+	if (!more || !c->one)  /* nothing looser to try, or no room to keep one's bounds */
 		tight = 1;
-	for (pass = 1; pass <= 1 + tight; pass++)
+	for (pass = s->bounded + 1; pass <= 1 + tight; pass++)
 		for (bi = 0; bi < sw->nbatch; bi++) {
 			struct step_bound *b = pass == 1 ? &one[bi] : &two[bi];
 			if (mb[bi] <= 0 || (pass == 2 && ga[bi] == 1))
