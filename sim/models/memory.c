@@ -368,8 +368,10 @@ struct emu_known {
  * whether b lies above the searched maximum (it then replays without a limit
  * at once): with every candidate's figures, bench/sweep.ini asks 4,092 peaks
  * (a replay each, unless the tape's last replays had b), 550 of them of a
- * digest and b met before (DDP's tape at every GPU count again). The event
- * index of the peak is that tape's too: equal digests are equal events. */
+ * digest and b met before (DDP's tape at every GPU count again; 467 found
+ * here, the table being direct-mapped). The event index of the peak is that
+ * tape's too: equal digests are equal events. A key without the search
+ * (above 0) takes emu_peak_run's path for b <= the maximum, the same replays. */
 struct emu_seen {
 	uint64_t h1, h2;       /* the digest; both 0: empty */
 	int64_t key;           /* 2 b + 1 when above the searched maximum */
