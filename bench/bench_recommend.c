@@ -62,13 +62,13 @@ static int timed(const struct sweep *sw, int which, int runs, struct sweep_resul
 	return rc;
 }
 
-/* What the allocator's emulation did in one sweep (memory.h mem_emu_counts). */
+/* What the allocator's emulation did in one sweep (sweep.h sweep_emu_text). */
 static void emu_line(const char *what, const struct mem_emu_counts *e)
 {
-	printf("bench recommend:   allocator emulation, %s: %ld max-batch searches (%ld remembered from a tape met "
-	       "before), %ld replays and %ld guesses resumed from a fork, %ld events, %ld alloc/free pairs probed, "
-	       "%ld peaks for breakdowns (%ld remembered)\n",
-	       what, e->searches, e->remembered, e->replays, e->resumed, e->events, e->probed, e->peaks, e->peaks_known);
+	char line[400];
+
+	sweep_emu_text(line, sizeof line, e);
+	printf("bench recommend:   allocator emulation, %s: %s\n", what, line);
 }
 
 int main(int argc, char **argv)

@@ -876,7 +876,7 @@ Test(step, bound_is_below_the_simulated_step, .timeout = 120)
 				     (long long)gas[k], lb, full.time);
 			/* the looser bound from one micro-step alone (every micro-step
 			 * runs the kernels): measured 0.17 (DDP with tensor parallelism on
-			 * a tiny model, 9 micro-steps: its activations' all-reduces
+			 * a tiny model, 2 to 9 micro-steps: its activations' all-reduces
 			 * bind, not the kernels) to 0.998 of the step here; the floor, a
 			 * tenth, fails only a bound that has lost the kernels */
 			lb = step_bound_least(&one, gas[k]);

@@ -503,12 +503,11 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 				"(%.0f candidates/s)\n", sw.ncell, sw.ncand, nranks, nranks > 1 ? "s" : "", sum.candidates,
 				sum.steps, sum.bounds, sum.tapes, sum.graphs, progress_now() - t0,
 				sum.candidates / (progress_now() - t0));
-		if (o->stats)
-			fprintf(stderr, "recommend: allocator emulation: %ld max-batch searches (%ld remembered from "
-				"a tape met before), %ld replays and %ld guesses resumed from a fork, %ld events, "
-				"%ld alloc/free pairs probed, %ld peaks for breakdowns (%ld remembered)\n", sum.emu.searches,
-				sum.emu.remembered, sum.emu.replays, sum.emu.resumed, sum.emu.events, sum.emu.probed,
-				sum.emu.peaks, sum.emu.peaks_known);
+		if (o->stats) {
+			char line[400];
+			sweep_emu_text(line, sizeof line, &sum.emu);
+			fprintf(stderr, "recommend: allocator emulation: %s\n", line);
+		}
 	}
 	MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
 out:

@@ -224,6 +224,10 @@ struct sweep_counts {
 };
 void sweep_ctx_counts(const struct sweep_ctx *c, struct sweep_counts *k);
 
+/* What the allocator's emulation did (k.emu) as one line of text, without a
+ * newline: recommend --stats and make bench print it. */
+void sweep_emu_text(char *buf, size_t n, const struct mem_emu_counts *k);
+
 /* The winner and runner-up of a cell: the best candidate, and the best one of a
  * different strategy (label's strategy part). -1 when none. */
 void sweep_cell_best(const struct sweep *sw, const struct sweep_result *cell, int *best,

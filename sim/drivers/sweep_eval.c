@@ -804,9 +804,10 @@ void sweep_cell_best(const struct sweep *sw, const struct sweep_result *cell, in
  * one micro-step bounded at each micro-batch (re-timed from one to the next),
  * for step_bound_least; with tight, then that of two micro-steps where a cell
  * accumulates more, for step_bound_at. A graph of two micro-steps costs about
- * twice one of one (make bench: bench/sweep.ini spent 0.17 s on them, 13 % of
- * its tables, when every candidate built one), and a candidate the looser
- * bound already rules out never needs it (tables). The working scenario is i's. */
+ * twice one of one (bench/sweep.ini's tables spent 0.17 s, 13 %, on them when
+ * every candidate built one: timed once around step_bound), and a candidate
+ * the looser bound already rules out never needs it (tables). The working
+ * scenario is i's. */
 static int bounds(struct sweep_ctx *c, int i, int tight, struct err *e)
 {
 	const struct sweep *sw = c->sw;

@@ -1,6 +1,7 @@
 /*
  * sweep_out.c — a sweep's results as Markdown (the table people read), CSV and
- * JSON (every candidate), and the heatmap's data file (see sweep.h).
+ * JSON (every candidate), the heatmap's data file, and the allocator emulation's
+ * counts as a line of text (see sweep.h).
  *
  * Everything written depends only on the sweep and its results, never on the
  * host, the time or how the cells were split across processes, so a sweep run
@@ -596,4 +597,12 @@ int sweep_write_heatmap_data(const struct sweep *sw, const struct sweep_result *
 					best >= 0 ? options(&sw->cands[best]) : "", fig);
 			}
 	return ferror(f) ? -1 : 0;
+}
+
+void sweep_emu_text(char *buf, size_t n, const struct mem_emu_counts *k)
+{
+	snprintf(buf, n, "%ld max-batch searches (%ld remembered from a tape met before), %ld replays and %ld "
+		 "guesses resumed from a fork, %ld events, %ld alloc/free pairs probed, %ld peaks for breakdowns "
+		 "(%ld remembered)", k->searches, k->remembered, k->replays, k->resumed, k->events, k->probed,
+		 k->peaks, k->peaks_known);
 }

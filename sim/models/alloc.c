@@ -44,6 +44,12 @@ static int64_t segment_size(int64_t size)
 	return (size + ALLOC_ROUND_LARGE - 1) / ALLOC_ROUND_LARGE * ALLOC_ROUND_LARGE;
 }
 
+/* The pool a request of (rounded) size goes to. */
+static inline int pool_of(int64_t size)
+{
+	return size <= ALLOC_SMALL_SIZE ? SMALL : LARGE;
+}
+
 static int64_t page_size(int pool)
 {
 	return pool == SMALL ? ALLOC_SMALL_BUFFER : ALLOC_LARGE_BUFFER;
@@ -90,7 +96,8 @@ static inline int key_position(const struct alloc_key *v, int n, int64_t k, int6
 /* Where (size, addr) goes in a class's keys v[0..n), sorted descending: the
  * first entry not after it (not larger). The end is tried first: there go 85 %
  * of a sweep's insertions and the look-ups of a size all of whose class is at
- * least that large (make bench's bench/sweep.ini, counted). */
+ * least that large (bench/sweep.ini's tables, counted once with a temporary
+ * counter). */
 static inline int class_position(const struct alloc_key *v, int n, int64_t size, int64_t addr)
 {
 	int lo = 0, hi = n - 1, mid;
@@ -166,7 +173,7 @@ static inline void set_erase(const struct alloc *a, struct alloc_set *s, int h, 
 	bk = s->bk ? &s->bk[c] : NULL;
 	if (!bk)
 		return;
-	i = bk->n > 0 && bk->v[bk->n - 1].h == h ? bk->n - 1 :  /* the smallest: 75 % of erasures */
+	i = bk->n > 0 && bk->v[bk->n - 1].h == h ? bk->n - 1 :  /* the smallest: 75 % of erasures (counted alike) */
 		class_position(bk->v, bk->n, a->b[h].size, a->b[h].addr);
 	if (i == bk->n || bk->v[i].h != h)
 		return;
@@ -652,7 +659,7 @@ static inline int should_split(const struct alloc *a, int h, int64_t size)
 int alloc_malloc(struct alloc *a, int64_t request)
 {
 	int64_t size = alloc_round(request);
-	int pool = size <= ALLOC_SMALL_SIZE ? SMALL : LARGE, h, r;
+	int pool = pool_of(size), h, r;
 
 	if (a->nomem)
 		return ALLOC_ESYS;
@@ -698,7 +705,7 @@ int alloc_malloc(struct alloc *a, int64_t request)
 int alloc_probe(const struct alloc *a, int64_t request, int64_t *handed)
 {
 	int64_t size = alloc_round(request);
-	int pool = size <= ALLOC_SMALL_SIZE ? SMALL : LARGE, h;
+	int pool = pool_of(size), h;
 	struct pos p;
 
 	if (a->nomem || a->c.expandable || gc_on(a) || (h = find_free(a, pool, size, &p)) < 0)

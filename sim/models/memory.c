@@ -344,8 +344,8 @@ struct mem_emu {
 	struct emu_pos fq;     /* the replay there */
 	int fork_t;
 	int64_t fork_b;        /* b of the fork, -1 none */
-	struct emu_known *known; /* (EMU_KNOWN) searches done, by what they read; NULL none yet */
-	struct emu_seen *seen; /* (EMU_SEEN) peaks found, by what they read; NULL none yet */
+	struct emu_memo *known; /* (EMU_MEMO_N) searches done, by what they read; NULL none yet */
+	struct emu_memo *seen;  /* (EMU_MEMO_N) peaks found, by what they read; NULL none yet */
 	struct mem_emu_counts k; /* what it has done */
 };
 
@@ -354,32 +354,24 @@ struct mem_emu {
  * the pools' and allocator's settings. A sweep meets the same tape again and
  * again (DDP's at every GPU count): make bench's bench_recommend counts 253 of
  * bench/sweep.ini's 1,488 searches and 4,455 of the 1,000,000-candidate sweep's
- * 10,392 answered from here (of 264 and 4,644 repeats: the table is
- * direct-mapped). Each search is remembered under a 128-bit digest of those
- * inputs; two different inputs share a digest with probability ~2^-128 per pair. */
-struct emu_known {
+ * 10,392 answered from a memo (of 264 and 4,644 repeats: the table is
+ * direct-mapped). A peak (emu_peak) is likewise a function of those inputs, b
+ * and whether b lies above the searched maximum (it then replays without a
+ * limit at once; below, or before any search, the same replays): with every
+ * candidate's figures bench/sweep.ini asks 4,092 peaks and make bench counts
+ * 467 answered from a memo (of 550 repeats, counted once with a temporary
+ * counter). The event index of a peak is that tape's too: equal digests are
+ * equal events. Each answer is remembered under a 128-bit digest of those
+ * inputs and a key (0 a search; 2 b + 1 when above, 2 b otherwise, a peak);
+ * two different inputs share a digest with probability ~2^-128 per pair. */
+struct emu_memo {
 	uint64_t h1, h2;       /* the digest; both 0: empty */
-	int64_t max;
+	int64_t key;
+	int64_t value;         /* the search's maximum, or the peak (bytes) */
+	int at;                /* the peak's event */
 };
 
-#define EMU_KNOWN 4096         /* entries, direct-mapped by the digest */
-
-/* A peak (emu_peak) is likewise a function of the search's inputs, b and
- * whether b lies above the searched maximum (it then replays without a limit
- * at once): with every candidate's figures, bench/sweep.ini asks 4,092 peaks
- * (a replay each, unless the tape's last replays had b), 550 of them of a
- * digest and b met before (DDP's tape at every GPU count again; 467 found
- * here, the table being direct-mapped). The event index of the peak is that
- * tape's too: equal digests are equal events. A key without the search
- * (above 0) takes emu_peak_run's path for b <= the maximum, the same replays. */
-struct emu_seen {
-	uint64_t h1, h2;       /* the digest; both 0: empty */
-	int64_t key;           /* 2 b + 1 when above the searched maximum */
-	int64_t peak;
-	int at;
-};
-
-#define EMU_SEEN 4096          /* entries, direct-mapped by the digest and key */
+#define EMU_MEMO_N 4096        /* entries of a memo table, direct-mapped by the digest and key */
 
 /* *v, of have elements of size sz, with room for n. Returns 0 or -1 (*v kept). */
 static int emu_grow(void **v, int have, int n, size_t sz)
@@ -743,28 +735,54 @@ static int64_t emu_peak_run(const struct mem_plan *p, int t, int64_t b, int abov
 	return peak;
 }
 
-/* emu_peak_run through the peaks remembered (struct emu_seen). */
+/* The entry of memo table *tab (allocated on first use) for tape t's inputs
+ * and key; *hit 1 when it holds their answer. The entry is to be filled by
+ * emu_keep. NULL when the host has no memory for the table. */
+static struct emu_memo *emu_recall(const struct mem_plan *p, int t, struct emu_memo **tab, int64_t key,
+				   struct emu_memo *id, int *hit)
+{
+	struct emu_memo *x;
+
+	*hit = 0;
+	if (!*tab && !(*tab = calloc(EMU_MEMO_N, sizeof **tab)))
+		return NULL;
+	emu_digest(p, t, &id->h1, &id->h2);
+	id->h1 |= id->h1 == 0 && id->h2 == 0;  /* (0, 0) marks an empty entry */
+	id->key = key;
+	x = &(*tab)[(id->h1 ^ (uint64_t)key * 0x9E3779B97F4A7C15ULL) % EMU_MEMO_N];
+	*hit = x->h1 == id->h1 && x->h2 == id->h2 && x->key == key;
+	return x;
+}
+
+/* Fills entry x (emu_recall) with the answer to id's inputs, unless the
+ * host's memory cut the answer short (then the entry is left empty). */
+static void emu_keep(const struct mem_plan *p, struct emu_memo *x, const struct emu_memo *id, int64_t value,
+		     int at)
+{
+	*x = (struct emu_memo){0, 0, id->key, value, at};
+	if (!p->emu->nomem) {
+		x->h1 = id->h1;
+		x->h2 = id->h2;
+	}
+}
+
+/* emu_peak_run through the peaks remembered (struct emu_memo). */
 static int64_t emu_peak(const struct mem_plan *p, int t, int64_t b, int *at)
 {
 	struct mem_emu *m = p->emu;
-	int above = m->max[t] >= 0 && b > m->max[t];
-	int64_t key = 2 * b + above, peak;
-	struct emu_seen *x;
-	uint64_t d1, d2;
+	int above = m->max[t] >= 0 && b > m->max[t], hit;
+	struct emu_memo id, *x = emu_recall(p, t, &m->seen, 2 * b + above, &id, &hit);
+	int64_t peak;
 
 	m->k.peaks++;
-	if (!m->seen && !(m->seen = calloc(EMU_SEEN, sizeof *m->seen)))
-		return emu_peak_run(p, t, b, above, at);
-	emu_digest(p, t, &d1, &d2);
-	d1 |= d1 == 0 && d2 == 0;  /* (0, 0) marks an empty entry */
-	x = &m->seen[(d1 ^ (uint64_t)key * 0x9E3779B97F4A7C15ULL) % EMU_SEEN];
-	if (x->h1 == d1 && x->h2 == d2 && x->key == key) {
+	if (hit) {
 		m->k.peaks_known++;
 		*at = x->at;
-		return x->peak;
+		return x->value;
 	}
 	peak = emu_peak_run(p, t, b, above, at);
-	*x = (struct emu_seen){m->nomem ? 0 : d1, m->nomem ? 0 : d2, key, peak, *at};  /* cut short: not kept */
+	if (x)
+		emu_keep(p, x, &id, peak, *at);
 	return peak;
 }
 
@@ -1109,27 +1127,23 @@ static void emu_digest(const struct mem_plan *p, int t, uint64_t *d1, uint64_t *
 	*d2 = avalanche(h2 ^ h1);
 }
 
-/* tape_max_emu through the searches remembered (struct emu_known). */
+/* tape_max_emu through the searches remembered (struct emu_memo). */
 static int64_t tape_max_known(const struct mem_plan *p, int t)
 {
 	struct mem_emu *m = p->emu;
-	struct emu_known *k;
-	uint64_t d1, d2;
+	int hit;
+	struct emu_memo id, *x = emu_recall(p, t, &m->known, 0, &id, &hit);
+	int64_t max;
 
-	if (!m->known && !(m->known = calloc(EMU_KNOWN, sizeof *m->known)))
-		return tape_max_emu(p, t);
-	emu_digest(p, t, &d1, &d2);
-	d1 |= d1 == 0 && d2 == 0;  /* (0, 0) marks an empty entry */
-	k = &m->known[d1 % EMU_KNOWN];
 	m->k.searches++;
-	if (k->h1 == d1 && k->h2 == d2) {
+	if (hit) {
 		m->k.remembered++;
-		return k->max;
+		return x->value;
 	}
-	k->max = tape_max_emu(p, t);
-	k->h1 = m->nomem ? 0 : d1;  /* a search the host's memory cut short: not kept */
-	k->h2 = m->nomem ? 0 : d2;
-	return k->max;
+	max = tape_max_emu(p, t);
+	if (x)
+		emu_keep(p, x, &id, max, -1);
+	return max;
 }
 
 void mem_emu_counts(const struct mem_plan *p, struct mem_emu_counts *k)
