@@ -7,16 +7,16 @@
 #include <stdlib.h>
 
 /* Makes *p (an array of *cap elements of sz bytes) hold at least need
- * elements, doubling from 256. Returns 0, or -1 when out of memory (then *p
+ * elements, doubling from first. Returns 0, or -1 when out of memory (then *p
  * and *cap are unchanged). */
-static inline int vec_grow(void **p, int *cap, int need, size_t sz)
+static inline int vec_grow_from(void **p, int *cap, int need, size_t sz, int first)
 {
 	void *np;
 	int ncap;
 
 	if (need <= *cap)
 		return 0;
-	ncap = *cap ? *cap : 256;
+	ncap = *cap ? *cap : first;
 	while (ncap < need)
 		ncap *= 2;
 	np = realloc(*p, (size_t)ncap * sz);
@@ -25,6 +25,12 @@ static inline int vec_grow(void **p, int *cap, int need, size_t sz)
 	*p = np;
 	*cap = ncap;
 	return 0;
+}
+
+/* vec_grow_from doubling from 256 elements. */
+static inline int vec_grow(void **p, int *cap, int need, size_t sz)
+{
+	return vec_grow_from(p, cap, need, sz, 256);
 }
 
 #endif

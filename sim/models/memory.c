@@ -462,9 +462,11 @@ static inline int undone(const struct mem_tape *tp, const int *of, int i)
 static int emu_classes(struct mem_emu *m, const struct mem_tape *tp, struct mem_classes *c)
 {
 	const struct mem_run *r;
-	int i, k, j, s, last;
+	int i, k, j, s, last, firsts = 0;
 
-	if (emu_table(m, tp->n) || emu_grow((void **)&c->of, c->capn, tp->n, sizeof *c->of))
+	for (j = 0; j < tp->nrun; j++)  /* the events classed one by one: each run's first copy */
+		firsts += tp->run[j].len;
+	if (emu_table(m, firsts) || emu_grow((void **)&c->of, c->capn, tp->n, sizeof *c->of))
 		return -1;
 	c->capn = c->capn > tp->n ? c->capn : tp->n;
 	c->k = 0;
