@@ -19,7 +19,10 @@
  * data-parallel ranks: G must be a multiple of dp; with per = G / dp samples per
  * rank, the micro-batch is per when it fits without accumulation, else the
  * largest divisor of per that fits with accumulation (grad_accum = per /
- * micro-batch); none when not even one sample fits.
+ * micro-batch); none when not even one sample fits. "Fits" is first read from
+ * the largest micro-batch the search found, then checked by a replay at the
+ * micro-batch shown or exported (fitting): the emulated allocator's fit is
+ * not monotone in the micro-batch.
  */
 #include "sweep.h"
 
@@ -62,6 +65,7 @@ struct slot {
 	int have[2];              /* maxb[a] known */
 	int64_t maxb[2];          /* largest micro-batch that fits on the tape without (0) and with
 				     (1) accumulation */
+	int tapes[2];             /* how many tapes (GPU roles) the plan without and with has */
 	char note[112];           /* why invalid */
 	struct step_memo *sm;     /* (ctx->nmemo) */
 	struct mem_memo *mm;      /* (ctx->nmemo) */
@@ -332,6 +336,7 @@ static int tapes(struct sweep_ctx *c, int i, int a, struct err *e)
 	c->sc_a = a;
 	if (!s->have[a]) {
 		s->maxb[a] = mem_max_batch(&c->scratch, &bind);
+		s->tapes[a] = c->scratch.ntapes;
 		s->have[a] = 1;
 	}
 	c->k.tapes++;
@@ -470,6 +475,43 @@ static int64_t choose(struct sweep_ctx *c, int i, int64_t batch, int64_t *accum,
 		*accum = d ? per / d : 1;
 		return d;
 	}
+}
+
+/* choose()'s micro-batch for candidate i, checked at that micro-batch: it fits
+ * when its breakdown's peak is within the device, as simulate reports it
+ * (memory.h). The emulated allocator's fit is not monotone in the
+ * micro-batch (its cache fragments differently at each size), so one at or
+ * below the searched maximum may not fit: on bench/sweep-1m.ini, Llama 3 8B
+ * under ZeRO-2 with TP 8 on one node fits 56, 60 and 63 (its maximum) but not
+ * 57-59, and 83 cells had been shown as fitting. A global batch then takes
+ * the next smaller divisor that fits, with accumulation; a given micro-batch
+ * does not fit (0), *failed the micro-batch tried last (0 none). Returns as
+ * choose. */
+static int64_t fitting(struct sweep_ctx *c, int i, int64_t batch, int64_t *accum, int *a,
+		       struct sweep_result *r, int64_t *failed, struct err *e)
+{
+	struct sweep_result x;
+	int64_t mb = choose(c, i, batch, accum, a, r, e), per = batch / c->work.dp, m1 = 0;
+
+	*failed = 0;
+	while (mb > 0) {
+		if (mb == c->slots[i].maxb[*a] && c->slots[i].tapes[*a] == 1)
+			return mb;  /* the search's answer: a replay at it ran through (memory.h) */
+		memset(&x, 0, sizeof x);
+		if (memory(c, i, *a, mb, &x, e))
+			return -1;
+		if (x.peak <= x.capacity)
+			return mb;
+		*failed = mb;
+		if (c->sw->batch_mode != SWEEP_GLOBAL || per == 1)
+			return 0;
+		if (max_batch(c, i, 1, &m1, e))
+			return -1;
+		*a = 1;  /* per samples at once do not fit: accumulate */
+		mb = divisor_upto(per, m1 < mb - 1 ? m1 : mb - 1);
+		*accum = mb ? per / mb : 1;
+	}
+	return mb;
 }
 
 /* Whether batch index bi is a cell of the group this context evaluates, with a
@@ -667,16 +709,20 @@ static void score(const struct sweep *sw, struct sweep_result *r)
 	}
 }
 
-/* Why candidate s does not fit (a: the tape with accumulation), with the
- * bytes it would need when its memory figures were computed. */
-static void nofit_note(const struct sweep_ctx *c, const struct slot *s, int a, int64_t batch,
+/* Why candidate s does not fit (a: the tape with accumulation; failed: the
+ * micro-batch fitting() found too large, 0 none), with the bytes it would
+ * need when its memory figures were computed. */
+static void nofit_note(const struct sweep_ctx *c, const struct slot *s, int a, int64_t batch, int64_t failed,
 		       struct sweep_result *r)
 {
 	char need[64] = "does not fit";
 
 	if (r->memory)
 		snprintf(need, sizeof need, "needs %.1f GiB", r->peak / (1 << 30));
-	if (c->sw->batch_mode == SWEEP_MICRO && s->maxb[0] > 0)
+	if (failed > 0)
+		snprintf(r->note, sizeof r->note, "micro-batch %lld %s though %lld fits: the allocator's cache "
+			 "fragments differently at each size", (long long)failed, need, (long long)s->maxb[a]);
+	else if (c->sw->batch_mode == SWEEP_MICRO && s->maxb[0] > 0)
 		snprintf(r->note, sizeof r->note, "largest micro-batch that fits is %lld", (long long)s->maxb[0]);
 	else if (a && s->maxb[0] > 0)
 		snprintf(r->note, sizeof r->note, "fits %lld without accumulation; with it (%lld per GPU) "
@@ -692,7 +738,7 @@ static int eval_cand(struct sweep_ctx *c, int i, int64_t batch, struct sweep_res
 {
 	const struct sweep_cand *k = &c->sw->cands[i];
 	struct slot *s = &c->slots[i];
-	int64_t mb, accum;
+	int64_t mb, accum, failed = 0;
 	int a;
 
 	apply(c, k);
@@ -713,14 +759,16 @@ static int eval_cand(struct sweep_ctx *c, int i, int64_t batch, struct sweep_res
 	c->k.candidates++;
 	if (slot_prepare(c, i, e))
 		return e->code;
-	mb = choose(c, i, batch, &accum, &a, r, e);
+	/* every figure: checked at its micro-batch now; the tables check those they may show */
+	mb = c->detail == SWEEP_ALL ? fitting(c, i, batch, &accum, &a, r, &failed, e)
+				    : choose(c, i, batch, &accum, &a, r, e);
 	if (mb < 0)
 		return e->code;
 	if (mb == 0) {
 		r->status = SWEEP_NOFIT;
-		if (c->detail == SWEEP_ALL && memory(c, i, a, 1, r, e))
+		if (c->detail == SWEEP_ALL && memory(c, i, a, failed > 0 ? failed : 1, r, e))
 			return e->code;
-		nofit_note(c, s, a, batch, r);
+		nofit_note(c, s, a, batch, failed, r);
 		return 0;
 	}
 	c->work.s.training.micro_batch = mb;
@@ -939,7 +987,8 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 	const struct sweep *sw = c->sw;
 	struct sweep_result *r;
 	struct pend *p, x;
-	int i, j, k, n = 0, nd = 0, best = -1, ru = -1;
+	int64_t mb, accum, failed;
+	int i, j, k, a, n = 0, nd = 0, best = -1, ru = -1;
 
 	for (i = 0; i < sw->ncand; i++) {
 		if (out[i].status != SWEEP_OK)
@@ -974,6 +1023,18 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 			j--;
 			continue;
 		}
+		/* the micro-batch it would be shown at must fit (fitting) */
+		mb = fitting(c, p->i, sw->batches[bi], &accum, &a, NULL, &failed, e);
+		if (mb < 0)
+			return e->code;
+		if (mb == 0) {
+			r->status = SWEEP_NOFIT;
+			r->micro_batch = r->grad_accum = 0;
+			nofit_note(c, &c->slots[p->i], a, sw->batches[bi], failed, r);
+			continue;
+		}
+		r->micro_batch = mb;
+		r->grad_accum = accum;
 		if (finish(c, p->i, r, e))
 			return e->code;
 		c->done[nd++] = p->i;
@@ -986,11 +1047,11 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
  * the breakdown eval_cand leaves out, at the micro-batch and tape it chose. */
 static int best_memory(struct sweep_ctx *c, int i, int64_t batch, struct sweep_result *r, struct err *e)
 {
-	int64_t accum, mb;
+	int64_t accum, mb, failed;
 	int a;
 
 	apply(c, &c->sw->cands[i]);
-	mb = choose(c, i, batch, &accum, &a, NULL, e);
+	mb = fitting(c, i, batch, &accum, &a, NULL, &failed, e);
 	if (mb < 0)
 		return e->code;
 	return memory(c, i, a, mb, r, e);
