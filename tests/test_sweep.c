@@ -552,6 +552,24 @@ Test(sweep, a_micro_batch_below_the_largest_may_not_fit, .timeout = 120)
 	sweep_free(&sw);
 	/* and pick the best and runner-up every candidate's figures give */
 	best_only_same_tables(nonmonotone, &nofit);
+
+	/* a global batch of 57 on its one data-parallel rank: 57 at once would
+	 * be taken (<= 63) and does not fit, so it accumulates: 19 x 3, the next
+	 * divisor, which simulate finds fitting */
+	load_text(&sw, "[cluster]\ngpu = h100-sxm5-80gb\ngpus_per_node = 8\nintra_node = nvlink4\n[sweep]\n"
+		   "models = llama-3-8b\nseq_len = 2048\nglobal_batch = 57\nstrategies = zero2\n"
+		   "precision = bf16\nactivation_checkpointing = full\ntensor_parallel = 8\n");
+	r = eval_all(&sw);
+	cr_assert_eq(r[0].status, SWEEP_OK, "%s", r[0].note);
+	cr_expect_eq(r[0].micro_batch, 19);
+	cr_expect_eq(r[0].grad_accum, 3);
+	predict_text("[model]\nname = llama-3-8b\nseq_len = 2048\n[cluster]\ngpu = h100-sxm5-80gb\n"
+		     "gpus_per_node = 8\nintra_node = nvlink4\n[training]\nstrategy = zero2\nprecision = bf16\n"
+		     "activation_checkpointing = full\ntensor_parallel = 8\nmicro_batch = 19\ngrad_accum = 3\n", &p);
+	cr_expect(p.mem.fits);
+	cr_expect_eq(r[0].peak, p.mem.peak);
+	free(r);
+	sweep_free(&sw);
 }
 
 /* objective = time_to_train with [failures]: each fitting candidate's time is
