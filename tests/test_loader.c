@@ -11,6 +11,7 @@
 #include <ini.h>
 
 #include "cfg.h"
+#include "compute.h"
 #include "scenario.h"
 
 static char path[64];
@@ -375,9 +376,12 @@ Test(loader, entries_in_one_pass_as_one_by_one)
 Test(loader, links_in_one_pass_as_one_by_one)
 {
 	struct link intra, inter, one;
-	const struct hw_link_ref refs[2] = {{"nvlink3", &intra, 6, "intra_node"}, {"ib-hdr", &inter, 7, "inter_node"}};
-	const struct hw_link_ref twice[2] = {{"ib-hdr", &intra, 6, "intra_node"}, {"ib-hdr", &inter, 7, "inter_node"}};
-	const struct hw_link_ref bad[2] = {{"nvlink3", &intra, 6, "intra_node"}, {"ib-hdrr", &inter, 7, "inter_node"}};
+	const struct hw_link_ref refs[2] = {{"nvlink3", &intra, 6, "intra_node", NULL},
+					     {"ib-hdr", &inter, 7, "inter_node", NULL}};
+	const struct hw_link_ref twice[2] = {{"ib-hdr", &intra, 6, "intra_node", NULL},
+					     {"ib-hdr", &inter, 7, "inter_node", NULL}};
+	const struct hw_link_ref bad[2] = {{"nvlink3", &intra, 6, "intra_node", NULL},
+					     {"ib-hdrr", &inter, 7, "inter_node", NULL}};
 	struct err e = {0};
 
 	memset(&intra, 0, sizeof intra);  /* memcmp below: the padding too */
@@ -394,4 +398,28 @@ Test(loader, links_in_one_pass_as_one_by_one)
 	cr_expect_eq(hw_links_load(bad, 2, "s.ini", &e), ERR_INPUT);
 	cr_expect(strncmp(e.msg, "s.ini:7: inter_node = ib-hdrr: ", 31) == 0, "%s", e.msg);
 	cr_expect(strstr(e.msg, "no entry [ib-hdrr]; did you mean 'ib-hdr'?") != NULL, "%s", e.msg);
+	err_clear(&e);
+	/* a link named in another file (efficiency.ini's host_link) is reported there */
+	const struct hw_link_ref host[2] = {{"nvlink3", &intra, 6, "intra_node", NULL},
+					    {"pcie44", &inter, 0, "host_link", "eff.ini"}};
+	cr_expect_eq(hw_links_load(host, 2, "s.ini", &e), ERR_INPUT);
+	cr_expect(strncmp(e.msg, "eff.ini: host_link = pcie44: ", 29) == 0, "%s", e.msg);
+}
+
+/* A scenario reads its links and its device's host link (efficiency.ini's
+ * host_link) in one pass over links.ini: the host link is what compute_load
+ * and hw_link_load give alone. */
+Test(loader, host_link_read_with_the_links)
+{
+	struct scenario s;
+	struct compute_eff ce;
+	struct err e = {0};
+
+	cr_assert_eq(load(&s, "[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\n"
+			  "intra_node = nvlink3\ninter_node = ib-hdr\nnodes = 2\n", NULL, 0, &e), 0, "%s", e.msg);
+	cr_assert_eq(compute_load(s.gpu.name, &ce, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(s.eff.host_link_name, ce.host_link_name);
+	cr_expect_eq(memcmp(&s.eff.host_link, &ce.host_link, sizeof ce.host_link), 0);
+	cr_expect_gt(s.eff.host_link.bandwidth, 0);
+	scenario_free(&s);
 }

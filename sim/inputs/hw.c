@@ -147,7 +147,8 @@ static int links_one_pass(const struct hw_link_ref *refs, size_t n, const char *
 	free(text);
 	for (i = 0, j = 0; rc && strstr(e->msg, "no entry [") && i < n; i++)
 		if (first[i] == i && !ents[j++].found)  /* the first missing one: its key */
-			return at_key(e, where, refs[i].line, refs[i].key, refs[i].name);
+			return at_key(e, refs[i].where ? refs[i].where : where, refs[i].line, refs[i].key,
+				      refs[i].name);
 	for (i = 0; i < n && !rc; i++) {
 		if (first[i] != i)
 			*refs[i].link = *refs[first[i]].link;
@@ -166,7 +167,8 @@ int hw_links_load(const struct hw_link_ref *refs, size_t n, const char *where, s
 	if (i == n)
 		return links_one_pass(refs, n, where, e);
 	for (i = 0; i < n && !rc; i++)  /* a file among them: each from its own */
-		rc = hw_link_load(refs[i].name, refs[i].link, where, refs[i].line, refs[i].key, e);
+		rc = hw_link_load(refs[i].name, refs[i].link, refs[i].where ? refs[i].where : where, refs[i].line,
+				  refs[i].key, e);
 	return rc;
 }
 

@@ -64,12 +64,14 @@ int hw_link_load(const char *name_or_path, struct link *l, const char *where, in
 		 const char *key, struct err *e);
 
 /* A link a scenario names: its catalog name or path, where it is loaded, and
- * the key and line (of the scenario file) that named it, for errors. */
+ * the key and line that named it, for errors: of the file hw_links_load is
+ * given, or of where (NULL: that one). */
 struct hw_link_ref {
 	const char *name;
 	struct link *link;
 	int line;
 	const char *key;
+	const char *where;
 };
 
 #define HW_LINKS_MAX 4

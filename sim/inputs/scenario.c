@@ -519,15 +519,18 @@ static int resolve_failures(struct scenario *s, struct err *e)
 	return rc;
 }
 
-/* The device and the links ([cluster] gpu, intra_node, inter_node: catalog
- * sections or files, ref_path), named as written, and the device's efficiencies. */
+/* The device, its efficiencies and the links ([cluster] gpu, intra_node,
+ * inter_node: catalog sections or files, ref_path; the efficiencies' host
+ * link), named as written. */
 static int load_cluster(struct scenario *s, struct err *e)
 {
 	const struct scn_cluster *c = &s->s.cluster;
 	char path[CFG_STR_MAX * 2 + 2], intra[CFG_STR_MAX * 2 + 2], inter[CFG_STR_MAX * 2 + 2];
-	const struct hw_link_ref links[2] = {  /* links.ini read once for both */
-		{intra, &s->intra, line_of(s, "cluster", "intra_node"), "intra_node"},
-		{inter, &s->inter, line_of(s, "cluster", "inter_node"), "inter_node"},
+	char eff[PATH_MAX + 64];
+	const struct hw_link_ref links[3] = {  /* links.ini read once for the three */
+		{intra, &s->intra, line_of(s, "cluster", "intra_node"), "intra_node", NULL},
+		{inter, &s->inter, line_of(s, "cluster", "inter_node"), "inter_node", NULL},
+		{s->eff.host_link_name, &s->eff.host_link, 0, "host_link", eff},
 	};
 	int rc;
 
@@ -535,14 +538,16 @@ static int load_cluster(struct scenario *s, struct err *e)
 	rc = hw_gpu_load(path, &s->gpu, s->file, line_of(s, "cluster", "gpu"), "gpu", e);
 	if (!rc) {
 		snprintf(s->gpu.name, sizeof s->gpu.name, "%s", c->gpu);
+		rc = compute_load_table(c->gpu, &s->eff, eff, sizeof eff, e);
+	}
+	if (!rc) {
 		ref_path(s, "cluster", "intra_node", c->intra_node, 0, intra, sizeof intra);
 		ref_path(s, "cluster", "inter_node", c->inter_node, 0, inter, sizeof inter);
-		rc = hw_links_load(links, 2, s->file, e);
+		rc = hw_links_load(links, 3, s->file, e);
 	}
 	if (!rc) {
 		snprintf(s->intra.name, sizeof s->intra.name, "%s", c->intra_node);
 		snprintf(s->inter.name, sizeof s->inter.name, "%s", c->inter_node);
-		rc = compute_load(c->gpu, &s->eff, e);
 	}
 	return rc;
 }

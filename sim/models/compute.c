@@ -102,9 +102,9 @@ static void overlay(struct compute_eff *ce, const struct compute_eff *dev)
 	}
 }
 
-int compute_load(const char *gpu_name, struct compute_eff *ce, struct err *e)
+int compute_load_table(const char *gpu_name, struct compute_eff *ce, char *path, size_t n, struct err *e)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 64], *text = NULL;
+	char dir[PATH_MAX], *text = NULL;
 	struct compute_eff *dev = malloc(sizeof *dev);
 	/* [default], then the device's own section over it, in one pass */
 	struct cfg_entry ents[2] = {{"default", ce, 0, 0}, {gpu_name, dev, 1, 0}};
@@ -115,7 +115,7 @@ int compute_load(const char *gpu_name, struct compute_eff *ce, struct err *e)
 	if (!dev)
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory");
 	unset(dev);
-	snprintf(path, sizeof path, "%s/hw/efficiency.ini", catalog_dir(dir, sizeof dir));
+	snprintf(path, n, "%s/hw/efficiency.ini", catalog_dir(dir, sizeof dir));
 	rc = cfg_read_file(path, &text, &len, e);
 	if (!rc)
 		rc = cfg_parse_entries(&table, ents, catalog_is_path(gpu_name) ? 1 : 2, sizeof *ce,
@@ -127,6 +127,14 @@ int compute_load(const char *gpu_name, struct compute_eff *ce, struct err *e)
 	snprintf(ce->entry, sizeof ce->entry, "%s", !rc && ents[1].found ? gpu_name : "default");
 	if (!rc)
 		rc = complete(ce, path, e);
+	return rc;
+}
+
+int compute_load(const char *gpu_name, struct compute_eff *ce, struct err *e)
+{
+	char path[PATH_MAX + 64];
+	int rc = compute_load_table(gpu_name, ce, path, sizeof path, e);
+
 	if (!rc)
 		rc = hw_link_load(ce->host_link_name, &ce->host_link, path, 0, "host_link", e);
 	return rc;

@@ -66,8 +66,15 @@ struct compute_eff {
 };
 
 /* Loads the entry of device gpu_name from models/hw/efficiency.ini: [default]
- * first, then the device's own section (when the file has one) over it. */
+ * first, then the device's own section (when the file has one) over it, and
+ * the link its host_link names. */
 int compute_load(const char *gpu_name, struct compute_eff *ce, struct err *e);
+
+/* compute_load but for the host link: ce->host_link_name is set and
+ * ce->host_link left for the caller, who may read it from links.ini with its
+ * other links (hw_links_load; scenario.c); path (of n bytes) gets
+ * efficiency.ini's path, where an error in the host link is reported. */
+int compute_load_table(const char *gpu_name, struct compute_eff *ce, char *path, size_t n, struct err *e);
 
 /* The asymptote products of precision prec (enum precision) use: the
  * precision's own (gemm_efficiency_fp32, _tf32) where the device has one, else
