@@ -679,8 +679,6 @@ int alloc_malloc(struct alloc *a, int64_t request)
 		if (gc_on(a))
 			garbage_collect(a);
 		h = alloc_block(a, pool, size);
-		if (h == ALLOC_EOOM && a->stop && !a->c.expandable && !gc_on(a))
-			return ALLOC_ELIMIT;  /* nothing has changed yet */
 		if (h == ALLOC_EOOM && release_available(a, pool, size))
 			h = alloc_block(a, pool, size);
 		if (h == ALLOC_EOOM) {
@@ -739,74 +737,6 @@ void alloc_free(struct alloc *a, int h)
 }
 
 /* ---- lifetime ------------------------------------------------------------------------ */
-
-/* dst's set d becomes a copy of s (by size when by_size, else by address). */
-static int set_copy_into(struct alloc_set *d, const struct alloc_set *s, int by_size)
-{
-	int c;
-
-	if (!by_size) {
-		if (vec_grow((void **)&d->v, &d->cap, s->n + 1, sizeof *d->v))
-			return -1;
-		if (s->n > 0)  /* an empty set may have no array */
-			memcpy(d->v, s->v, (size_t)s->n * sizeof *d->v);
-		d->n = s->n;
-		return 0;
-	}
-	while ((c = next_class(d, 0)) >= 0) {  /* empty what d used */
-		d->bk[c].n = 0;
-		d->used[c / 64] &= ~((uint64_t)1 << (c % 64));
-	}
-	d->count = 0;
-	if (s->count == 0)
-		return 0;
-	if (!d->bk && !(d->bk = calloc(ALLOC_CLASSES, sizeof *d->bk)))
-		return -1;
-	for (c = next_class(s, 0); c >= 0; c = c + 1 < ALLOC_CLASSES ? next_class(s, c + 1) : -1) {
-		if (vec_grow_from((void **)&d->bk[c].v, &d->bk[c].cap, s->bk[c].n, sizeof *d->bk[c].v,
-				  ALLOC_BUCKET_FIRST))
-			return -1;
-		memcpy(d->bk[c].v, s->bk[c].v, (size_t)s->bk[c].n * sizeof *d->bk[c].v);
-		d->bk[c].n = s->bk[c].n;
-	}
-	memcpy(d->used, s->used, sizeof d->used);
-	d->count = s->count;
-	return 0;
-}
-
-int alloc_copy(struct alloc *dst, const struct alloc *src)
-{
-	struct alloc keep = *dst;
-	int i;
-
-	if (vec_grow((void **)&keep.b, &keep.capb, src->nb + 1, sizeof *keep.b) ||
-	    (src->gc_base && vec_grow((void **)&keep.gc_base, &keep.capgc, src->capgc, sizeof *keep.gc_base)))
-		goto fail;
-	for (i = 0; i < 2; i++)
-		if (set_copy_into(&keep.free_[i], &src->free_[i], 1) ||
-		    set_copy_into(&keep.unmapped[i], &src->unmapped[i], 0))
-			goto fail;
-	if (src->nb > 0)
-		memcpy(keep.b, src->b, (size_t)src->nb * sizeof *keep.b);
-	if (src->gc_base)
-		memcpy(keep.gc_base, src->gc_base, (size_t)src->capgc * sizeof *keep.gc_base);
-	*dst = *src;  /* the scalars; then dst's own arrays back */
-	dst->b = keep.b;
-	dst->capb = keep.capb;
-	dst->gc_base = src->gc_base ? keep.gc_base : NULL;
-	dst->capgc = src->gc_base ? keep.capgc : 0;
-	if (!src->gc_base)
-		free(keep.gc_base);
-	memcpy(dst->free_, keep.free_, sizeof dst->free_);
-	memcpy(dst->unmapped, keep.unmapped, sizeof dst->unmapped);
-	dst->scratch = keep.scratch;
-	dst->capscratch = keep.capscratch;
-	return 0;
-fail:
-	*dst = keep;
-	dst->nomem = 1;
-	return -1;
-}
 
 void alloc_reset(struct alloc *a, const struct alloc_cfg *c)
 {

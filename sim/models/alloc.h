@@ -109,8 +109,6 @@ struct alloc {
 	int64_t allocated, reserved;           /* bytes now */
 	int64_t peak_allocated, peak_reserved; /* bytes */
 	int64_t segments, retries, ooms;       /* cudaMalloc calls, retried mallocs, failures */
-	int stop;              /* 1: a malloc that would go past the limit returns ALLOC_ELIMIT
-				  instead of freeing the cache, nothing changed (alloc_malloc) */
 };
 
 /* Starts an empty allocator under c. */
@@ -127,17 +125,9 @@ int64_t alloc_round(int64_t size);
 
 /* Allocates size bytes. Returns the block (>= 0), ALLOC_EOOM when the device
  * cannot provide it even after freeing the cache, or ALLOC_ESYS when the host is
- * out of memory. With a->stop set, and neither expandable segments nor garbage
- * collection on, a request that no free block serves and whose segment would
- * go past the limit returns ALLOC_ELIMIT and leaves a as it was: the state a
- * replay under a larger limit shares with this one up to here (alloc_copy). */
-enum { ALLOC_EOOM = -1, ALLOC_ESYS = -2, ALLOC_ELIMIT = -3 };
+ * out of memory. */
+enum { ALLOC_EOOM = -1, ALLOC_ESYS = -2 };
 int alloc_malloc(struct alloc *a, int64_t size);
-
-/* dst becomes a copy of src (dst's arrays reused; dst from alloc_init or a
- * copy). Returns 0, or -1 when the host is out of memory (dst then unusable
- * until alloc_reset). */
-int alloc_copy(struct alloc *dst, const struct alloc *src);
 
 /* Whether alloc_malloc(a, size) would take a cached block (*handed: the bytes
  * it would hand out), a left as it is; 0 when it would not, and with

@@ -262,7 +262,6 @@ struct mem_emu_counts {
 	long searches;         /* max-batch searches (tape_max_known) */
 	long remembered;       /* of which answered by a search of the same digest */
 	long replays;          /* replays from the start (at the capacity or without a limit) */
-	long resumed;          /* replays without a limit continued from a fork (emu_resume) */
 	long events;           /* events those replays went through */
 	long probed;           /* alloc/free pairs the cache served, replayed as alloc_probe */
 	long peaks;            /* peaks asked for (a breakdown's, mem_peak) */
