@@ -252,8 +252,11 @@ void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d
 void mem_detail_peak(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d);
 
 /* The largest micro-batch whose peak fits on every tape (0 = not even one
- * sample); *binding = the tape that limits it. Exact over integers, assuming
- * the peak is non-decreasing in b. No allocation. */
+ * sample); *binding = the tape that limits it. The packed model's peak is
+ * non-decreasing in b and its search exact over integers; the emulated
+ * allocator's fit is not monotone, and its search answers the largest b at or
+ * below the packed model's answer that fits, each b between checked
+ * (memory.c tape_max_emu). No allocation. */
 int64_t mem_max_batch(const struct mem_plan *p, int *binding);
 
 /* What the allocator's emulation of a plan has done since the plan was first
