@@ -27,10 +27,13 @@ static inline int vec_grow_from(void **p, int *cap, int need, size_t sz, int fir
 	return 0;
 }
 
-/* vec_grow_from doubling from 256 elements. */
+/* Elements a growing array starts with (vec_grow). */
+#define VEC_FIRST 256
+
+/* vec_grow_from doubling from VEC_FIRST elements. */
 static inline int vec_grow(void **p, int *cap, int need, size_t sz)
 {
-	return vec_grow_from(p, cap, need, sz, 256);
+	return vec_grow_from(p, cap, need, sz, VEC_FIRST);
 }
 
 #endif

@@ -483,10 +483,10 @@ static int64_t choose(struct sweep_ctx *c, int i, int64_t batch, int64_t *accum,
  * micro-batch (its cache fragments differently at each size), so one at or
  * below the searched maximum may not fit: on bench/sweep-1m.ini, Llama 3 8B
  * under ZeRO-2 with TP 8 on one node fits 56, 60 and 63 (its maximum) but not
- * 57-59, and 83 cells had been shown as fitting. A global batch then takes
- * the next smaller divisor that fits, with accumulation; a given micro-batch
- * does not fit (0), *failed the micro-batch tried last (0 none). Returns as
- * choose. */
+ * 57-59, and 83 rows of its --csv had been shown as fitting. A global batch
+ * then takes the next smaller divisor that fits, with accumulation; a given
+ * micro-batch does not fit (0), *failed the micro-batch tried last (0 none).
+ * Returns as choose. */
 static int64_t fitting(struct sweep_ctx *c, int i, int64_t batch, int64_t *accum, int *a,
 		       struct sweep_result *r, int64_t *failed, struct err *e)
 {

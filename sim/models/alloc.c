@@ -116,11 +116,12 @@ static inline int class_position(const struct alloc_key *v, int n, int64_t size,
 
 /* Entries a size class's array starts with: most classes hold a few blocks.
  * bench/gpt3-175b-3072.ini's simulate has 120 classes in use over its two
- * allocators and their pools, which at vec_grow's 256 entries took 0.7 MB, a
+ * allocators and their pools, which at VEC_FIRST (256) entries took 0.7 MB, a
  * fifth of its heap's peak (valgrind massif); with the search's class table
  * sized by the tape's first copies (memory.c emu_classes) the heap stays in
  * one 2 MiB huge page (heap.h). 64 is as fast as 256 in process (8 and 32
- * were 3 % slower: arrays regrown per plan). */
+ * were 3 % slower, arrays being regrown per plan: bench_simulate side by
+ * side). */
 #define ALLOC_BUCKET_FIRST 64
 
 /* Inserts block h's entry (k, its address) at v[i], moving v[i..n) up; an
@@ -153,7 +154,7 @@ HOT int set_insert(struct alloc *a, struct alloc_set *s, int h, int by_size)
 	int c;
 
 	if (!by_size)
-		return keys_put(a, &s->v, &s->n, &s->cap, 256, key_position(s->v, s->n, a->b[h].addr, a->b[h].addr),
+		return keys_put(a, &s->v, &s->n, &s->cap, VEC_FIRST, key_position(s->v, s->n, a->b[h].addr, a->b[h].addr),
 				a->b[h].addr, h);
 	if (!s->bk && !(s->bk = calloc(ALLOC_CLASSES, sizeof *s->bk))) {
 		a->nomem = 1;

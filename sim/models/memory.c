@@ -949,10 +949,10 @@ static int64_t tape_max(const struct mem_plan *p, int t, int64_t ub)
  * 13B under ZeRO-1 with full checkpointing on 8 A100s fits 22, 24, 27 and 29
  * but not 23, 25, 26, 28 or 30), so a bisection below B answered one of its
  * boundaries, depending on the path (22 there); the scan answers the largest
- * that fits below B, which every b between it and B is checked not to, as
+ * that fits at or below B, every b between it and B checked not to fit, as
  * the breakdowns above the answer assume (emu_peak). It also replays less:
- * bench/sweep.ini's searches 19.4 -> 14.8 million events (one capped replay
- * per b, no replay without a limit to guess a step from). The packed model
+ * bench/sweep.ini's tables 19.4 -> 16.4 million replayed events (make bench;
+ * one capped replay per b, none without a limit to guess a step from). The packed model
  * leaves out fragmentation, so B is not expected to be below the answer: of
  * bench/sweep.ini's 752 searches that fit at B, none fitted above it
  * (counted once with a temporary counter). */

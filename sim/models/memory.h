@@ -256,7 +256,8 @@ void mem_detail_peak(const struct mem_plan *p, int t, int64_t b, struct mem_deta
  * non-decreasing in b and its search exact over integers; the emulated
  * allocator's fit is not monotone, and its search answers the largest b at or
  * below the packed model's answer that fits, each b between checked
- * (memory.c tape_max_emu). No allocation. */
+ * (memory.c tape_max_emu). The emulation's tables and arrays are allocated on
+ * first use and kept with the plan. */
 int64_t mem_max_batch(const struct mem_plan *p, int *binding);
 
 /* What the allocator's emulation of a plan has done since the plan was first
