@@ -7,7 +7,8 @@
  *  - memory (memrun.h): the peak, the breakdown at it, the maxima of mem_detail
  *    and the largest micro-batch, from a tape's periodic runs in closed form,
  *    equal those of the same tape read event by event (one literal run), byte
- *    for byte: the expected values are the full walk's, computed here.
+ *    for byte: the expected values are the full walk's, computed here; the
+ *    search's linear bound equals its definition applied to every event.
  *
  * The random cases come from a fixed seed, so a failure repeats; each names
  * its model file and settings.
@@ -130,6 +131,58 @@ static void flatten(const struct mem_plan *p, struct mem_plan *flat, struct mem_
 	}
 }
 
+/* mem_linear_bound by its definition, event by event: -1 when the fixed bytes
+ * live after some event exceed cap, else the least floor((cap - fixed) /
+ * per_sample) over the events with per-sample bytes live, at most 2^40. */
+static int64_t bound_by_events(const struct mem_tape *t, int64_t cap)
+{
+	int64_t f = 0, ps = 0, ub = (int64_t)1 << 40;
+	int i;
+
+	for (i = 0; i < t->n; i++) {
+		f += t->ev[i].sign * t->ev[i].fixed;
+		ps += t->ev[i].sign * t->ev[i].per_sample;
+		if (f > cap)
+			return -1;
+		if (ps > 0 && (cap - f) / ps < ub)
+			ub = (cap - f) / ps;
+	}
+	return ub;
+}
+
+/* mem_linear_bound of plan p's tape t (read over its periodic runs) against
+ * bound_by_events at the device's capacity and at capacities around the
+ * tape's most fixed bytes (where the answer goes from -1 to a count of
+ * samples), so that both the fit test and the divisions are checked. Returns
+ * how many of them gave an answer of at least one sample. */
+static int expect_same_bound(struct mem_plan *p, int t, const char *why)
+{
+	const struct mem_tape *tp = &p->tape[t];
+	int64_t f = 0, most = 0, caps[6], keep = p->capacity, got, want;
+	int i, some = 0;
+
+	for (i = 0; i < tp->n; i++) {
+		f += tp->ev[i].sign * tp->ev[i].fixed;
+		most = f > most ? f : most;
+	}
+	caps[0] = keep;
+	caps[1] = most - 1;
+	caps[2] = most;
+	caps[3] = most + (1 << 20);
+	caps[4] = most + ((int64_t)1 << 30);
+	caps[5] = 2 * most + ((int64_t)8 << 30);
+	for (i = 0; i < 6; i++) {
+		p->capacity = caps[i];
+		got = mem_linear_bound(p, t);
+		want = bound_by_events(tp, caps[i]);
+		cr_expect_eq(got, want, "%s tape %d capacity %lld: bound %lld, by every event %lld", why, t,
+			     (long long)caps[i], (long long)got, (long long)want);
+		some += want >= 1;
+	}
+	p->capacity = keep;
+	return some;
+}
+
 static void expect_same_detail(const struct mem_detail *a, const struct mem_detail *d, const char *why)
 {
 	int w;
@@ -152,17 +205,78 @@ static void expect_same_detail(const struct mem_detail *a, const struct mem_deta
 	}
 }
 
+/* Random tapes of literal and periodic runs (copies repeat the first copy's
+ * signed sizes), whose running per-sample and fixed sums may go down as well
+ * as up, so the copies where per-sample bytes are live form every kind of
+ * interval (from the first copy, up to the last, none, all): the bound read
+ * over the runs against its definition over every event, at random
+ * capacities. */
+Test(periodic, linear_bound_of_random_runs)
+{
+	enum { MAXEV = 400 };
+	struct mem_event ev[MAXEV];
+	struct mem_run run[40];
+	uint64_t seed = 0x2545f4914f6cdd1dull;
+	int trial, some = 0, nonemp = 0;
+
+	for (trial = 0; trial < 20000; trial++) {
+		struct mem_plan p;
+		int n = 0, nrun = 0, len, reps, j, k;
+		int64_t got, want;
+
+		memset(&p, 0, sizeof p);
+		while (nrun < 40) {
+			len = 1 + pick(&seed, 4);
+			reps = pick(&seed, 3) ? 1 + pick(&seed, 12) : 1;
+			if (n + len * reps > MAXEV)
+				break;
+			for (j = 0; j < len; j++) {
+				memset(&ev[n + j], 0, sizeof ev[n + j]);
+				ev[n + j].sign = (int8_t)(pick(&seed, 3) ? 1 : -1);
+				ev[n + j].fixed = pick(&seed, 4) ? pick(&seed, 1000) : 0;
+				ev[n + j].per_sample = pick(&seed, 2) ? pick(&seed, 20) : 0;
+				ev[n + j].pooled = 1;
+				ev[n + j].op = -1;
+			}
+			for (k = 1; k < reps; k++)
+				memcpy(&ev[n + k * len], &ev[n], (size_t)len * sizeof ev[0]);
+			run[nrun++] = (struct mem_run){n, len, reps, 0};
+			n += len * reps;
+		}
+		p.ntapes = 1;
+		p.tape[0].ev = ev;
+		p.tape[0].n = n;
+		p.tape[0].run = run;
+		p.tape[0].nrun = nrun;
+		for (j = 0, got = 0, want = 0; j < n; j++) {  /* want: the most fixed bytes live */
+			got += ev[j].sign * ev[j].fixed;
+			want = got > want ? got : want;
+		}
+		p.capacity = want - 500 + pick(&seed, 5000);  /* a tenth below it: -1 */
+		got = mem_linear_bound(&p, 0);
+		want = bound_by_events(&p.tape[0], p.capacity);
+		cr_expect_eq(got, want, "trial %d: bound %lld, by every event %lld", trial, (long long)got,
+			     (long long)want);
+		some += want >= 0 && want < ((int64_t)1 << 40);
+		nonemp += want == -1;
+	}
+	cr_log_info("linear bound: %d of 20000 random tapes bounded by a count, %d not fitting", some, nonemp);
+	cr_expect_geq(some, 10000);
+	cr_expect_geq(nonemp, 1000);
+}
+
 /* 300 random configurations (those the loader accepts), each at several
  * micro-batches: the closed form over periodic runs against the event-by-event
  * reading of the same tape. At least half of the tapes must have periodic runs
- * covering most of their events, or the test would check nothing. */
+ * covering most of their events, and half a linear bound of a sample or more
+ * at some capacity, or the test would check nothing. */
 Test(periodic, memory_runs_match_full_tape, .timeout = 120)
 {
 	static const int64_t bs[] = {0, 1, 2, 3, 7, 16, 61};
 	char model[96], scen[96], what[96], why[600], buf[16][160];
 	const char *sets[16];
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
-	int cases = 0, periodic = 0, i, n, t, k, bind, bind2;
+	int cases = 0, periodic = 0, bounded = 0, i, n, t, k, bind, bind2;
 
 	snprintf(model, sizeof model, "/tmp/shardcast-periodic-%d-model.ini", (int)getpid());
 	snprintf(scen, sizeof scen, "/tmp/shardcast-periodic-%d.ini", (int)getpid());
@@ -200,6 +314,7 @@ Test(periodic, memory_runs_match_full_tape, .timeout = 120)
 			for (k = 0; k < p.tape[t].nrun; k++)
 				if (p.tape[t].run[k].reps > 1)
 					covered += p.tape[t].run[k].len * p.tape[t].run[k].reps;
+			bounded += expect_same_bound(&p, t, why) > 0;
 			for (k = 0; k < (int)(sizeof bs / sizeof bs[0]); k++) {
 				cr_expect_eq(mem_peak(&p, t, bs[k]), mem_peak(&flat, t, bs[k]), "%s b=%lld", why,
 					     (long long)bs[k]);
@@ -221,9 +336,11 @@ Test(periodic, memory_runs_match_full_tape, .timeout = 120)
 	}
 	remove(model);
 	remove(scen);
-	cr_log_info("memory: %d valid random settings, %d tapes mostly periodic runs", cases, periodic);
+	cr_log_info("memory: %d valid random settings, %d tapes mostly periodic runs, %d with a linear bound of a sample or more",
+		    cases, periodic, bounded);
 	cr_expect_geq(cases, 100, "only %d of 300 random settings were valid", cases);
 	cr_expect_geq(2 * periodic, cases, "only %d of %d tapes were mostly periodic runs", periodic, cases);
+	cr_expect_geq(2 * bounded, cases, "only %d of %d tapes had a bound of a sample or more", bounded, cases);
 }
 
 /* ---- the step (step.h: periodic blocks) ------------------------------------------ */

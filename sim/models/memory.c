@@ -875,24 +875,65 @@ void mem_detail_peak(const struct mem_plan *p, int t, int64_t b, struct mem_deta
 
 /* ---- max-batch search ----------------------------------------------------------- */
 
-/* The largest b whose unrounded live bytes fit at every event: an upper bound,
- * since rounding and pools only add. */
-static int64_t linear_bound(const struct mem_plan *p, int t)
+/* ub lowered to floor((cap - f) / s) where s > 0: the most samples that fit
+ * beside f fixed bytes when each takes s (f <= cap). floor(room / s) < ub
+ * exactly when room < ub x s, so the division is done only when it lowers ub. */
+static inline int64_t bound_at(int64_t ub, int64_t cap, int64_t f, int64_t s)
+{
+	int64_t c;
+
+	if (s > 0 && (__builtin_mul_overflow(ub, s, &c) || c > cap - f))
+		ub = (cap - f) / s;
+	return ub;
+}
+
+/* bound_at over k = 0 .. last for f + k df fixed and s + k ds per-sample bytes,
+ * given that every such f + k df <= cap: bound_at at k = 0 and k = last
+ * suffices. The k with s + k ds > 0 are an interval, and over it h(k) =
+ * (cap - f - k df) / (s + k ds) is monotone, since h(k + 1) - h(k) has the sign
+ * of N = -df s - (cap - f) ds, whatever k. Its least value is at an end of the
+ * interval, and that end is 0 or last: if ds > 0 and s <= 0 (the interval
+ * starts past 0), N > 0 would need df > 0 and df |s| > (cap - f) ds >=
+ * last df ds, so s + last ds < 0 and the interval empty: h falls, its least
+ * value at last; if ds < 0 and s > 0 (the interval may end before last),
+ * N < 0 would need df s > (cap - f) |ds| >= last df |ds|, so s + last ds > 0
+ * and the interval ends at last; otherwise h rises, its least value at 0. */
+static inline int64_t bound_copies(int64_t ub, int64_t cap, int64_t f, int64_t s, int64_t df, int64_t ds,
+				   int64_t last)
+{
+	return bound_at(bound_at(ub, cap, f, s), cap, f + last * df, s + last * ds);
+}
+
+/* mem_linear_bound: an upper bound, since rounding and pools only add. Read
+ * run by run (memrun.h): after event j of copy k of a periodic run the tape
+ * holds what it held after event j of the first copy plus k times one copy's
+ * sum, in the fixed and in the per-sample bytes, so the fixed bytes are
+ * largest at the first or the last copy and bound_copies needs two copies
+ * (tests/test_periodic.c checks it against every event). */
+int64_t mem_linear_bound(const struct mem_plan *p, int t)
 {
 	const struct mem_tape *tp = &p->tape[t];
-	int64_t ub = (int64_t)1 << 40, c, room;
-	int i;
+	const int64_t cap = p->capacity;
+	int64_t ub = (int64_t)1 << 40, f = 0, s = 0, df, ds, last;
+	int r, i;
 
-	for (i = 0; i < tp->n; i++) {
-		if (tp->cum_fixed[i] > p->capacity)
-			return -1;
-		/* ub = min(ub, room / cum_ps): floor(room / ps) < ub exactly when
-		 * room < ub x ps, so the division is done only when it lowers ub */
-		if (tp->cum_ps[i] > 0) {
-			room = p->capacity - tp->cum_fixed[i];
-			if (__builtin_mul_overflow(ub, tp->cum_ps[i], &c) || c > room)
-				ub = room / tp->cum_ps[i];
+	for (r = 0; r < tp->nrun; r++) {
+		const struct mem_run *u = &tp->run[r];
+		const struct mem_event *e = tp->ev + u->start;
+		for (i = 0, df = 0, ds = 0; i < u->len; i++) {  /* one copy's sums */
+			df += e[i].sign * e[i].fixed;
+			ds += e[i].sign * e[i].per_sample;
 		}
+		last = u->reps - 1;
+		for (i = 0; i < u->len; i++) {
+			f += e[i].sign * e[i].fixed;
+			s += e[i].sign * e[i].per_sample;
+			if (f > cap || f + last * df > cap)
+				return -1;
+			ub = bound_copies(ub, cap, f, s, df, ds, last);
+		}
+		f += last * df;  /* past the run: its last copy's end */
+		s += last * ds;
 	}
 	return ub;
 }
@@ -922,7 +963,7 @@ static int64_t bisect(const struct mem_plan *p, int t, int64_t lo, int64_t hi,
 	return lo;
 }
 
-/* The packed model's largest b for tape t; ub: linear_bound(p, t). */
+/* The packed model's largest b for tape t; ub: mem_linear_bound(p, t). */
 static int64_t tape_max(const struct mem_plan *p, int t, int64_t ub)
 {
 	int64_t hi = ub, lo, step = 1;
@@ -958,7 +999,7 @@ static int64_t tape_max(const struct mem_plan *p, int t, int64_t ub)
  * (counted once with a temporary counter). */
 static int64_t tape_max_emu(const struct mem_plan *p, int t)
 {
-	int64_t ub = linear_bound(p, t), b = tape_max(p, t, ub), lo, hi, nb, step = 1;
+	int64_t ub = mem_linear_bound(p, t), b = tape_max(p, t, ub), lo, hi, nb, step = 1;
 
 	if (ub < 1)
 		return 0;
@@ -1067,7 +1108,7 @@ int64_t mem_max_batch(const struct mem_plan *p, int *binding)
 
 	*binding = 0;
 	for (t = 0; t < p->ntapes; t++) {
-		b = p->emulate ? (p->emu->max[t] = tape_max_known(p, t)) : tape_max(p, t, linear_bound(p, t));
+		b = p->emulate ? (p->emu->max[t] = tape_max_known(p, t)) : tape_max(p, t, mem_linear_bound(p, t));
 		if (best < 0 || b < best) {
 			best = b;
 			*binding = t;
@@ -1078,37 +1119,18 @@ int64_t mem_max_batch(const struct mem_plan *p, int *binding)
 
 /* ---- building ------------------------------------------------------------------- */
 
-static int cumulate(struct mem_tape *t)
+/* The most the events outside the allocator hold at once (mem_tape.outside). */
+static void tape_outside(struct mem_tape *t)
 {
-	int64_t f = 0, s = 0, o;
+	int64_t o = 0;
 	int i;
 
-	if (t->n + 1 > t->cum_cap) {  /* a rebuilt plan keeps its arrays when they are large enough */
-		int64_t *cf = realloc(t->cum_fixed, ((size_t)t->n + 1) * sizeof *cf), *cp;
-		if (!cf)
-			return -1;
-		t->cum_fixed = cf;
-		cp = realloc(t->cum_ps, ((size_t)t->n + 1) * sizeof *cp);
-		if (!cp)
-			return -1;
-		t->cum_ps = cp;
-		t->cum_cap = t->n + 1;
-	}
-	t->nonneg = 1;
 	t->outside = 0;
-	for (i = 0, o = 0; i < t->n; i++) {
+	for (i = 0; i < t->n; i++)
 		if (!t->ev[i].pooled) {  /* setup's fixed costs (context, NCCL): no per-sample part */
 			o += t->ev[i].sign * t->ev[i].fixed;
 			t->outside = o > t->outside ? o : t->outside;
 		}
-		if (t->ev[i].fixed < 0 || t->ev[i].per_sample < 0)
-			t->nonneg = 0;
-		f += t->ev[i].sign * t->ev[i].fixed;
-		s += t->ev[i].sign * t->ev[i].per_sample;
-		t->cum_fixed[i] = f;
-		t->cum_ps[i] = s;
-	}
-	return 0;
 }
 
 int mem_plan_build(struct mem_plan *p, const struct scenario *s, const struct graph *g,
@@ -1135,9 +1157,6 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 	for (i = 0; i < 2; i++) {  /* the arrays, emptied */
 		p->tape[i].ev = keep[i].ev;
 		p->tape[i].cap = keep[i].cap;
-		p->tape[i].cum_fixed = keep[i].cum_fixed;
-		p->tape[i].cum_ps = keep[i].cum_ps;
-		p->tape[i].cum_cap = keep[i].cum_cap;
 		p->tape[i].run = keep[i].run;
 		p->tape[i].caprun = keep[i].caprun;
 		p->tape[i].ix = keep[i].ix;
@@ -1177,9 +1196,11 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 		rc = memwalk_build(&p->tape[0], ROLE_RANK, s, g, pf, &host, p->scripts, e);
 	}
 	p->host = host;
-	for (i = 0; !rc && i < p->ntapes; i++)
-		if (cumulate(&p->tape[i]) || memrun_build(&p->tape[i], g))
+	for (i = 0; !rc && i < p->ntapes; i++) {
+		tape_outside(&p->tape[i]);
+		if (memrun_build(&p->tape[i], g))
 			rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
+	}
 	return rc;
 }
 
@@ -1189,8 +1210,6 @@ void mem_plan_free(struct mem_plan *p)
 
 	for (i = 0; i < 2; i++) {
 		free(p->tape[i].ev);
-		free(p->tape[i].cum_fixed);
-		free(p->tape[i].cum_ps);
 		memrun_free(&p->tape[i]);
 	}
 	if (p->emu) {

@@ -175,10 +175,6 @@ struct mem_tape {
 	struct mem_event *ev;  /* (n) */
 	int n, cap;
 	int gpu;               /* the GPU index it stands for in reports */
-	int64_t *cum_fixed;    /* (n) unrounded live bytes after each event: fixed part */
-	int64_t *cum_ps;       /* (n) and per-sample part */
-	int cum_cap;           /* room in cum_fixed and cum_ps */
-	int nonneg;            /* 1: no event has a negative fixed or per-sample size */
 	struct mem_run *run;   /* (nrun) the events as literal and periodic runs, in order
 				  (memrun.h); what evaluations read */
 	int nrun, caprun;
@@ -243,6 +239,12 @@ int64_t mem_peak(const struct mem_plan *p, int t, int64_t b);
 /* The packed-segments model: each pool's live bytes packed into whole
  * segments. No allocation; the search's bound. */
 int64_t mem_peak_packed(const struct mem_plan *p, int t, int64_t b);
+
+/* The largest micro-batch whose unrounded live bytes (the fixed and the
+ * per-sample sums of tape t's events so far, without rounding or pools) fit
+ * p->capacity after every event, at most 2^40: the max-batch search's upper
+ * bound; -1 when the fixed bytes alone do not fit. Read run by run. */
+int64_t mem_linear_bound(const struct mem_plan *p, int t);
 
 /* The breakdown at the peak of tape t at micro-batch b. */
 void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d);
