@@ -27,19 +27,21 @@
 #define MEMRUN_MAX_TRIES 4     /* candidate starts per shift */
 #define MEMRUN_MAX_LOOK 32     /* events of the shifted op looked at per shift */
 
-/* Whether y is x moved by dop ops (-1 stays -1), every other field equal. */
+/* Whether y is x moved by dop ops (-1 stays -1), every other field equal.
+ * The fields' differences are or'ed and tested once: nearly every comparison
+ * of a run's copies is equal, and a branch per field cost half of
+ * memrun_build (perf, bench/sweep.ini). */
 static inline int same(const struct mem_event *x, const struct mem_event *y, int dop)
 {
 	uint64_t a, c;
+	int32_t op = x->op >= 0 ? x->op + dop : -1;
 
-	if (x->fixed != y->fixed || x->per_sample != y->per_sample ||
-	    y->op != (x->op >= 0 ? x->op + dop : -1))
-		return 0;
 	/* what, cat, sign, phase, micro, pooled and pad: the 8 bytes after op */
 	_Static_assert(offsetof(struct mem_event, pad) + 1 == offsetof(struct mem_event, what) + 8, "event layout");
 	memcpy(&a, &x->what, 8);
 	memcpy(&c, &y->what, 8);
-	return a == c;
+	return ((uint64_t)(x->fixed ^ y->fixed) | (uint64_t)(x->per_sample ^ y->per_sample) | (a ^ c) |
+		(uint32_t)(op ^ y->op)) == 0;
 }
 
 /* The op shifts a repetition may have: plus and minus the distance between
