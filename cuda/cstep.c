@@ -178,6 +178,7 @@ static int forward_op(struct cstep *c, int i, struct err *e)
 	struct cuk *k = c->k;
 	int B = c->B, T = c->T, C = r->C, N = B * T, dt = c->dt, w = r->op_w[i], b = r->op_b[i];
 	void *y = V(c, o->out), *x = V(c, o->in[0]);
+	char name[GRAPH_NAME];
 
 	switch (o->kind) {
 	case OP_EMBED:
@@ -231,7 +232,7 @@ static int forward_op(struct cstep *c, int i, struct err *e)
 		cuk_xent_fwd(k, dt, y, &r->loss_sum, x, c->ids, B, T, r->V);
 		break;
 	default:
-		return err_set(e, ERR_INPUT, NULL, 0, "op %s is not implemented", o->name);
+		return err_set(e, ERR_INPUT, NULL, 0, "op %s is not implemented", graph_op_name(&r->g, i, name));
 	}
 	return 0;
 }

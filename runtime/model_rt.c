@@ -28,6 +28,7 @@ static int add_param(struct rtm *r, int op, const char *what, size_t n, int kind
 {
 	struct rt_param *p;
 	int u = r->g.ops[op].unit;
+	char name[GRAPH_NAME];
 
 	p = realloc(r->p, (size_t)(r->np + 1) * sizeof *p);
 	if (!p)
@@ -35,7 +36,7 @@ static int add_param(struct rtm *r, int op, const char *what, size_t n, int kind
 	r->p = p;
 	p = &r->p[r->np];
 	memset(p, 0, sizeof *p);
-	snprintf(p->name, sizeof p->name, "%s.%s", r->g.ops[op].name, what);
+	snprintf(p->name, sizeof p->name, "%s.%s", graph_op_name(&r->g, op, name), what);
 	p->op = op;
 	p->unit = u;
 	p->off = r->unit_n[u];
@@ -49,6 +50,7 @@ static int layout(struct rtm *r, struct err *e)
 {
 	struct graph *g = &r->g;
 	int i, embed = -1;
+	char name[GRAPH_NAME];
 
 	r->nunits = g->nblocks + 1;
 	r->unit_n = calloc((size_t)r->nunits, sizeof *r->unit_n);
@@ -56,8 +58,11 @@ static int layout(struct rtm *r, struct err *e)
 	r->op_w = malloc((size_t)g->nops * sizeof *r->op_w);
 	r->op_b = malloc((size_t)g->nops * sizeof *r->op_b);
 	r->rope_op = calloc((size_t)g->nops, 1);
-	if (!r->unit_n || !r->unit_goff || !r->op_w || !r->op_b || !r->rope_op)
+	r->tname = malloc((size_t)g->nt * sizeof *r->tname);
+	if (!r->unit_n || !r->unit_goff || !r->op_w || !r->op_b || !r->rope_op || !r->tname)
 		goto nomem;
+	for (i = 0; i < g->nt; i++)
+		graph_tensor_name(g, i, r->tname[i]);
 	for (i = 0; i < g->nops; i++) {
 		struct gop *o = &g->ops[i];
 		size_t C = (size_t)r->C;
@@ -94,9 +99,9 @@ static int layout(struct rtm *r, struct err *e)
 		default:
 		unsupported:
 			return err_set(e, ERR_INPUT, NULL, 0, "model %s: op %s (%s) is not implemented by the runtime",
-				       r->m.name, o->name, graph_kind_name(o->kind));
+				       r->m.name, graph_op_name(g, i, name), graph_kind_name(o->kind));
 		}
-		if (o->kind == OP_MATMUL && r->m.positions == POS_ROTARY && strstr(o->name, ".qkv"))
+		if (o->kind == OP_MATMUL && r->m.positions == POS_ROTARY && strstr(graph_op_name(g, i, name), ".qkv"))
 			r->rope_op[i] = 1;
 		if ((r->op_w[i] < -1 || r->op_b[i] < -1) || (o->kind == OP_MATMUL && r->op_w[i] < 0))
 			goto nomem;
@@ -181,6 +186,7 @@ void rtm_free(struct rtm *r)
 	free(r->op_w);
 	free(r->op_b);
 	free(r->rope_op);
+	free(r->tname);
 	free(r->val);
 	free(r->gblk);
 	free(r->bptr);
@@ -276,7 +282,7 @@ static size_t held_bytes(const struct rtm *r, int t)
 
 static int talloc(struct rtm *r, void **slot, int t, struct err *e)
 {
-	return arena_alloc_as(r->ar, slot, rtm_tensor_bytes(r, t, r->B), held_bytes(r, t), r->g.t[t].name, e);
+	return arena_alloc_as(r->ar, slot, rtm_tensor_bytes(r, t, r->B), held_bytes(r, t), r->tname[t], e);
 }
 
 static void tfree(struct rtm *r, void **slot)
@@ -383,7 +389,7 @@ static int alloc_products(struct rtm *r, int i, struct err *e)
 	for (p = r->lf.poff[i]; p < r->lf.poff[i + 1]; p++) {
 		t = r->lf.prod[p];
 		if (r->val[t])
-			return err_set(e, ERR_SYSTEM, NULL, 0, "internal: %s produced twice", r->g.t[t].name);
+			return err_set(e, ERR_SYSTEM, NULL, 0, "internal: %s produced twice", r->tname[t]);
 		rc = talloc(r, &r->val[t], t, e);
 		if (rc)
 			return rc;

@@ -83,6 +83,7 @@ struct rtm {
 	int NKV, hs;               /* key/value heads, head size */
 	float theta;               /* rotary base (Llama 2: 10000) */
 	uint8_t *rope_op;          /* per op: the qkv product whose q, k get rotary positions */
+	char (*tname)[GRAPH_NAME]; /* per tensor: its name (graph_tensor_name), the arena's tag */
 	int recompute;             /* enum recompute */
 	int dt;                    /* enum rt_dtype of activations and gradients (16-bit: mixed
 				      precision, the values held in fp32 and rounded, backend.h) */

@@ -359,6 +359,7 @@ static void breakdown(const struct mem_plan *p, const struct graph *g, int64_t b
 {
 	struct mem_detail d, d2;
 	int t, w, best = 0;
+	char name[GRAPH_NAME];
 
 	mem_detail_peak(p, 0, b, &d);
 	for (t = 1; t < p->ntapes; t++) {
@@ -380,7 +381,7 @@ static void breakdown(const struct mem_plan *p, const struct graph *g, int64_t b
 	if (!r->note[0])
 		snprintf(r->note, sizeof r->note, "peak: %s %.0f%%%s%s", mem_what_name(best),
 			 d.peak > 0 ? 100.0 * (double)d.what[best] / (double)d.peak : 0.0,
-			 d.op >= 0 ? ", " : "", d.op >= 0 ? g->ops[d.op].name : "");
+			 d.op >= 0 ? ", " : "", d.op >= 0 ? graph_op_name(g, d.op, name) : "");
 }
 
 /* The memory figures of src (peak .. overhead, the binding note) into r. */

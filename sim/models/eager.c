@@ -50,14 +50,14 @@ void eager_varlen(const struct graph *g, int i, struct eager_extra *x)
 int eager_internal(const struct graph *g, int i)
 {
 	const struct gop *o = &g->ops[i];
-	const char *n = leaf(o->name);
+	const char *n = leaf(o->base);
 
 	if (g->o.flavor != GRAPH_EAGER || o->kind != OP_COPY)
 		return 0;
 	if (strcmp(n, "q_bmm") == 0 || strcmp(n, "k_bmm") == 0 || strcmp(n, "v_bmm") == 0)
 		return 1;
 	/* graph.c's cast_in: a copy named as the linear layer that reads it */
-	return i + 1 < g->nops && g->ops[i + 1].kind == OP_MATMUL && strcmp(g->ops[i + 1].name, o->name) == 0;
+	return i + 1 < g->nops && g->ops[i + 1].kind == OP_MATMUL && graph_same_name(g, i, i + 1);
 }
 
 void eager_extra(const struct graph *g, const struct model *m, int i, struct eager_extra *x)
@@ -74,7 +74,7 @@ void eager_extra(const struct graph *g, const struct model *m, int i, struct eag
 	own = E * (A + U);
 	switch (o->kind) {
 	case OP_ACT:
-		if (m->activation == ACT_GELU_NEW && strcmp(leaf(o->name), "gelu") == 0)
+		if (m->activation == ACT_GELU_NEW && strcmp(leaf(o->base), "gelu") == 0)
 			formula(x, 8, E * (5 * A + 13 * U), own);
 		break;
 	case OP_NORM:
@@ -90,7 +90,7 @@ void eager_extra(const struct graph *g, const struct model *m, int i, struct eag
 		x->bytes_bwd = 2 * x->bytes_fwd;
 		break;
 	case OP_MATMUL: {
-		const char *n = leaf(o->name);
+		const char *n = leaf(o->base);
 		if (m->positions == POS_ROTARY && (strcmp(n, "q") == 0 || strcmp(n, "k") == 0)) {
 			x->kernels_fwd = 5;
 			x->bytes_fwd = 10 * E * U;

@@ -52,9 +52,7 @@ struct bld {
 	struct err *e;
 };
 
-/* dst = a b c (any may be NULL) truncated to n - 1 bytes, as snprintf "%s%s%s"
- * does: names are built for every op and tensor, and snprintf was most of the
- * cost of building a graph. */
+/* dst = a b c (any may be NULL) cut to n - 1 bytes, as snprintf "%s%s%s" would. */
 static void name3(char *dst, size_t n, const char *a, const char *b, const char *c)
 {
 	const char *parts[3] = {a, b, c};
@@ -67,7 +65,9 @@ static void name3(char *dst, size_t n, const char *a, const char *b, const char 
 	dst[k] = 0;
 }
 
-static int tensor(struct bld *b, const char *name, double elems, int dsize, int producer)
+/* A tensor of producer, named as it (what NULL) or as its ".what"; an input
+ * (producer -1) named what. */
+static int tensor(struct bld *b, const char *what, double elems, int dsize, int producer)
 {
 	struct graph *g = b->g;
 	struct gtensor *t;
@@ -76,7 +76,7 @@ static int tensor(struct bld *b, const char *name, double elems, int dsize, int 
 		return -1;
 	t = &g->t[g->nt];
 	memset(t, 0, sizeof *t);
-	name3(t->name, sizeof t->name, name, NULL, NULL);
+	t->what = what;
 	t->elems = elems;
 	t->dsize = dsize;
 	t->producer = producer;
@@ -102,6 +102,47 @@ static void layer_prefix(char pre[16], int stack, int layer)
 	pre[k] = 0;
 }
 
+const char *graph_op_name(const struct graph *g, int i, char buf[GRAPH_NAME])
+{
+	const struct gop *o = &g->ops[i];
+	char pre[16];
+
+	if (o->layer >= 0) {
+		layer_prefix(pre, o->stack, o->layer);
+		name3(buf, GRAPH_NAME, pre, o->base, NULL);
+	} else {
+		name3(buf, GRAPH_NAME, o->base, NULL, NULL);
+	}
+	return buf;
+}
+
+const char *graph_tensor_name(const struct graph *g, int t, char buf[GRAPH_NAME])
+{
+	char op[GRAPH_NAME];
+
+	if (g->t[t].producer < 0) {  /* an input of the model ("ids") */
+		name3(buf, GRAPH_NAME, g->t[t].what, NULL, NULL);
+		return buf;
+	}
+	if (!g->t[t].what)
+		return graph_op_name(g, g->t[t].producer, buf);
+	name3(buf, GRAPH_NAME, graph_op_name(g, g->t[t].producer, op), ".", g->t[t].what);
+	return buf;
+}
+
+int graph_same_name(const struct graph *g, int i, int j)
+{
+	const struct gop *x = &g->ops[i], *y = &g->ops[j];
+	char a[GRAPH_NAME], b[GRAPH_NAME];
+
+	if (x->layer != y->layer || (x->layer >= 0 && x->stack != y->stack))
+		return 0;
+	if (strcmp(x->base, y->base) == 0)
+		return 1;
+	/* names cut to GRAPH_NAME - 1 bytes may still agree */
+	return strcmp(graph_op_name(g, i, a), graph_op_name(g, j, b)) == 0;
+}
+
 /* A new op reading in0..in2 (-1 = none), producing a tensor of elems x dsize. */
 static int op(struct bld *b, int kind, const char *name, int in0, int in1, int in2,
 	      double elems, int dsize)
@@ -115,13 +156,7 @@ static int op(struct bld *b, int kind, const char *name, int in0, int in1, int i
 	idx = g->nops++;
 	o = &g->ops[idx];
 	memset(o, 0, sizeof *o);
-	if (b->layer >= 0) {
-		char pre[16];
-		layer_prefix(pre, b->stack, b->layer);
-		name3(o->name, sizeof o->name, pre, name, NULL);
-	} else {
-		name3(o->name, sizeof o->name, name, NULL, NULL);
-	}
+	o->base = name;
 	o->kind = kind;
 	o->stack = b->stack;
 	o->layer = b->layer;
@@ -136,7 +171,7 @@ static int op(struct bld *b, int kind, const char *name, int in0, int in1, int i
 		o->io_elems += g->t[ins[i]].elems;
 	}
 	if (elems > 0) {
-		int t = tensor(b, o->name, elems, dsize, idx);
+		int t = tensor(b, NULL, elems, dsize, idx);
 		o = &g->ops[idx];  /* tensor() may not move ops, but keep it obvious */
 		o->out = t;
 		o->io_elems += elems;
@@ -168,11 +203,8 @@ static void save(struct bld *b, int o, int t)
 /* A tensor op o creates for its own backward (e.g. norm statistics, a mask). */
 static void save_new(struct bld *b, int o, const char *what, double elems, int dsize)
 {
-	char name[40];
-	int t;
+	int t = tensor(b, what, elems, dsize, o);
 
-	name3(name, sizeof name, b->g->ops[o].name, ".", what);
-	t = tensor(b, name, elems, dsize, o);
 	save(b, o, t);
 }
 
@@ -180,11 +212,8 @@ static void save_new(struct bld *b, int o, const char *what, double elems, int d
  * gradient flows into: an index or mask of the sequence. Returns it. */
 static int made_fixed(struct bld *b, int o, const char *what, double elems, int dsize, int saved)
 {
-	char name[40];
-	int t;
+	int t = tensor(b, what, elems, dsize, o);
 
-	snprintf(name, sizeof name, "%s.%s", b->g->ops[o].name, what);
-	t = tensor(b, name, elems, dsize, o);
 	if (t < 0)
 		return -1;
 	b->g->t[t].fixed = 1;

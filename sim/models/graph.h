@@ -59,8 +59,14 @@ enum { GRAPH_MAX_IN = 3, GRAPH_MAX_SAVED = 6 };
  * this tree: Linear < attention/MLP < block < model). */
 enum op_module { MOD_NONE, MOD_ATTN, MOD_XATTN, MOD_MLP };
 
+/* Bytes of a name built by graph_op_name or graph_tensor_name, its 0 included. */
+#define GRAPH_NAME 32
+
 struct gtensor {
-	char name[32];
+	const char *what;  /* a string constant: the name of a tensor its producer makes for
+			      its own backward ("stats", "mask"), after the op's name and a
+			      dot; NULL: the producer's output, named as the op; an input
+			      of the model (no producer): its name ("ids") */
 	double elems;      /* elements per sample (per TP rank) */
 	int dsize;         /* bytes per element */
 	int producer;      /* op index, -1 for inputs */
@@ -75,7 +81,8 @@ struct gtensor {
 };
 
 struct gop {
-	char name[32];
+	const char *base;  /* a string constant: its name within its block ("attn.qkv"),
+			      or in the model outside the blocks ("lm_head"); graph_op_name */
 	int kind;          /* enum op_kind */
 	int stack;         /* 0 = decoder (or the only stack), 1 = encoder */
 	int layer;         /* block index within the model, -1 outside blocks */
@@ -162,6 +169,22 @@ double graph_model_flops_per_sample(const struct graph *g, const struct model *m
 double graph_param_tensors(const struct graph *g);
 
 const char *graph_kind_name(int kind);
+
+/* The name of op i, its block's prefix and its base ("L12.attn.qkv", "enc3.ffn.up",
+ * "lm_head"), into buf, cut to GRAPH_NAME - 1 bytes; returns buf. Names are
+ * built only where they are written (reports, traces, timelines): a graph of
+ * GPT-3's 96 blocks has about 2,900 ops and as many tensors, and naming each
+ * as it was built took 3 % of an in-process simulate. */
+const char *graph_op_name(const struct graph *g, int i, char buf[GRAPH_NAME]);
+
+/* The name of tensor t: its producer's name, and ".what" for a tensor the op
+ * makes for its backward ("L3.ln1.stats"), or an input's own ("ids"), cut to
+ * GRAPH_NAME - 1 bytes; returns buf. */
+const char *graph_tensor_name(const struct graph *g, int t, char buf[GRAPH_NAME]);
+
+/* Whether ops i and j have the same name (graph_op_name): the same block of the
+ * same stack, or both outside the blocks, and the same base. */
+int graph_same_name(const struct graph *g, int i, int j);
 
 /* "eager", "flash2", "mem_efficient", "flash3" or "cudnn". */
 const char *graph_attn_name(int kernel);

@@ -1272,6 +1272,7 @@ static void fill_result(const struct mem_plan *p, const struct graph *g, const s
 	int w, best = 0;
 	int64_t most;
 	const char *what;
+	char name[GRAPH_NAME];
 
 	memset(r, 0, sizeof *r);
 	r->valid = 1;
@@ -1299,7 +1300,7 @@ static void fill_result(const struct mem_plan *p, const struct graph *g, const s
 	what = d->slack > d->what[best] ? "free blocks cached by the allocator" : mem_what_name(best);
 	snprintf(r->binding, sizeof r->binding, "GPU %d: %s (%.0f%% of the peak), %s%s%s",
 		 r->binding_gpu, what, d->peak > 0 ? 100.0 * (double)most / (double)d->peak : 0.0,
-		 mem_phase_name(d->phase), d->op >= 0 ? " " : "", d->op >= 0 ? g->ops[d->op].name : "");
+		 mem_phase_name(d->phase), d->op >= 0 ? " " : "", d->op >= 0 ? graph_op_name(g, d->op, name) : "");
 }
 
 int mem_predict(const struct scenario *s, const struct graph *g, struct prediction *pr,
@@ -1347,6 +1348,7 @@ static void csv_rows(const struct mem_plan *p, const struct graph *g, int t, int
 	struct pools q = {{0}};
 	int64_t live[MEM_NCAT] = {0}, sz, total = 0;
 	int i, c;
+	char name[GRAPH_NAME];
 
 	fprintf(f, "event,phase,micro,op,what,action,bytes");
 	for (c = 0; c < MEM_NCAT; c++)
@@ -1358,7 +1360,7 @@ static void csv_rows(const struct mem_plan *p, const struct graph *g, int t, int
 		live[e->cat] += e->sign * sz;
 		total += e->sign * sz;
 		fprintf(f, "%d,%s,%d,%s,%s,%s,%lld", i, mem_phase_name(e->phase), e->micro,
-			e->op >= 0 ? g->ops[e->op].name : "", mem_what_name(e->what),
+			e->op >= 0 ? graph_op_name(g, e->op, name) : "", mem_what_name(e->what),
 			e->sign > 0 ? "alloc" : "free", (long long)sz);
 		for (c = 0; c < MEM_NCAT; c++)
 			fprintf(f, ",%lld", (long long)live[c]);

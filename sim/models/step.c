@@ -481,7 +481,8 @@ static void tp_marks(struct bld *b)
 	}
 	/* the vocabulary-parallel head's input gradient */
 	for (i = g->nops - 1; i >= 0; i--)
-		if (g->ops[i].kind == OP_MATMUL && strcmp(g->ops[i].name, "lm_head") == 0 && g->ops[i].nin > 0) {
+		if (g->ops[i].kind == OP_MATMUL && g->ops[i].layer < 0 && strcmp(g->ops[i].base, "lm_head") == 0 &&
+		    g->ops[i].nin > 0) {
 			b->ss->tpx[i] = graph_tensor_bytes(g, g->ops[i].in[0]);
 			b->ss->tpb[i] = b->ss->tpx[i] * b->B;
 			break;
@@ -2488,9 +2489,9 @@ static const char *task_name(void *ctx, const struct des_task *t, char *buf, siz
 {
 	const struct step_sim *ss = ctx;
 	const struct graph *g = ss->g;
-	const char *op = t->label >= 0 && t->label < g->nops ? g->ops[t->label].name : "";
+	char name[GRAPH_NAME], size[32];
+	const char *op = t->label >= 0 && t->label < g->nops ? graph_op_name(g, t->label, name) : "";
 	const char *const *what = kinds;
-	char size[32];
 
 	if (t->coll >= 0) {
 		const struct coll_cost *c = &ss->d.colls[t->coll].c;
