@@ -246,6 +246,75 @@ static void size_wrap_stacks(struct wk *w, int64_t min)
 
 /* Which units start and end at each op, and which ops each unit owns: the
  * hooks look these up instead of scanning every unit or op. */
+/* The units that can be gathered next (not the root, owning parameters),
+ * ordered for next_units: forward by (first op, index), backward by (last op
+ * descending, index). */
+static int by_first(const void *x, const void *y, void *ctx)
+{
+	const struct wunit *u = ctx;
+	int a = *(const int *)x, b = *(const int *)y;
+
+	return u[a].first != u[b].first ? (u[a].first > u[b].first) - (u[a].first < u[b].first) : (a > b) - (a < b);
+}
+
+static int by_last_down(const void *x, const void *y, void *ctx)
+{
+	const struct wunit *u = ctx;
+	int a = *(const int *)x, b = *(const int *)y;
+
+	return u[a].last != u[b].last ? (u[a].last < u[b].last) - (u[a].last > u[b].last) : (a > b) - (a < b);
+}
+
+/* w->unext: for each unit u, the next unit in forward order: among the
+ * others (not the root, owning parameters) that start after u, or start with
+ * it, end before it and come after it in index, the one that starts first,
+ * the lowest index among equals; in backward order likewise, by last op
+ * descending and first op after u's. A unit starting with u (nested in it,
+ * outer first) comes before any starting later, so the answer is the first
+ * such in u's group of the sorted order, else the first unit of the next
+ * group: a sort per direction instead of a scan of every unit per call (one
+ * per unit and micro-step: 2 % of a simulate of GPT-3's 97 units).
+ * Returns 0 or -1. */
+static int next_units(struct wk *w)
+{
+	const struct wunit *U = w->u;
+	int *e = malloc(((size_t)w->nu + 1) * sizeof *e), n = 0, u, v, k, lo, hi, mid, fwd;
+
+	w->unext = malloc(((size_t)2 * w->nu + 1) * sizeof *w->unext);
+	if (!e || !w->unext) {
+		free(e);
+		return -1;
+	}
+	for (fwd = 0; fwd < 2; fwd++) {
+		for (n = 0, v = 0; v < w->nu; v++)
+			if (!U[v].root && U[v].elems > 0)
+				e[n++] = v;
+		qsort_r(e, (size_t)n, sizeof *e, fwd ? by_first : by_last_down, (void *)U);
+		for (u = 0; u < w->nu; u++) {
+			int key = fwd ? U[u].first : U[u].last, best = -1;
+			for (lo = 0, hi = n; lo < hi;) {  /* the first of u's group or after it */
+				mid = (lo + hi) / 2;
+				if (fwd ? U[e[mid]].first < key : U[e[mid]].last > key)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			for (k = lo; k < n && (fwd ? U[e[k]].first : U[e[k]].last) == key; k++) {
+				v = e[k];
+				if (v > u && (fwd ? U[v].last < U[u].last : U[v].first > U[u].first)) {
+					best = v;  /* nested in u, or u in it: the lowest index */
+					break;
+				}
+			}
+			if (best < 0 && k < n)  /* the next group's lowest index */
+				best = e[k];
+			w->unext[2 * u + fwd] = best;
+		}
+	}
+	free(e);
+	return 0;
+}
+
 static int unit_index(struct wk *w)
 {
 	int *key = malloc(((size_t)w->nu + 1) * sizeof *key), u;
@@ -260,7 +329,7 @@ static int unit_index(struct wk *w)
 	w->ulast = life_csr(key, w->nu, w->g->nops, &w->uloff);
 	free(key);
 	w->uops = life_csr(w->uown, w->g->nops, w->nu, &w->uooff);
-	return w->ufirst && w->ulast && w->uops ? 0 : -1;
+	return w->ufirst && w->ulast && w->uops && !next_units(w) ? 0 : -1;
 }
 
 /* Each unit's shard: ceil(elems / N) of a FlatParameter (FSDP1), or the
@@ -324,24 +393,11 @@ static int grad_unit(const struct wk *w, int i)
 }
 
 /* Next unit after u in forward order (first op ascending, outer first) or in
- * backward order (last op descending); -1 none. */
-static int next_unit(const struct wk *w, int u, int fwd)
+ * backward order (last op descending); -1 none (next_units). */
+static inline int next_unit(const struct wk *w, int u, int fwd)
 {
-	int best = -1, v;
-
-	for (v = 0; v < w->nu; v++) {
-		const struct wunit *a = &w->u[v], *c = &w->u[u];
-		if (v == u || a->root || a->elems <= 0)
-			continue;
-		if (fwd ? (a->first > c->first || (a->first == c->first && a->last < c->last && v > u))
-			: (a->last < c->last || (a->last == c->last && a->first > c->first && v > u))) {
-			if (best < 0 || (fwd ? a->first < w->u[best].first : a->last > w->u[best].last))
-				best = v;
-		}
-	}
-	return best;
+	return u < 0 ? -1 : w->unext[2 * u + (fwd ? 1 : 0)];
 }
-
 
 /* ---- FSDP units: gather, reduce, reshard ------------------------------------- */
 

@@ -51,6 +51,8 @@ struct wk {
 	int *ufoff, *ufirst;  /* units whose first op is op i, ascending (CSR over ops) */
 	int *uloff, *ulast;   /* units whose last op is op i, ascending (CSR over ops) */
 	int *uooff, *uops;    /* ops owning parameters of unit u, descending (CSR over units) */
+	int *unext;           /* (2 nu) per unit: the next unit in backward [2u] and forward
+				 [2u + 1] order, -1 none (memstrat.c next_unit) */
 	char *ul, *ugl, *usg; /* gathered, unsharded grad, grad shard allocated */
 	int64_t *ush;         /* per unit: elements of its shard (FSDP2: the sum of the
 				 per-parameter padded shards) */
