@@ -2274,7 +2274,7 @@ static void bound_sums(const struct bld *b, struct step_bound *out)
 	struct step_sim *ss = b->ss;
 	const struct des *d = b->d;
 	double x, sum, kern;
-	int i, k, n = d->nstreams < STEP_BOUND_STREAMS ? d->nstreams : STEP_BOUND_STREAMS;
+	int i, n = d->nstreams < STEP_BOUND_STREAMS ? d->nstreams : STEP_BOUND_STREAMS;
 	struct coll_cost c;
 
 	for (i = 0; i < ss->ndyn; i++) {  /* as retime costs them */
@@ -2287,25 +2287,29 @@ static void bound_sums(const struct bld *b, struct step_bound *out)
 		ss->dynt[i] = coll_time(&c);
 	}
 	for (i = 0; i < n; i++) {
+		const struct step_bterm *t = ss->bsort + ss->bfirst[i], *end = ss->bsort + ss->bfirst[i + 1];
+		const double *tv[3] = {NULL, ss->tf, ss->tb};  /* a kernel's time by kind: BT_FWD, BT_BWD */
+		const int scale = des_work_scaled(d, i);  /* des_work_least's test, once per stream */
+		const double slow = d->slow;
 		if (!ss->bvar[i]) {  /* no kernel there (bound_task) */
 			out->stream[i] = ss->bconst[i];
 			out->kern[i] = 0;
 			continue;
 		}
-		for (sum = kern = 0, k = ss->bfirst[i]; k < ss->bfirst[i + 1]; k++) {
-			const struct step_bterm *t = &ss->bsort[k];
+		_Static_assert(BT_FWD == 1 && BT_BWD == 2, "term kinds index tv");
+		for (sum = kern = 0; t < end; t++) {
 			if (t->kind == BT_CONST) {
 				sum += t->v;
-				continue;
-			}
-			if (t->kind == BT_DYN) {
+			} else if (t->kind == BT_DYN) {
 				sum += ss->dynt[t->idx];
-				continue;
+			} else {
+				x = tv[t->kind][t->idx];
+				x = x > 0 ? x : 0;  /* the duration as retime stores it */
+				if (scale)
+					x *= slow;
+				sum += x;
+				kern += x;
 			}
-			x = t->kind == BT_BWD ? ss->tb[t->idx] : ss->tf[t->idx];
-			x = des_work_least(d, i, x > 0 ? x : 0);  /* the duration as retime stores it */
-			sum += x;
-			kern += x;
 		}
 		out->stream[i] = sum;
 		out->kern[i] = kern;
