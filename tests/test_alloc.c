@@ -81,6 +81,32 @@ Test(alloc, best_fit_reuses_and_splits_a_cached_block)
 	alloc_release(&a);
 }
 
+/* A cached segment serves a large and a mid-sized request at once, so the
+ * allocator can hold less than memory.c's packed model, which gives each
+ * request of 10 MiB (kMinLargeAlloc) or more a segment of its own rounded to
+ * 2 MiB and packs the smaller ones into 20 MiB segments (pytorch.ini:
+ * large_split_max 10 MiB, large_segment 20 MiB): 12 MiB + 20 MiB = 32 MiB
+ * for the two requests below. Expected, by the allocator's rules: a 21 MiB
+ * request gets a 22 MiB segment (rounded to 2 MiB); freed, it serves 12 MiB
+ * (10 MiB remain > 1 MiB: split); the 10 MiB rest serves 9 MiB whole (1 MiB
+ * would remain, not more than kSmallSize: no split). So the packed model's
+ * answer is no ceiling of the emulated search's (memory.c tape_max_emu). */
+Test(alloc, a_segment_shared_by_two_requests_holds_less_than_the_packed_model)
+{
+	int h;
+
+	start(1024 * MiB, 0, 0);
+	h = alloc_malloc(&a, 21 * MiB);
+	alloc_free(&a, h);
+	alloc_malloc(&a, 12 * MiB);
+	alloc_malloc(&a, 9 * MiB);
+	cr_expect_eq(a.reserved, 22 * MiB, "%lld", (long long)a.reserved);
+	cr_expect_eq(a.allocated, 22 * MiB, "the 9 MiB request handed the 10 MiB rest whole");
+	cr_expect_eq(a.segments, 1);
+	cr_expect_lt(a.reserved, 12 * MiB + 20 * MiB, "below the packed model's 32 MiB");
+	alloc_release(&a);
+}
+
 Test(alloc, max_split_size_keeps_oversize_blocks_for_large_requests)
 {
 	int h;

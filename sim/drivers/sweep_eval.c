@@ -501,7 +501,7 @@ static int64_t fitting(struct sweep_ctx *c, int i, int64_t batch, int64_t *accum
 		memset(&x, 0, sizeof x);
 		if (memory(c, i, *a, mb, &x, e))
 			return -1;
-		if (x.peak <= x.capacity)
+		if (mem_fits((int64_t)x.peak, (int64_t)x.capacity))  /* bytes, held exactly as doubles */
 			return mb;
 		*failed = mb;
 		if (c->sw->batch_mode != SWEEP_GLOBAL || per == 1)

@@ -244,18 +244,20 @@ void des_trace_events(const struct des *d, FILE *f, int *first,
  * only stretch them, so des_run's makespan is at least the largest sum. */
 void des_stream_bounds(const struct des *d, double *lb, int max, int *n);
 
-/* Whether des_work_least scales a work task's time on stream st of d. */
-static inline int des_work_scaled(const struct des *d, int st)
+/* What des_work_least multiplies a work task's time on stream st of d by: a
+ * compute task runs slow times longer under interference, so never shorter,
+ * unless a caller's factor were below 1 (then slow); else 1, which leaves
+ * every time as it is, bit for bit. */
+static inline double des_work_factor(const struct des *d, int st)
 {
-	return d->slow < 1 && d->streams[st].cls == DES_COMPUTE;
+	return d->slow < 1 && d->streams[st].cls == DES_COMPUTE ? d->slow : 1.0;
 }
 
 /* The least time of a work task of dur seconds on stream st of d, as
- * des_stream_bounds takes it: a compute task runs slow times longer under
- * interference, so never shorter, unless a caller's factor were below 1. */
+ * des_stream_bounds takes it. */
 static inline double des_work_least(const struct des *d, int st, double dur)
 {
-	return des_work_scaled(d, st) ? dur * d->slow : dur;
+	return dur * des_work_factor(d, st);
 }
 
 #endif

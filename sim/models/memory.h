@@ -253,6 +253,14 @@ void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d
  * two passes over the tape instead of one heavier one; what a sweep needs. */
 void mem_detail_peak(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d);
 
+/* Whether a peak of peak bytes fits a device of capacity bytes: simulate's
+ * report (mem_result.fits) and a sweep's check of the micro-batch it shows
+ * (sweep_eval.c fitting) both ask it here. */
+static inline int mem_fits(int64_t peak, int64_t capacity)
+{
+	return peak <= capacity;
+}
+
 /* The largest micro-batch whose peak fits on every tape (0 = not even one
  * sample); *binding = the tape that limits it. The packed model's peak is
  * non-decreasing in b and its search exact over integers; the emulated

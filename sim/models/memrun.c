@@ -29,8 +29,9 @@
 
 /* Whether y is x moved by dop ops (-1 stays -1), every other field equal.
  * The fields' differences are or'ed and tested once: nearly every comparison
- * of a run's copies is equal, and a branch per field cost half of
- * memrun_build (perf, bench/sweep.ini). */
+ * of a run's copies is equal, and the comparisons were half of memrun_build's
+ * samples with a test per field; tested once, memrun_build went from 9.3 to
+ * 7.7 % of bench/sweep.ini's tables (perf). */
 static inline int same(const struct mem_event *x, const struct mem_event *y, int dop)
 {
 	uint64_t a, c;

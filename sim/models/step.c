@@ -2289,8 +2289,7 @@ static void bound_sums(const struct bld *b, struct step_bound *out)
 	for (i = 0; i < n; i++) {
 		const struct step_bterm *t = ss->bsort + ss->bfirst[i], *end = ss->bsort + ss->bfirst[i + 1];
 		const double *tv[3] = {NULL, ss->tf, ss->tb};  /* a kernel's time by kind: BT_FWD, BT_BWD */
-		const int scale = des_work_scaled(d, i);  /* des_work_least's test, once per stream */
-		const double slow = d->slow;
+		const double factor = des_work_factor(d, i);  /* des_work_least's, once per stream */
 		if (!ss->bvar[i]) {  /* no kernel there (bound_task) */
 			out->stream[i] = ss->bconst[i];
 			out->kern[i] = 0;
@@ -2304,9 +2303,7 @@ static void bound_sums(const struct bld *b, struct step_bound *out)
 				sum += ss->dynt[t->idx];
 			} else {
 				x = tv[t->kind][t->idx];
-				x = x > 0 ? x : 0;  /* the duration as retime stores it */
-				if (scale)
-					x *= slow;
+				x = (x > 0 ? x : 0) * factor;  /* the duration as retime stores it */
 				sum += x;
 				kern += x;
 			}
