@@ -967,6 +967,40 @@ static int same_ops(struct graph *g)
 	return 0;
 }
 
+/* g->pt: each op's parameter tensors (struct gparams). A product's weight is
+ * k x n (per TP rank) and the rest of its parameters its bias; a norm of 2h
+ * parameters is a LayerNorm's weight and bias (an RMSNorm has the weight
+ * alone); an embedding table, a tied head's share or a vector is one tensor.
+ * Returns 0 or -1 (out of memory). */
+static int param_table(struct graph *g, const struct model *m)
+{
+	int64_t p, wt;
+	int i;
+
+	g->pt = calloc((size_t)(g->nops > 0 ? g->nops : 1), sizeof *g->pt);
+	if (!g->pt)
+		return -1;
+	for (i = 0; i < g->nops; i++) {
+		const struct gop *o = &g->ops[i];
+		struct gparams *x = &g->pt[i];
+		if ((p = (int64_t)o->params) <= 0)
+			continue;
+		if (o->kind == OP_MATMUL && !o->tied) {
+			wt = (int64_t)(o->k * o->n);
+			x->el[0] = wt < p ? wt : p;
+			x->el[1] = p - x->el[0];
+			x->n = x->el[1] > 0 ? 2 : 1;
+		} else if (o->kind == OP_NORM && p == 2 * (int64_t)m->hidden) {
+			x->el[0] = x->el[1] = p / 2;
+			x->n = 2;
+		} else {
+			x->el[0] = p;
+			x->n = 1;
+		}
+	}
+	return 0;
+}
+
 int graph_build(struct graph *g, const struct model *m, const struct graph_opts *o,
 		struct err *e)
 {
@@ -1014,7 +1048,7 @@ int graph_build(struct graph *g, const struct model *m, const struct graph_opts 
 		classifier_and_loss(&b, x);
 	else
 		head_and_loss(&b, x);
-	if ((!g->block_first && g->nblocks) || same_ops(g))
+	if ((!g->block_first && g->nblocks) || same_ops(g) || param_table(g, m))
 		goto nomem;
 	if (b.old && m->family == FAM_DECODER && m->positions == POS_LEARNED)
 		/* transformers 4.26's GPT2Attention buffers: the uint8 causal
@@ -1044,6 +1078,7 @@ void graph_free(struct graph *g)
 	free(g->block_first);
 	free(g->block_in);
 	free(g->same);
+	free(g->pt);
 	memset(g, 0, sizeof *g);
 }
 
@@ -1083,23 +1118,10 @@ const char *graph_attn_name(int kernel)
 
 double graph_param_tensors(const struct graph *g)
 {
-	double n = 0, S, h;
+	double n = 0;
 	int i;
 
-	for (i = 0; i < g->nops; i++) {
-		const struct gop *o = &g->ops[i];
-		if (o->params <= 0)
-			continue;
-		if (o->kind == OP_MATMUL && !o->tied) {
-			n += o->params > o->k * o->n ? 2 : 1;  /* weight, bias */
-		} else if (o->kind == OP_NORM && o->out >= 0) {
-			/* LayerNorm: weight and bias (2h parameters); RMSNorm: weight */
-			S = o->stack == 0 ? (double)g->o.target_len : (double)g->o.seq_len;
-			h = g->t[o->out].elems / (S > 0 ? S : 1);
-			n += o->params > h ? 2 : 1;
-		} else {
-			n += 1;
-		}
-	}
+	for (i = 0; i < g->nops; i++)
+		n += g->pt[i].n;
 	return n;
 }

@@ -110,6 +110,14 @@ struct gop {
 	int attn;          /* OP_ATTN: enum attn_kernel */
 };
 
+/* The parameter tensors an op owns (elements per TP rank, as its module
+ * holds them): a product's weight and bias, a LayerNorm's weight and bias,
+ * one table or vector otherwise; none for an op without parameters. */
+struct gparams {
+	int64_t el[2];     /* elements of tensor 0 (the weight) and 1 (the bias) */
+	int n;             /* tensors: 0, 1 or 2 */
+};
+
 struct graph {
 	struct gop *ops;
 	int nops, capops;
@@ -131,7 +139,19 @@ struct graph {
 				   and inputs and output of the same sizes (a transformer's blocks
 				   repeat their ops); i for the first of its kind */
 	double buffer_bytes;    /* the module's non-parameter buffers (bytes, whole model) */
+	struct gparams *pt;     /* (nops) each op's parameter tensors (graph_op_params): one
+				   compact table, read op by op by every walk over the model states */
 };
+
+/* The parameter tensors of op i: their count, their elements in out[0 ..]. */
+static inline int graph_op_params(const struct graph *g, int i, int64_t out[2])
+{
+	const struct gparams *x = &g->pt[i];
+
+	out[0] = x->el[0];
+	out[1] = x->el[1];
+	return x->n;
+}
 
 /* Rows (dim 0) of op i's parameter tensor k (weight 0, bias 1) of n
  * elements: what FSDP2 shards (torch.chunk on dim 0). A bias is a vector. */
@@ -164,8 +184,8 @@ double graph_param_count(const struct model *m);
  * the MFU numerator. N excludes the embedding tables. */
 double graph_model_flops_per_sample(const struct graph *g, const struct model *m);
 
-/* Parameter tensors of the graph (weights and biases, one per embedding
- * table and norm weight): what a per-tensor optimizer steps over. */
+/* Parameter tensors of the graph (graph_op_params over every op): what a
+ * per-tensor optimizer steps over. */
 double graph_param_tensors(const struct graph *g);
 
 const char *graph_kind_name(int kind);

@@ -63,12 +63,12 @@ int64_t memfsdp2_shard(const struct wk *w, int i, int k, int64_t n)
 static void each_param(struct wk *w, int u, int sign, void (*f)(struct wk *, int64_t, int))
 {
 	int p, i, k, n;
-	int64_t sz[3];
+	int64_t sz[2];
 
 	for (p = sign > 0 ? w->uooff[u + 1] - 1 : w->uooff[u]; p >= w->uooff[u] && p < w->uooff[u + 1];
 	     p += sign > 0 ? -1 : 1) {  /* uops is descending */
 		i = w->uops[p];
-		n = memstrat_param_tensors(w, i, sz);
+		n = graph_op_params(w->g, i, sz);
 		for (k = 0; k < n; k++)
 			f(w, memfsdp2_shard(w, i, k, sz[k]), i);
 	}
@@ -255,7 +255,7 @@ void memfsdp2_bwd_pre(struct wk *w, int i)
 static void grads_out(struct wk *w, int u, int op)
 {
 	int p, i, k, n;
-	int64_t sz[3];
+	int64_t sz[2];
 
 	if (!pt(w)) {
 		release(w, MEM_GRADS, W_UNSHARDED_GRAD, op, w->ush[u] * w->N * w->wug);
@@ -263,7 +263,7 @@ static void grads_out(struct wk *w, int u, int op)
 	}
 	for (p = w->uooff[u + 1] - 1; p >= w->uooff[u]; p--) {
 		i = w->uops[p];
-		n = memstrat_param_tensors(w, i, sz);
+		n = graph_op_params(w->g, i, sz);
 		for (k = 0; k < n; k++)
 			if (w->pg[i * 3 + k]) {
 				release(w, MEM_GRADS, W_UNSHARDED_GRAD, op, sz[k] * w->wug);
@@ -388,7 +388,7 @@ void memfsdp2_setup(struct wk *w)
 void memfsdp2_step(struct wk *w)
 {
 	int u, p, i, k, n;
-	int64_t sz[3], big = 0;
+	int64_t sz[2], big = 0;
 
 	if (!pt(w))
 		return;
@@ -400,7 +400,7 @@ void memfsdp2_step(struct wk *w)
 	} else if (memstrat_opt_temp_kind(w) == OPTI_FOR_LOOP) {
 		for (u = 0; u < w->nu; u++)
 			for (p = w->uooff[u]; p < w->uooff[u + 1]; p++)
-				for (i = w->uops[p], k = 0, n = memstrat_param_tensors(w, i, sz); k < n; k++)
+				for (i = w->uops[p], k = 0, n = graph_op_params(w->g, i, sz); k < n; k++)
 					big = memfsdp2_shard(w, i, k, sz[k]) > big ? memfsdp2_shard(w, i, k, sz[k]) : big;
 		alloc(w, MEM_BUFFERS, W_OPT_TEMP, -1, 8 * big);
 		release(w, MEM_BUFFERS, W_OPT_TEMP, -1, 8 * big);

@@ -44,40 +44,17 @@
 
 /* ---- parameters and fixed overhead ------------------------------------------- */
 
-/* Parameter tensors op i owns (elements per TP rank): weight and bias of a
- * product, weight and bias of a LayerNorm, one table or vector otherwise. */
-static int param_tensors(const struct wk *w, int i, int64_t out[3])
-{
-	const struct gop *o = &w->g->ops[i];
-	int64_t p = (int64_t)o->params, wt;
-
-	if (p <= 0)
-		return 0;
-	if (o->kind == OP_MATMUL && !o->tied) {
-		wt = (int64_t)(o->k * o->n);
-		out[0] = wt < p ? wt : p;
-		out[1] = p - out[0];
-		return out[1] > 0 ? 2 : 1;
-	}
-	if (o->kind == OP_NORM && p == 2 * w->s->model.hidden) {
-		out[0] = out[1] = p / 2;
-		return 2;
-	}
-	out[0] = p;
-	return 1;
-}
-
 /* Setup: one allocation per parameter tensor (PyTorch) of bpe bytes per element,
  * times copies (optimizer states: 2 for Adam). */
 static void per_tensor_states(struct wk *w, int cat, int what, int bpe, int copies)
 {
 	int i, k, c, n;
-	int64_t sz[3];
+	int64_t sz[2];
 
 	if (bpe <= 0)
 		return;
 	for (i = 0; i < w->g->nops; i++) {
-		n = param_tensors(w, i, sz);
+		n = graph_op_params(w->g, i, sz);
 		for (k = 0; k < n; k++)
 			for (c = 0; c < copies; c++)
 				alloc(w, cat, what, i, sz[k] * bpe);
@@ -87,12 +64,12 @@ static void per_tensor_states(struct wk *w, int cat, int what, int bpe, int copi
 static void per_tensor_free(struct wk *w, int cat, int what, int bpe, int copies)
 {
 	int i, k, c, n;
-	int64_t sz[3];
+	int64_t sz[2];
 
 	if (bpe <= 0)
 		return;
 	for (i = w->g->nops - 1; i >= 0; i--) {
-		n = param_tensors(w, i, sz);
+		n = graph_op_params(w->g, i, sz);
 		for (k = 0; k < n; k++)
 			for (c = 0; c < copies; c++)
 				release(w, cat, what, i, sz[k] * bpe);
@@ -338,14 +315,14 @@ static int unit_index(struct wk *w)
 static void shard_sizes(struct wk *w)
 {
 	int u, i, k, n;
-	int64_t sz[3];
+	int64_t sz[2];
 
 	for (u = 0; u < w->nu; u++)
 		w->ush[u] = w->pl->layout == LAYOUT_PER_PARAM ? 0 : shard(w, w->u[u].elems);
 	if (w->pl->layout != LAYOUT_PER_PARAM)
 		return;
 	for (i = 0; i < w->g->nops; i++)
-		for (k = 0, n = param_tensors(w, i, sz); k < n && w->uown[i] >= 0; k++)
+		for (k = 0, n = graph_op_params(w->g, i, sz); k < n && w->uown[i] >= 0; k++)
 			w->ush[w->uown[i]] += memfsdp2_shard(w, i, k, sz[k]);
 }
 
@@ -476,7 +453,7 @@ static void units_bwd_pre(struct wk *w, int i)
 static void units_param_grads(struct wk *w, int i)
 {
 	int u = grad_unit(w, i), k, n;
-	int64_t sz[3];
+	int64_t sz[2];
 
 	if (u < 0)
 		return;
@@ -487,7 +464,7 @@ static void units_param_grads(struct wk *w, int i)
 		}
 		return;
 	}
-	n = param_tensors(w, i, sz);
+	n = graph_op_params(w->g, i, sz);
 	for (k = 0; k < n; k++)
 		if (!w->pg[i * 3 + k]) {
 			alloc(w, MEM_GRADS, W_UNSHARDED_GRAD, i, sz[k] * w->wug);
@@ -531,12 +508,12 @@ static void pt_reduce(struct wk *w, int u, int op)
 {
 	int64_t sh = shard(w, w->u[u].elems), flat = sh * w->N * w->wug, cast = sh * w->N * w->wfc;
 	int i, k, n, p;
-	int64_t sz[3];
+	int64_t sz[2];
 
 	alloc(w, MEM_BUFFERS, W_RS_OUT, op, flat);
 	for (p = w->uooff[u + 1] - 1; p >= w->uooff[u]; p--) {  /* u's ops, descending */
 		i = w->uops[p];
-		n = param_tensors(w, i, sz);
+		n = graph_op_params(w->g, i, sz);
 		for (k = 0; k < n; k++)
 			if (w->pg[i * 3 + k]) {
 				release(w, MEM_GRADS, W_UNSHARDED_GRAD, op, sz[k] * w->wug);
@@ -667,7 +644,7 @@ static int zero3_arrays(struct wk *w)
 	const struct graph *g = w->g;
 	double thr = w->s->s.training.zero_param_persistence_threshold;
 	int i, k, n;
-	int64_t sz[3], acc = 0;
+	int64_t sz[2], acc = 0;
 
 	w->G = calloc((size_t)g->nops, sizeof *w->G);
 	w->pers = calloc((size_t)g->nops, sizeof *w->pers);
@@ -676,7 +653,7 @@ static int zero3_arrays(struct wk *w)
 	if (!w->G || !w->pers || !w->after || !w->zl)
 		return -1;
 	for (i = 0; i < g->nops; i++) {
-		n = param_tensors(w, i, sz);
+		n = graph_op_params(w->g, i, sz);
 		for (k = 0; k < n; k++) {
 			if ((double)sz[k] < thr)
 				w->pers[i] += sz[k];
@@ -854,9 +831,9 @@ static void pt_param_grads(struct wk *w, int i, int what, int exists, int free_n
 {
 	const struct gop *o = &w->g->ops[i];
 	int k, n;
-	int64_t sz[3];
+	int64_t sz[2];
 
-	n = param_tensors(w, i, sz);
+	n = graph_op_params(w->g, i, sz);
 	for (k = 0; k < n; k++) {
 		grad_one(w, i, i * 3 + k, sz[k], k == 0 && o->kind == OP_MATMUL, what, exists);
 		if (free_now && w->pg[i * 3 + k]) {
@@ -877,10 +854,10 @@ static void pt_param_grads(struct wk *w, int i, int what, int exists, int free_n
 static void pt_free_grads(struct wk *w, int what)
 {
 	int i, k, n;
-	int64_t sz[3];
+	int64_t sz[2];
 
 	for (i = w->g->nops - 1; i >= 0; i--) {
-		n = param_tensors(w, i, sz);
+		n = graph_op_params(w->g, i, sz);
 		for (k = 0; k < n; k++)
 			if (w->pg[i * 3 + k]) {
 				release(w, MEM_GRADS, what, -1, sz[k] * w->wg);
@@ -891,7 +868,7 @@ static void pt_free_grads(struct wk *w, int what)
 
 static void adam_temp(struct wk *w)
 {
-	int64_t sz[3], big = 0;
+	int64_t sz[2], big = 0;
 	int i, k, n;
 
 	if (opt_temp_kind(w) == OPTI_FOREACH) {
@@ -902,7 +879,7 @@ static void adam_temp(struct wk *w)
 	if (opt_temp_kind(w) != OPTI_FOR_LOOP)
 		return;
 	for (i = 0; i < w->g->nops; i++)
-		for (k = 0, n = param_tensors(w, i, sz); k < n; k++)
+		for (k = 0, n = graph_op_params(w->g, i, sz); k < n; k++)
 			big = sz[k] > big ? sz[k] : big;
 	alloc(w, MEM_BUFFERS, W_OPT_TEMP, -1, 8 * big);
 	release(w, MEM_BUFFERS, W_OPT_TEMP, -1, 8 * big);
@@ -914,11 +891,11 @@ static void adam_temp(struct wk *w)
  * the others at bucket_cap_mb; a bucket closes once it reaches its cap. */
 static void ddp_buckets(struct wk *w, int sign, int cat)
 {
-	int64_t cap = 1 << 20, cur = 0, sz[3];
+	int64_t cap = 1 << 20, cur = 0, sz[2];
 	int i, k, n;
 
 	for (i = w->g->nops - 1; i >= 0; i--) {
-		n = param_tensors(w, i, sz);
+		n = graph_op_params(w->g, i, sz);
 		for (k = n - 1; k >= 0; k--) {
 			cur += sz[k] * w->wg;
 			if (cur >= cap) {
@@ -1026,11 +1003,11 @@ static void dp_gather(struct wk *w)
 static void dp_bwd_end(struct wk *w)
 {
 	int i, k, n;
-	int64_t sz[3];
+	int64_t sz[2];
 
 	if (w->role == ROLE_DP_MASTER)
 		for (i = 0; i < w->g->nops; i++) {
-			n = param_tensors(w, i, sz);
+			n = graph_op_params(w->g, i, sz);
 			for (k = 0; k < n; k++) {
 				if (w->micro || w->keep_grads) {
 					alloc(w, MEM_GRADS, W_WGRAD_TEMP, -1, sz[k] * w->wg);
@@ -1247,11 +1224,6 @@ void memstrat_step(struct wk *w)
 }
 
 /* ---- shared with memfsdp2.c -------------------------------------------------- */
-
-int memstrat_param_tensors(const struct wk *w, int i, int64_t out[3])
-{
-	return param_tensors(w, i, out);
-}
 
 int memstrat_next_unit(const struct wk *w, int u, int fwd)
 {

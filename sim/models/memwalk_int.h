@@ -157,11 +157,10 @@ static inline int has_param_grads(const struct wk *w, int i)
 	return w->g->ops[i].params > 0 || (w->g->ops[i].tied && w->owner >= 0);
 }
 
-/* memstrat.c helpers the FSDP2 walk (memfsdp2.c) shares: op i's parameter
- * tensors (elements per TP rank, weight then bias), the next unit in
+/* memstrat.c helpers the FSDP2 walk (memfsdp2.c) shares: the next unit in
  * forward (fwd = 1) or backward order, the unit op i's gradient lands in,
- * and which Adam step temporaries apply (enum opt_impl, OPTI_DEFAULT none). */
-int memstrat_param_tensors(const struct wk *w, int i, int64_t out[3]);
+ * and which Adam step temporaries apply (enum opt_impl, OPTI_DEFAULT none).
+ * An op's parameter tensors are the graph's (graph_op_params). */
 int memstrat_next_unit(const struct wk *w, int u, int fwd);
 int memstrat_opt_temp_kind(const struct wk *w);
 void memstrat_unit_grads(struct wk *w, int i);
