@@ -160,3 +160,53 @@ Test(graph, names_are_built_from_block_and_base)
 	 * (eager.c eager_internal): pairs of equal names exist to compare */
 	cr_expect_gt(adjacent, 0);
 }
+
+/* The parameter tensor table (graph_op_params) against the tensors PyTorch
+ * lists, len(list(model.parameters())) of the transformers classes (they are
+ * counted from the modules' definitions):
+ *  - GPT2LMHeadModel, 12 layers: wte, wpe, per block ln_1 (w, b), c_attn (w,
+ *    b), attn c_proj (w, b), ln_2 (w, b), c_fc (w, b), mlp c_proj (w, b): 12,
+ *    ln_f (w, b); the head is tied to wte: 2 + 12 x 12 + 2 = 148;
+ *  - LlamaForCausalLM (Llama 2 7B, 32 layers, no biases): embed_tokens, per
+ *    block q, k, v, o, gate, up, down and two RMSNorm weights: 9, the final
+ *    norm and the untied lm_head: 1 + 32 x 9 + 2 = 291.
+ * A LayerNorm is two tensors of h elements, an RMSNorm's weight one; c_attn's weight is
+ * h x 3h and its bias 3h; tensor parallelism divides a product's weight and
+ * bias but not a norm's. */
+Test(graph, parameter_tensors_as_pytorch_lists_them)
+{
+	struct graph g, l, l2;
+	int64_t el[2];
+	int i, seen_ln = 0, seen_qkv = 0, seen_rms = 0;
+
+	build(&g, "gpt2", (struct graph_opts){256, 256, 0.1, 1, GRAPH_EAGER, 2, 1, AK_EAGER, FWV_CURRENT, 0});
+	build(&l, "llama-2-7b", (struct graph_opts){512, 512, 0, 1, GRAPH_EAGER, 2, 1, AK_EAGER, FWV_CURRENT, 0});
+	build(&l2, "llama-2-7b", (struct graph_opts){512, 512, 0, 2, GRAPH_EAGER, 2, 1, AK_EAGER, FWV_CURRENT, 0});
+	cr_expect_eq(graph_param_tensors(&g), 148);
+	cr_expect_eq(graph_param_tensors(&l), 291);
+	cr_expect_eq(graph_param_tensors(&l2), 291, "tensor parallelism splits tensors, it does not add any");
+	for (i = 0; i < g.nops; i++) {
+		if (g.ops[i].kind == OP_NORM && graph_op_params(&g, i, el) == 2) {
+			cr_expect_eq(el[0], 768);
+			cr_expect_eq(el[1], 768);
+			seen_ln++;
+		}
+		if (g.ops[i].kind == OP_MATMUL && g.ops[i].n == 3 * 768 && graph_op_params(&g, i, el) == 2) {
+			cr_expect_eq(el[0], 768 * 3 * 768);
+			cr_expect_eq(el[1], 3 * 768);
+			seen_qkv++;
+		}
+	}
+	cr_expect_eq(seen_ln, 2 * 12 + 1);
+	cr_expect_eq(seen_qkv, 12);
+	for (i = 0; i < l2.nops; i++)  /* the eager RMSNorm's weight is its own product (norm_w) */
+		if (l2.ops[i].params > 0 && l2.ops[i].kind != OP_MATMUL && l2.ops[i].kind != OP_EMBED) {
+			cr_expect_eq(graph_op_params(&l2, i, el), 1);
+			cr_expect_eq(el[0], 4096, "a norm is not split");
+			seen_rms++;
+		}
+	cr_expect_eq(seen_rms, 2 * 32 + 1);
+	graph_free(&g);
+	graph_free(&l);
+	graph_free(&l2);
+}
