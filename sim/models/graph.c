@@ -643,11 +643,10 @@ static int add(struct bld *b, const char *name, int x, int y)
 static int mark_block(struct bld *b, int x)
 {
 	struct graph *g = b->g;
-	int i = g->nblocks;
+	int i = g->nblocks, cap = g->capblocks;
 
-	g->block_first = realloc(g->block_first, (size_t)(i + 1) * sizeof *g->block_first);
-	g->block_in = realloc(g->block_in, (size_t)(i + 1) * sizeof *g->block_in);
-	if (!g->block_first || !g->block_in)
+	if (vec_grow((void **)&g->block_first, &cap, i + 1, sizeof *g->block_first) ||
+	    vec_grow((void **)&g->block_in, &g->capblocks, i + 1, sizeof *g->block_in))
 		return -1;
 	g->block_first[i] = g->nops;
 	g->block_in[i] = x;

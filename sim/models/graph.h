@@ -125,6 +125,7 @@ struct graph {
 	int nt, capt;
 	struct graph_opts o;
 	int nblocks;            /* transformer blocks over all stacks */
+	int capblocks;          /* room in block_first and block_in */
 	double params;          /* trained parameters of the whole model (all TP ranks) */
 	double params_backbone; /* the published count's scope (e.g. BertModel) */
 	double params_rank;     /* parameters held by one TP rank */

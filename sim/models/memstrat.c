@@ -38,6 +38,7 @@
  *    gradient copy per sub-group during the step.
  */
 #include "memwalk_int.h"
+#include "vec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -123,17 +124,11 @@ static void overhead(struct wk *w)
 
 static int add_unit(struct wk *w, int first, int last, int root)
 {
-	struct wunit *nu = realloc(w->u, (size_t)(w->nu + 1) * sizeof *nu);
-
-	if (!nu) {
+	if (vec_grow((void **)&w->u, &w->capu, w->nu + 1, sizeof *w->u)) {
 		w->oom = 1;
 		return -1;
 	}
-	w->u = nu;
-	nu[w->nu].first = first;
-	nu[w->nu].last = last;
-	nu[w->nu].elems = 0;
-	nu[w->nu].root = root;
+	w->u[w->nu] = (struct wunit){.first = first, .last = last, .elems = 0, .root = root};
 	return w->nu++;
 }
 

@@ -46,7 +46,7 @@ struct wk {
 	char *castl;          /* autocast weight copy live */
 	/* units (MECH_UNITS) and per-op fetch (MECH_ZERO3) */
 	struct wunit *u;
-	int nu;
+	int nu, capu;
 	int *uown;            /* per op: unit owning its parameters */
 	int *ufoff, *ufirst;  /* units whose first op is op i, ascending (CSR over ops) */
 	int *uloff, *ulast;   /* units whose last op is op i, ascending (CSR over ops) */
