@@ -113,9 +113,10 @@ struct gop {
 /* The parameter tensors an op owns (elements per TP rank, as its module
  * holds them): a product's weight and bias, a LayerNorm's weight and bias,
  * one table or vector otherwise; none for an op without parameters. */
+#define GRAPH_OP_PTENSORS 2    /* the most an op owns: what per-tensor arrays hold per op */
 struct gparams {
-	int64_t el[2];     /* elements of tensor 0 (the weight) and 1 (the bias) */
-	int n;             /* tensors: 0, 1 or 2 */
+	int64_t el[GRAPH_OP_PTENSORS]; /* elements of tensor 0 (the weight) and 1 (the bias) */
+	int n;             /* tensors: 0 .. GRAPH_OP_PTENSORS */
 };
 
 struct graph {
@@ -145,7 +146,7 @@ struct graph {
 };
 
 /* The parameter tensors of op i: their count, their elements in out[0 ..]. */
-static inline int graph_op_params(const struct graph *g, int i, int64_t out[2])
+static inline int graph_op_params(const struct graph *g, int i, int64_t out[GRAPH_OP_PTENSORS])
 {
 	const struct gparams *x = &g->pt[i];
 

@@ -63,7 +63,7 @@ int64_t memfsdp2_shard(const struct wk *w, int i, int k, int64_t n)
 static void each_param(struct wk *w, int u, int sign, void (*f)(struct wk *, int64_t, int))
 {
 	int p, i, k, n;
-	int64_t sz[2];
+	int64_t sz[GRAPH_OP_PTENSORS];
 
 	for (p = sign > 0 ? w->uooff[u + 1] - 1 : w->uooff[u]; p >= w->uooff[u] && p < w->uooff[u + 1];
 	     p += sign > 0 ? -1 : 1) {  /* uops is descending */
@@ -255,7 +255,7 @@ void memfsdp2_bwd_pre(struct wk *w, int i)
 static void grads_out(struct wk *w, int u, int op)
 {
 	int p, i, k, n;
-	int64_t sz[2];
+	int64_t sz[GRAPH_OP_PTENSORS];
 
 	if (!pt(w)) {
 		release(w, MEM_GRADS, W_UNSHARDED_GRAD, op, w->ush[u] * w->N * w->wug);
@@ -265,9 +265,9 @@ static void grads_out(struct wk *w, int u, int op)
 		i = w->uops[p];
 		n = graph_op_params(w->g, i, sz);
 		for (k = 0; k < n; k++)
-			if (w->pg[i * 3 + k]) {
+			if (w->pg[i * GRAPH_OP_PTENSORS + k]) {
 				release(w, MEM_GRADS, W_UNSHARDED_GRAD, op, sz[k] * w->wug);
-				w->pg[i * 3 + k] = 0;
+				w->pg[i * GRAPH_OP_PTENSORS + k] = 0;
 			}
 	}
 }
@@ -388,7 +388,7 @@ void memfsdp2_setup(struct wk *w)
 void memfsdp2_step(struct wk *w)
 {
 	int u, p, i, k, n;
-	int64_t sz[2], big = 0;
+	int64_t sz[GRAPH_OP_PTENSORS], big = 0;
 
 	if (!pt(w))
 		return;

@@ -50,7 +50,7 @@
 static void per_tensor_states(struct wk *w, int cat, int what, int bpe, int copies)
 {
 	int i, k, c, n;
-	int64_t sz[2];
+	int64_t sz[GRAPH_OP_PTENSORS];
 
 	if (bpe <= 0)
 		return;
@@ -65,7 +65,7 @@ static void per_tensor_states(struct wk *w, int cat, int what, int bpe, int copi
 static void per_tensor_free(struct wk *w, int cat, int what, int bpe, int copies)
 {
 	int i, k, c, n;
-	int64_t sz[2];
+	int64_t sz[GRAPH_OP_PTENSORS];
 
 	if (bpe <= 0)
 		return;
@@ -310,7 +310,7 @@ static int unit_index(struct wk *w)
 static void shard_sizes(struct wk *w)
 {
 	int u, i, k, n;
-	int64_t sz[2];
+	int64_t sz[GRAPH_OP_PTENSORS];
 
 	for (u = 0; u < w->nu; u++)
 		w->ush[u] = w->pl->layout == LAYOUT_PER_PARAM ? 0 : shard(w, w->u[u].elems);
@@ -448,7 +448,7 @@ static void units_bwd_pre(struct wk *w, int i)
 static void units_param_grads(struct wk *w, int i)
 {
 	int u = grad_unit(w, i), k, n;
-	int64_t sz[2];
+	int64_t sz[GRAPH_OP_PTENSORS];
 
 	if (u < 0)
 		return;
@@ -461,17 +461,17 @@ static void units_param_grads(struct wk *w, int i)
 	}
 	n = graph_op_params(w->g, i, sz);
 	for (k = 0; k < n; k++)
-		if (!w->pg[i * 3 + k]) {
+		if (!w->pg[i * GRAPH_OP_PTENSORS + k]) {
 			alloc(w, MEM_GRADS, W_UNSHARDED_GRAD, i, sz[k] * w->wug);
-			w->pg[i * 3 + k] = 1;
+			w->pg[i * GRAPH_OP_PTENSORS + k] = 1;
 		} else {
 			alloc(w, MEM_GRADS, W_WGRAD_TEMP, i, sz[k] * w->wug);
 			release(w, MEM_GRADS, W_WGRAD_TEMP, i, sz[k] * w->wug);
 		}
 	if (w->g->ops[i].tied && w->owner >= 0) {
-		if (!w->pg[w->owner * 3]) {
+		if (!w->pg[w->owner * GRAPH_OP_PTENSORS]) {
 			alloc(w, MEM_GRADS, W_UNSHARDED_GRAD, i, w->table * w->wug);
-			w->pg[w->owner * 3] = 1;
+			w->pg[w->owner * GRAPH_OP_PTENSORS] = 1;
 		} else {
 			alloc(w, MEM_GRADS, W_WGRAD_TEMP, i, w->table * w->wug);
 			release(w, MEM_GRADS, W_WGRAD_TEMP, i, w->table * w->wug);
@@ -503,16 +503,16 @@ static void pt_reduce(struct wk *w, int u, int op)
 {
 	int64_t sh = shard(w, w->u[u].elems), flat = sh * w->N * w->wug, cast = sh * w->N * w->wfc;
 	int i, k, n, p;
-	int64_t sz[2];
+	int64_t sz[GRAPH_OP_PTENSORS];
 
 	alloc(w, MEM_BUFFERS, W_RS_OUT, op, flat);
 	for (p = w->uooff[u + 1] - 1; p >= w->uooff[u]; p--) {  /* u's ops, descending */
 		i = w->uops[p];
 		n = graph_op_params(w->g, i, sz);
 		for (k = 0; k < n; k++)
-			if (w->pg[i * 3 + k]) {
+			if (w->pg[i * GRAPH_OP_PTENSORS + k]) {
 				release(w, MEM_GRADS, W_UNSHARDED_GRAD, op, sz[k] * w->wug);
-				w->pg[i * 3 + k] = 0;
+				w->pg[i * GRAPH_OP_PTENSORS + k] = 0;
 			}
 	}
 	if (cast)
@@ -639,7 +639,7 @@ static int zero3_arrays(struct wk *w)
 	const struct graph *g = w->g;
 	double thr = w->s->s.training.zero_param_persistence_threshold;
 	int i, k, n;
-	int64_t sz[2], acc = 0;
+	int64_t sz[GRAPH_OP_PTENSORS], acc = 0;
 
 	w->G = calloc((size_t)g->nops, sizeof *w->G);
 	w->pers = calloc((size_t)g->nops, sizeof *w->pers);
@@ -826,21 +826,21 @@ static void pt_param_grads(struct wk *w, int i, int what, int exists, int free_n
 {
 	const struct gop *o = &w->g->ops[i];
 	int k, n;
-	int64_t sz[2];
+	int64_t sz[GRAPH_OP_PTENSORS];
 
 	n = graph_op_params(w->g, i, sz);
 	for (k = 0; k < n; k++) {
-		grad_one(w, i, i * 3 + k, sz[k], k == 0 && o->kind == OP_MATMUL, what, exists);
-		if (free_now && w->pg[i * 3 + k]) {
+		grad_one(w, i, i * GRAPH_OP_PTENSORS + k, sz[k], k == 0 && o->kind == OP_MATMUL, what, exists);
+		if (free_now && w->pg[i * GRAPH_OP_PTENSORS + k]) {
 			release(w, MEM_GRADS, what, i, sz[k] * w->wg);
-			w->pg[i * 3 + k] = 0;
+			w->pg[i * GRAPH_OP_PTENSORS + k] = 0;
 		}
 	}
 	if (o->tied && w->owner >= 0) {
-		grad_one(w, i, w->owner * 3, w->table, o->kind == OP_MATMUL, what, exists);
-		if (free_now && w->pg[w->owner * 3]) {
+		grad_one(w, i, w->owner * GRAPH_OP_PTENSORS, w->table, o->kind == OP_MATMUL, what, exists);
+		if (free_now && w->pg[w->owner * GRAPH_OP_PTENSORS]) {
 			release(w, MEM_GRADS, what, i, w->table * w->wg);
-			w->pg[w->owner * 3] = 0;
+			w->pg[w->owner * GRAPH_OP_PTENSORS] = 0;
 		}
 	}
 }
@@ -849,21 +849,21 @@ static void pt_param_grads(struct wk *w, int i, int what, int exists, int free_n
 static void pt_free_grads(struct wk *w, int what)
 {
 	int i, k, n;
-	int64_t sz[2];
+	int64_t sz[GRAPH_OP_PTENSORS];
 
 	for (i = w->g->nops - 1; i >= 0; i--) {
 		n = graph_op_params(w->g, i, sz);
 		for (k = 0; k < n; k++)
-			if (w->pg[i * 3 + k]) {
+			if (w->pg[i * GRAPH_OP_PTENSORS + k]) {
 				release(w, MEM_GRADS, what, -1, sz[k] * w->wg);
-				w->pg[i * 3 + k] = 0;
+				w->pg[i * GRAPH_OP_PTENSORS + k] = 0;
 			}
 	}
 }
 
 static void adam_temp(struct wk *w)
 {
-	int64_t sz[2], big = 0;
+	int64_t sz[GRAPH_OP_PTENSORS], big = 0;
 	int i, k, n;
 
 	if (opt_temp_kind(w) == OPTI_FOREACH) {
@@ -998,7 +998,7 @@ static void dp_gather(struct wk *w)
 static void dp_bwd_end(struct wk *w)
 {
 	int i, k, n;
-	int64_t sz[2];
+	int64_t sz[GRAPH_OP_PTENSORS];
 
 	if (w->role == ROLE_DP_MASTER)
 		for (i = 0; i < w->g->nops; i++) {

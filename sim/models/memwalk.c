@@ -441,7 +441,7 @@ int memwalk_build(struct mem_tape *t, int role, const struct scenario *s, const 
 	w.t = t;
 	w.role = role;
 	w.nmicro = nmicro;
-	w.pg = calloc((size_t)g->nops * 3 + 1, 1);
+	w.pg = calloc((size_t)g->nops * GRAPH_OP_PTENSORS + 1, 1);
 	if (!w.pg || memstrat_configure(&w))
 		goto oom;
 	/* the walk's own events do not depend on the strategy but through the

@@ -42,7 +42,7 @@ struct wk {
 	int *bref;
 	int nblk, capblk;
 	/* per op */
-	char *pg;             /* (nops x 3) per-tensor gradient allocated */
+	char *pg;             /* (nops x GRAPH_OP_PTENSORS) per-tensor gradient allocated */
 	char *castl;          /* autocast weight copy live */
 	/* units (MECH_UNITS) and per-op fetch (MECH_ZERO3) */
 	struct wunit *u;
