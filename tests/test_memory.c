@@ -218,9 +218,8 @@ Test(memory, deepspeed_zero3_estimator)
 static int64_t end_of_forward(const struct mem_plan *p)
 {
 	const struct mem_tape *t = &p->tape[0];
-	int i, last = -1;
-
 	int64_t ps = 0, at_last = 0;
+	int i, last = -1;
 
 	for (i = 0; i < t->n && t->ev[i].micro == 0; i++) {
 		ps += t->ev[i].sign * t->ev[i].per_sample;
