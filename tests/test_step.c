@@ -891,6 +891,79 @@ Test(step, bound_is_below_the_simulated_step, .timeout = 120)
 	}
 }
 
+/* step_kernel_least (step.h): one micro-step's forward and backward kernels
+ * without a task graph. They are the kernels step_bound tells apart on a
+ * compute stream (its kern) less the recomputation's, so without
+ * checkpointing the two sums must agree to rounding (the same terms, added in
+ * another order) and with it the kernels' must be below, and ga times it below
+ * the simulated step of ga micro-steps, for every strategy family at three
+ * micro-batches. It runs in a step_sim of its own: one holding a task graph
+ * (ss) must re-time it afterwards exactly as before; and when it is handed
+ * that one, for another model's graph, ss must build its graph again rather
+ * than re-time it from the other graph's kernel tables (the same step). */
+Test(step, kernel_least_is_the_graph_kernels, .timeout = 120)
+{
+	static const int64_t mbs[] = {1, 3, 8};
+	static const char *const other[] = {"model.name=gpt-tiny", "model.seq_len=64", "training.strategy=zero3"};
+	int c, j, k, ga;
+
+	for (c = 0; c < (int)(sizeof families / sizeof families[0]); c++) {
+		struct scenario s;
+		struct graph g;
+		struct scenario s2;
+		struct graph g2;
+		struct graph_opts o2;
+		struct step_sim ss, ks;
+		struct step_bound bd;
+		struct step_result full, again;
+		struct err e = {0};
+		double least[3], kmax, x;
+		int rc = 0;
+
+		for (k = 0; families[c][k]; k++)
+			rc |= strstr(families[c][k], "checkpointing=full") != NULL;
+
+		family_setup(c, NULL, &s, &g, &ss);
+		cr_assert_eq(step_sim_create(&ks), 0);
+		cr_assert_eq(scenario_load(&s2, "tests/good/minimal.ini", other, 3, &e), 0, "%s", e.msg);
+		predict_graph_opts(&s2, &o2);
+		cr_assert_eq(graph_build(&g2, &s2.model, &o2, &e), 0, "%s", e.msg);
+		cr_assert_eq(step_kernel_least(&ks, &s, &g, mbs, 3, least, &e), 0, "%s", e.msg);
+		for (ga = 1; ga <= 2; ga++) {
+			s.s.training.grad_accum = ga;
+			for (j = 0; j < 3; j++) {
+				cr_assert_eq(step_bound(&ss, &s, &g, mbs[j], &bd, &e), 0, "%s", e.msg);
+				for (kmax = 0, k = 0; k < bd.nstream; k++)
+					kmax = bd.kern[k] > kmax ? bd.kern[k] : kmax;
+				cr_expect_leq(ga * least[j], kmax * (1 + 1e-12), "%s x %d mb=%lld: kernels %.17g, graph's %.17g",
+					      families[c][0], ga, (long long)mbs[j], ga * least[j], kmax);
+				if (!rc)
+					cr_expect_geq(ga * least[j], kmax * (1 - 1e-12), "%s x %d mb=%lld: kernels %.17g, "
+						      "graph's %.17g", families[c][0], ga, (long long)mbs[j], ga * least[j], kmax);
+				else  /* full recomputation runs the forward twice: about a third more */
+					cr_expect_lt(ga * least[j], kmax * 0.9, "%s mb=%lld", families[c][0], (long long)mbs[j]);
+				cr_assert_eq(step_resimulate(&ss, &s, &g, mbs[j], &full, &e), 0, "%s", e.msg);
+				cr_expect_leq(ga * least[j], full.time, "%s x %d mb=%lld", families[c][0], ga, (long long)mbs[j]);
+				/* ss's graph re-timed after the kernels' bound in ks, then ks's
+				 * own tables overwritten in ss: built again, the same step */
+				cr_assert_eq(step_kernel_least(&ks, &s, &g, &mbs[j], 1, &x, &e), 0, "%s", e.msg);
+				cr_assert_eq(step_resimulate(&ss, &s, &g, mbs[j], &again, &e), 0, "%s", e.msg);
+				cr_expect_eq(memcmp(&full, &again, sizeof full), 0, "%s mb=%lld", families[c][0], (long long)mbs[j]);
+				cr_assert_eq(step_kernel_least(&ss, &s2, &g2, &mbs[j], 1, &x, &e), 0, "%s", e.msg);
+				cr_assert_eq(step_resimulate(&ss, &s, &g, mbs[j], &again, &e), 0, "%s", e.msg);
+				cr_expect_eq(memcmp(&full, &again, sizeof full), 0, "%s mb=%lld: after ss's tables were overwritten",
+					     families[c][0], (long long)mbs[j]);
+			}
+		}
+		step_sim_delete(&ks);
+		step_sim_delete(&ss);
+		graph_free(&g2);
+		scenario_free(&s2);
+		graph_free(&g);
+		scenario_free(&s);
+	}
+}
+
 /* op_times computes one op of each class of identical ops (graph.h: same;
  * step.h: rep) and copies its kernel times to the others. The same function of
  * the same doubles gives the same bits, so a step timed that way must be the

@@ -505,9 +505,10 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 		rc = outputs(o, &sw, all, e);
 		if (o->stats)
 			fprintf(stderr, "recommend: %d cells x %d candidates on %d rank%s: %ld evaluated against memory, "
-				"%ld step simulations (%ld task graphs bounded instead), %ld tapes, %ld graphs in %.2f s "
-				"(%.0f candidates/s)\n", sw.ncell, sw.ncand, nranks, nranks > 1 ? "s" : "", sum.candidates,
-				sum.steps, sum.bounds, sum.tapes, sum.graphs, progress_now() - t0,
+				"%ld step simulations (%ld task graphs bounded instead, %ld candidates by their kernels "
+				"alone), %ld tapes, %ld graphs in %.2f s (%.0f candidates/s)\n", sw.ncell, sw.ncand, nranks,
+				nranks > 1 ? "s" : "", sum.candidates, sum.steps, sum.bounds, sum.kernel_bounds, sum.tapes,
+				sum.graphs, progress_now() - t0,
 				sum.candidates / (progress_now() - t0));
 		if (o->stats) {
 			char line[400];

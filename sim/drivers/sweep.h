@@ -220,6 +220,8 @@ struct sweep_counts {
 	long graphs;         /* graphs built */
 	long events;         /* events the step simulations processed */
 	long bounds;         /* task graphs bounded without a simulation (SWEEP_TABLES) */
+	long kernel_bounds;  /* candidates bounded by their kernels alone, no task graph
+				(step_kernel_least, SWEEP_TABLES) */
 	struct mem_emu_counts emu; /* the allocator's emulation (memory.h) */
 };
 void sweep_ctx_counts(const struct sweep_ctx *c, struct sweep_counts *k);

@@ -73,6 +73,7 @@ struct slot {
 				     only those are read, so a new group empties a memo by these */
 	int bounded;              /* its least step times in the group's cells are in ctx->lbt:
 				     1 those of step_bound_least, 2 those of step_bound_at too */
+	int bounded0;             /* those of its kernels alone are in ctx->lb0 (bounds0) */
 };
 
 /* A candidate of the cell that fits, its step not simulated yet (SWEEP_TABLES). */
@@ -80,13 +81,15 @@ struct pend {
 	int i;                    /* candidate */
 	int64_t mb, ga;
 	double ub;                /* the most its score can be */
-	int tight;                /* 1: ub from every bound bounds() makes */
+	int level;                /* what ub is from (upper_score): 0 its kernels, 1 one
+				     micro-step's task graph, 2 every bound bounds() makes */
 };
 
 struct sweep_ctx {
 	const struct sweep *sw;
 	struct scenario work;     /* base + the group's model + a candidate's training */
 	struct step_sim ss;
+	struct step_sim ks;       /* the kernels' bounds (bounds0): kept apart from ss's graph */
 	struct fw_profile prof[3];/* by engine (enum framework) */
 	int prof_loaded[3];
 	int group;                /* model x nseq + seq; -1 none */
@@ -106,6 +109,7 @@ struct sweep_ctx {
 	int detail;            /* enum sweep_detail */
 	double *lbt;              /* (ncand x nbatch) least step time of each candidate in each cell
 				     of the group (s; 0: it does not fit), SWEEP_TABLES */
+	double *lb0;              /* (ncand x nbatch) the same from its kernels alone (bounds0) */
 	struct step_bound *bnd;   /* (2 x nbatch) a candidate's bounds while they are made */
 	struct step_bound *one;   /* (ncand x nbatch) with global batches: each candidate's bounds
 				     of one micro-step in the group's cells, kept for those of
@@ -134,6 +138,7 @@ struct sweep_ctx *sweep_ctx_create(const struct sweep *sw)
 	c->sm = calloc((size_t)sw->ncand * (size_t)c->nmemo, sizeof *c->sm);
 	c->mm = calloc((size_t)sw->ncand * (size_t)c->nmemo, sizeof *c->mm);
 	c->lbt = calloc((size_t)sw->ncand * (size_t)sw->nbatch, sizeof *c->lbt);
+	c->lb0 = calloc((size_t)sw->ncand * (size_t)sw->nbatch, sizeof *c->lb0);
 	c->bnd = calloc(2 * (size_t)sw->nbatch, sizeof *c->bnd);
 	if (sw->batch_mode == SWEEP_GLOBAL && c->bnd &&  /* only they accumulate (needs_accum) */
 	    !(c->one = calloc((size_t)sw->ncand * (size_t)sw->nbatch, sizeof *c->one))) {
@@ -142,8 +147,8 @@ struct sweep_ctx *sweep_ctx_create(const struct sweep *sw)
 	}
 	c->pend = calloc((size_t)sw->ncand, sizeof *c->pend);
 	c->done = calloc((size_t)sw->ncand, sizeof *c->done);
-	if (!c->g || !c->go || !c->slots || !c->sm || !c->mm || !c->lbt || !c->bnd || !c->pend || !c->done ||
-	    step_sim_create(&c->ss)) {
+	if (!c->g || !c->go || !c->slots || !c->sm || !c->mm || !c->lbt || !c->lb0 || !c->bnd || !c->pend ||
+	    !c->done || step_sim_create(&c->ss) || step_sim_create(&c->ks)) {
 		sweep_ctx_delete(c);
 		return NULL;
 	}
@@ -196,6 +201,7 @@ void sweep_ctx_delete(struct sweep_ctx *c)
 	free(c->sm);
 	free(c->mm);
 	free(c->lbt);
+	free(c->lb0);
 	free(c->bnd);
 	free(c->one);
 	free(c->pend);
@@ -203,6 +209,7 @@ void sweep_ctx_delete(struct sweep_ctx *c)
 	mem_plan_free(&c->scratch);
 	mem_scripts_free(&c->scripts);
 	step_sim_delete(&c->ss);
+	step_sim_delete(&c->ks);
 	free(c);
 }
 
@@ -906,22 +913,82 @@ static int bounds(struct sweep_ctx *c, int i, int tight, struct err *e)
 	return 0;
 }
 
+/* The least step time of candidate i in each cell of the group this context
+ * evaluates from its kernels alone, into c->lb0 (0 where it does not fit):
+ * ga x one micro-step's forward and backward kernels at the cell's micro-batch
+ * (step_kernel_least), no task graph built. A candidate this rules out never
+ * needs one (tables): bench/sweep-1m.ini's tables bounded 6,679 candidates by
+ * their kernels and then built 1,971 task graphs (1,310 steps simulated), where
+ * they had built 7,988 to bound every candidate by its graph (3.86 s instead
+ * of 4.96, the same tables). The working scenario is i's. */
+static int bounds0(struct sweep_ctx *c, int i, struct err *e)
+{
+	const struct sweep *sw = c->sw;
+	struct slot *s = &c->slots[i];
+	double *lb = c->lb0 + (size_t)i * (size_t)sw->nbatch, least[SWEEP_MAX_AXIS];
+	int64_t mb[SWEEP_MAX_AXIS], ga[SWEEP_MAX_AXIS], mbs[SWEEP_MAX_AXIS];
+	int bi, j, a, n = 0, at[SWEEP_MAX_AXIS];
+
+	if (s->bounded0)
+		return 0;
+	for (bi = 0; bi < sw->nbatch; bi++) {
+		mb[bi] = 0;
+		if (batch_here(c, bi) && (mb[bi] = choose(c, i, sw->batches[bi], &ga[bi], &a, NULL, e)) < 0)
+			return e->code;
+		if (mb[bi] <= 0)
+			continue;
+		for (j = 0; j < n && mbs[j] != mb[bi]; j++)
+			;
+		if (j == n)
+			mbs[n++] = mb[bi];
+		at[bi] = j;
+	}
+	if (n && step_kernel_least(&c->ks, &c->work, &c->g[s->graph], mbs, n, least, e))
+		return e->code ? e->code : ERR_SYSTEM;
+	for (bi = 0; bi < sw->nbatch; bi++)
+		lb[bi] = mb[bi] > 0 ? (double)ga[bi] * least[at[bi]] : 0;
+	s->bounded0 = 1;
+	c->k.kernel_bounds++;
+	return 0;
+}
+
+/* What upper_score's bound of candidate i (r: its micro-batch and
+ * accumulation) is from after bounds0 and bounds made what they made. */
+static int bound_level(const struct sweep_ctx *c, int i, const struct sweep_result *r)
+{
+	int b = c->slots[i].bounded;
+
+	return !b ? 0 : b == 2 || r->grad_accum <= 1 ? 2 : 1;
+}
+
 /* The most candidate i's score can be in a cell of batch index bi (r: its
- * micro-batch and accumulation): the score of a step of its least time. */
-static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_result *r, int tight,
-		       double *ub, struct err *e)
+ * micro-batch and accumulation): the score of a step of its least time, by
+ * level 0 its kernels alone (bounds0; the task graph's when bounds already
+ * made it), 1 its task graph of one micro-step, 2 every bound bounds() makes.
+ * *got: the level ub is from (2: none tighter to make). */
+static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_result *r, int level,
+		       double *ub, int *got, struct err *e)
 {
 	struct sweep_result x = *r;
 	struct step_result st;
+	size_t at = (size_t)i * (size_t)c->sw->nbatch + (size_t)bi;
 	double t;
 
+	*got = 2;
 	if (c->sw->set.objective == SWEEP_TIME_TO_TRAIN && c->work.has_failures) {
-		*ub = HUGE_VAL;  /* the job model's time: not bounded here */
+		*ub = HUGE_VAL;  /* the job model's time: not bounded here, at any level */
 		return 0;
 	}
-	if (bounds(c, i, tight, e))
-		return e->code;
-	t = c->lbt[(size_t)i * (size_t)c->sw->nbatch + (size_t)bi];
+	if (level == 0 && !c->slots[i].bounded) {
+		if (bounds0(c, i, e))
+			return e->code;
+		t = c->lb0[at];
+	} else {
+		if (bounds(c, i, level >= 2, e))
+			return e->code;
+		t = c->lbt[at];
+	}
+	*got = bound_level(c, i, r);
 	if (!(t > 0)) {  /* nothing known of its time */
 		*ub = HUGE_VAL;
 		return 0;
@@ -981,8 +1048,10 @@ static void leaders(const struct sweep *sw, const struct sweep_result *out, cons
  * that recommend's tables may show: in the order of the most their scores can
  * be, each simulated unless its bound is below the best's score and it is of
  * the best's strategy or its bound is below the runner-up's too; the others
- * are SWEEP_BOUNDED. The best and the runner-up are those every step would
- * give (tests/test_sweep.c). */
+ * are SWEEP_BOUNDED. A bound that leaves one in is followed by the next
+ * tighter (its kernels', its task graph's, then that of two micro-steps) and
+ * the candidate takes its place again. The best and the runner-up are those
+ * every step would give (tests/test_sweep.c). */
 static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct err *e)
 {
 	const struct sweep *sw = c->sw;
@@ -997,9 +1066,8 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 		apply(c, &sw->cands[i]);
 		p = &c->pend[n++];
 		p->i = i;
-		if (upper_score(c, i, bi, &out[i], 0, &p->ub, e))
+		if (upper_score(c, i, bi, &out[i], 0, &p->ub, &p->level, e))
 			return e->code;
-		p->tight = c->slots[i].bounded == 2 || out[i].grad_accum <= 1;
 	}
 	qsort(c->pend, (size_t)n, sizeof *c->pend, by_bound);
 	for (j = 0; j < n; j++) {
@@ -1013,10 +1081,9 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 			continue;
 		}
 		apply(c, &sw->cands[p->i]);
-		if (!p->tight) {  /* the looser bound leaves it in: the tighter one, then its place again */
-			if (upper_score(c, p->i, bi, r, 1, &p->ub, e))
+		if (p->level < 2) {  /* a looser bound leaves it in: the next, then its place again */
+			if (upper_score(c, p->i, bi, r, p->level + 1, &p->ub, &p->level, e))
 				return e->code;
-			p->tight = 1;
 			x = *p;
 			for (k = j; k + 1 < n && by_bound(&c->pend[k + 1], &x) < 0; k++)
 				c->pend[k] = c->pend[k + 1];

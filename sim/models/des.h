@@ -244,13 +244,19 @@ void des_trace_events(const struct des *d, FILE *f, int *first,
  * only stretch them, so des_run's makespan is at least the largest sum. */
 void des_stream_bounds(const struct des *d, double *lb, int max, int *n);
 
-/* What des_work_least multiplies a work task's time on stream st of d by: a
- * compute task runs slow times longer under interference, so never shorter,
- * unless a caller's factor were below 1 (then slow); else 1, which leaves
- * every time as it is, bit for bit. */
+/* What des_work_least multiplies a work task's time by on a stream of class
+ * cls of a DES whose slow is slow: a compute task runs slow times longer under
+ * interference, so never shorter, unless a caller's factor were below 1 (then
+ * slow); else 1, which leaves every time as it is, bit for bit. */
+static inline double des_least_factor(double slow, int cls)
+{
+	return slow < 1 && cls == DES_COMPUTE ? slow : 1.0;
+}
+
+/* des_least_factor of d's slow and stream st's class. */
 static inline double des_work_factor(const struct des *d, int st)
 {
-	return d->slow < 1 && d->streams[st].cls == DES_COMPUTE ? d->slow : 1.0;
+	return des_least_factor(d->slow, d->streams[st].cls);
 }
 
 /* The least time of a work task of dur seconds on stream st of d, as

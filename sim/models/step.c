@@ -1495,6 +1495,28 @@ static int varlen(const struct bld *b)
 	return b->s->model.flash_unpad && b->g->o.flavor == GRAPH_EAGER && (a == ATTN_FLASH || a == ATTN_FLASH3);
 }
 
+/* What eager PyTorch adds to each op (eager.h) and which ops share their
+ * kernel times (op_classes): what op_times reads besides the graph. */
+static void kernel_tables(struct bld *b)
+{
+	int m;
+
+	for (m = 0; m < b->g->nops; m++) {
+		eager_extra(b->g, &b->s->model, m, &b->ss->ex[m]);
+		if (varlen(b))
+			eager_varlen(b->g, m, &b->ss->ex[m]);
+		b->ss->internal[m] = (unsigned char)eager_internal(b->g, m);
+	}
+	op_classes(b);
+}
+
+/* The DES's slow (des.h): how much longer a compute kernel runs while a
+ * collective runs beside it. */
+static double compute_slow(const struct bld *b)
+{
+	return 1 + b->ce->overlap_slowdown;
+}
+
 static int streams(struct bld *b)
 {
 	struct des *d = b->d;
@@ -1553,17 +1575,11 @@ static int build(struct bld *b)
 	if (b->ss->skip && b->ss->cut_p > 0)
 		cut_prepare(b, &cut);
 	des_reset(b->d);
-	b->d->slow = 1 + b->ce->overlap_slowdown;
+	b->d->slow = compute_slow(b);
 	b->ss->ndyn = 0;
 	if (streams(b))
 		return -1;
-	for (m = 0; m < b->g->nops; m++) {  /* what eager PyTorch adds to each op (eager.h) */
-		eager_extra(b->g, &b->s->model, m, &b->ss->ex[m]);
-		if (varlen(b))
-			eager_varlen(b->g, m, &b->ss->ex[m]);
-		b->ss->internal[m] = (unsigned char)eager_internal(b->g, m);
-	}
-	op_classes(b);
+	kernel_tables(b);
 	op_times(b);
 	tp_marks(b);
 	graph_units(b);
@@ -2337,6 +2353,32 @@ int step_bound(struct step_sim *ss, const struct scenario *s, const struct graph
 		memset(out->kern, 0, sizeof out->kern);  /* kernels not told apart */
 	}
 	out->grad_accum = b.accum;
+	return 0;
+}
+
+int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struct graph *g,
+		      const int64_t *mbs, int n, double *least, struct err *e)
+{
+	struct bld b;
+	double f, sum;
+	int i, j;
+
+	ss->built = ss->whole = ss->blocks = 0;  /* its kernel tables are overwritten */
+	if (setup(&b, ss, s, g, 1))
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory bounding the step");
+	kernel_tables(&b);
+	f = des_least_factor(compute_slow(&b), DES_COMPUTE);  /* des_work_least's, the compute stream */
+	for (j = 0; j < n; j++) {
+		if (mbs[j] < 1)
+			return err_set(e, ERR_INPUT, s->file, 0, "step simulation needs a micro-batch of at least 1");
+		b.B = (double)mbs[j];
+		op_times(&b);
+		for (sum = 0, i = 0; i < g->nops; i++) {
+			sum += ss->tf[i] * f;
+			sum += ss->tb[i] * f;
+		}
+		least[j] = sum;
+	}
 	return 0;
 }
 

@@ -195,6 +195,19 @@ struct step_bound {
 	int64_t grad_accum;                /* the micro-steps of the graph bounded */
 };
 
+/* A looser bound that needs no task graph: least[j] = the time of one
+ * micro-step's forward and backward kernels at micro-batch mbs[j] (s; the
+ * same op_times as the graph's, with des_work_least's factor), for j < n. Each
+ * micro-step of every strategy issues each op's forward and backward kernel
+ * once on the compute stream (forward, backward and dp_microstep in step.c;
+ * an op of no time issues none), so a step of ga micro-steps takes at least
+ * ga x least[j], and step_bound's compute stream sums these terms and more
+ * (recomputation, the optimizer, casts). ss's kernel tables are overwritten:
+ * a task graph it held is built again when next asked for, so a caller keeps a
+ * step_sim for this alone (the sweep's tables). Returns 0 or fills e. */
+int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struct graph *g,
+		      const int64_t *mbs, int n, double *least, struct err *e);
+
 /* The bound of s over g at micro_batch into out (s's grad_accum micro-steps).
  * Needs ss->full (every block). Returns 0 or an error code with e filled. */
 int step_bound(struct step_sim *ss, const struct scenario *s, const struct graph *g, int64_t micro_batch,
