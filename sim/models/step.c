@@ -1354,6 +1354,7 @@ static int grow_ops(struct step_sim *ss, int nops, int ng)
 		ss->tpx = resized(ss->tpx, nops, sizeof *ss->tpx, &fail);
 		ss->pos = resized(ss->pos, nops, sizeof *ss->pos, &fail);
 		ss->bkt = resized(ss->bkt, nops, sizeof *ss->bkt, &fail);
+		ss->kw = resized(ss->kw, nops, sizeof *ss->kw, &fail);
 		ss->unit_of = resized(ss->unit_of, nops, sizeof *ss->unit_of, &fail);
 		ss->ex = resized(ss->ex, nops, sizeof *ss->ex, &fail);
 		ss->internal = resized(ss->internal, nops, sizeof *ss->internal, &fail);
@@ -1708,6 +1709,7 @@ void step_sim_delete(struct step_sim *ss)
 	free(ss->kern);
 	free(ss->sums);
 	free(ss->bkt);
+	free(ss->kw);
 	free(ss->unit_of);
 	free(ss->gfirst);
 	free(ss->glast);
@@ -2367,16 +2369,19 @@ int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struc
 	if (setup(&b, ss, s, g, 1))
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory bounding the step");
 	kernel_tables(&b);
+	for (i = 0; i < g->nops; i++)
+		ss->kw[i] = 0;
+	for (i = 0; i < g->nops; i++)  /* op_times copies the first of a class to the others */
+		ss->kw[ss->rep[i]] += 1;
 	f = des_least_factor(compute_slow(&b), DES_COMPUTE);  /* des_work_least's, the compute stream */
 	for (j = 0; j < n; j++) {
 		if (mbs[j] < 1)
 			return err_set(e, ERR_INPUT, s->file, 0, "step simulation needs a micro-batch of at least 1");
 		b.B = (double)mbs[j];
 		op_times(&b);
-		for (sum = 0, i = 0; i < g->nops; i++) {
-			sum += ss->tf[i] * f;
-			sum += ss->tb[i] * f;
-		}
+		for (sum = 0, i = 0; i < g->nops; i++)
+			if (ss->kw[i] > 0)
+				sum += ss->kw[i] * (ss->tf[i] * f + ss->tb[i] * f);
 		least[j] = sum;
 	}
 	return 0;

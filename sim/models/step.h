@@ -58,6 +58,8 @@ struct step_sim {
 	double *tpb;                /* (nops) bytes of the TP all-reduce after the op's backward */
 	double *tpx;                /* (nops) the same per sample */
 	double *bkt;                /* (nops) bytes of the DDP bucket that the op's backward completes */
+	double *kw;                 /* (nops) step_kernel_least: the ops that share op i's kernel
+				       times when it is the first of its class (op_classes), else 0 */
 	int *unit_of;               /* (nops) gather unit of the op, -1 none */
 	int capops;
 	int *gfirst, *glast;        /* (nblocks + 1) first and last op of each graph unit */
