@@ -74,6 +74,8 @@ struct slot {
 	int bounded;              /* its least step times in the group's cells are in ctx->lbt:
 				     1 those of step_bound_least, 2 those of step_bound_at too */
 	int bounded0;             /* those of its kernels alone are in ctx->lb0 (bounds0) */
+	int planned;              /* plan holds its plan (apply) */
+	struct plan plan;
 };
 
 /* A candidate of the cell that fits, its step not simulated yet (SWEEP_TABLES). */
@@ -187,6 +189,7 @@ static void group_free(struct sweep_ctx *c)
 	c->ng = 0;
 	c->group = -1;
 	c->ss.built = 0;  /* its task graph was over a graph just freed */
+	c->ks.kg = NULL;  /* and its kernel tables */
 }
 
 void sweep_ctx_delete(struct sweep_ctx *c)
@@ -245,11 +248,15 @@ static void group_set(struct sweep_ctx *c, int model, int seq)
 	}
 }
 
-/* Puts candidate k's training settings into the working scenario, and its
+/* Puts candidate i's training settings into the working scenario, and its
  * plan (plan.h: which engine, profile and mechanism; the checks wait for
- * slot_setup). */
-static void apply(struct sweep_ctx *c, const struct sweep_cand *k)
+ * slot_setup): derived at its first cell of the group and kept in its slot,
+ * the same function of the same settings (the tables apply a candidate in
+ * every cell, 1.1 million times for bench/sweep-1m.ini). */
+static void apply(struct sweep_ctx *c, int i)
 {
+	const struct sweep_cand *k = &c->sw->cands[i];
+	struct slot *s = &c->slots[i];
 	struct scenario *w = &c->work;
 	struct scn_training *t = &w->s.training;
 
@@ -263,7 +270,11 @@ static void apply(struct sweep_ctx *c, const struct sweep_cand *k)
 	w->s.cluster.nodes = k->nodes;
 	w->world = k->nodes * w->s.cluster.gpus_per_node;
 	w->dp = w->world / k->tp;
-	plan_derive(&w->plan, &w->s, w->world, w->gpu.compute_capability);
+	if (!s->planned) {
+		plan_derive(&s->plan, &w->s, w->world, w->gpu.compute_capability);
+		s->planned = 1;
+	}
+	w->plan = s->plan;
 }
 
 /* predict_graph_opts clears the struct before filling it, so the bytes compare. */
@@ -744,12 +755,11 @@ static int finish(struct sweep_ctx *c, int i, struct sweep_result *r, struct err
 
 static int eval_cand(struct sweep_ctx *c, int i, int64_t batch, struct sweep_result *r, struct err *e)
 {
-	const struct sweep_cand *k = &c->sw->cands[i];
 	struct slot *s = &c->slots[i];
 	int64_t mb, accum, failed = 0;
 	int a;
 
-	apply(c, k);
+	apply(c, i);
 	r->world = c->work.world;
 	if (slot_setup(c, i, e))
 		return e->code;
@@ -1063,7 +1073,7 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 	for (i = 0; i < sw->ncand; i++) {
 		if (out[i].status != SWEEP_OK)
 			continue;
-		apply(c, &sw->cands[i]);
+		apply(c, i);
 		p = &c->pend[n++];
 		p->i = i;
 		if (upper_score(c, i, bi, &out[i], 0, &p->ub, &p->level, e))
@@ -1080,7 +1090,7 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 				 "runner-up (the tables)");
 			continue;
 		}
-		apply(c, &sw->cands[p->i]);
+		apply(c, p->i);
 		if (p->level < 2) {  /* a looser bound leaves it in: the next, then its place again */
 			if (upper_score(c, p->i, bi, r, p->level + 1, &p->ub, &p->level, e))
 				return e->code;
@@ -1118,7 +1128,7 @@ static int best_memory(struct sweep_ctx *c, int i, int64_t batch, struct sweep_r
 	int64_t accum, mb, failed;
 	int a;
 
-	apply(c, &c->sw->cands[i]);
+	apply(c, i);
 	mb = fitting(c, i, batch, &accum, &a, NULL, &failed, e);
 	if (mb < 0)
 		return e->code;

@@ -1581,6 +1581,7 @@ static int build(struct bld *b)
 	if (streams(b))
 		return -1;
 	kernel_tables(b);
+	b->ss->kg = NULL;  /* this build's tables, not step_kernel_least's */
 	op_times(b);
 	tp_marks(b);
 	graph_units(b);
@@ -2368,11 +2369,16 @@ int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struc
 	ss->built = ss->whole = ss->blocks = 0;  /* its kernel tables are overwritten */
 	if (setup(&b, ss, s, g, 1))
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory bounding the step");
-	kernel_tables(&b);
-	for (i = 0; i < g->nops; i++)
-		ss->kw[i] = 0;
-	for (i = 0; i < g->nops; i++)  /* op_times copies the first of a class to the others */
-		ss->kw[ss->rep[i]] += 1;
+	b.skip = NULL;  /* every op's kernels, whatever a shorter step left out */
+	if (ss->kg != g || ss->kvarlen != varlen(&b)) {  /* the same graph's tables otherwise */
+		kernel_tables(&b);
+		for (i = 0; i < g->nops; i++)
+			ss->kw[i] = 0;
+		for (i = 0; i < g->nops; i++)  /* op_times copies the first of a class to the others */
+			ss->kw[ss->rep[i]] += 1;
+		ss->kg = g;
+		ss->kvarlen = varlen(&b);
+	}
 	f = des_least_factor(compute_slow(&b), DES_COMPUTE);  /* des_work_least's, the compute stream */
 	for (j = 0; j < n; j++) {
 		if (mbs[j] < 1)
