@@ -929,8 +929,8 @@ static int bounds(struct sweep_ctx *c, int i, int tight, struct err *e)
  * (step_kernel_least), no task graph built. A candidate this rules out never
  * needs one (tables): bench/sweep-1m.ini's tables bounded 6,679 candidates by
  * their kernels and then built 1,971 task graphs (1,310 steps simulated), where
- * they had built 7,988 to bound every candidate by its graph (3.86 s instead
- * of 4.96, the same tables). The working scenario is i's. */
+ * they had built 7,988 to bound every candidate by its graph (the same tables,
+ * a quarter less time: README, Speed (24)). The working scenario is i's. */
 static int bounds0(struct sweep_ctx *c, int i, struct err *e)
 {
 	const struct sweep *sw = c->sw;
