@@ -345,6 +345,121 @@ Test(periodic, memory_runs_match_full_tape, .timeout = 120)
 	cr_expect_geq(2 * bounded, cases, "only %d of %d tapes had a bound of a sample or more", bounded, cases);
 }
 
+/* Whether plan p's runs are those of plan f, tape by tape. */
+static int same_runs(const struct mem_plan *p, const struct mem_plan *f)
+{
+	int t;
+
+	if (p->ntapes != f->ntapes)
+		return 0;
+	for (t = 0; t < p->ntapes; t++)
+		if (p->tape[t].nrun != f->tape[t].nrun ||
+		    memcmp(p->tape[t].run, f->tape[t].run, (size_t)f->tape[t].nrun * sizeof *f->tape[t].run))
+			return 0;
+	return 1;
+}
+
+/* memrun_again (memrun.h): a plan rebuilt keeps the runs of the tape it
+ * replaced when the new events are those events, field for field, and finds
+ * them afresh otherwise. On random models and settings, one plan rebuilt for
+ * a scenario, the same scenario again, the scenario in another precision (the
+ * same events in number, other sizes, as often as not) and back must hold
+ * the runs of a plan built fresh for each. Whether it kept or found them is
+ * seen by marking the runs kept (a period of 1,000 more copies): the mark
+ * must survive a rebuild for the same events and never one for others. */
+Test(periodic, runs_kept_for_the_same_tape, .timeout = 120)
+{
+	char model[96], scen[96], what[96], buf[16][160];
+	const char *sets[16];
+	uint64_t seed = 0x51ed270b27f3c2a1ull;
+	int cases = 0, kept = 0, counted = 0, i, n, k, t;
+	struct mem_plan p;
+
+	memset(&p, 0, sizeof p);
+	snprintf(model, sizeof model, "/tmp/shardcast-again-%d-model.ini", (int)getpid());
+	snprintf(scen, sizeof scen, "/tmp/shardcast-again-%d.ini", (int)getpid());
+	write_scenario(scen);
+	for (i = 0; i < 60; i++) {
+		struct scenario s[2];
+		struct graph g[2];
+		struct graph_opts o;
+		struct fw_profile pf[2];
+		struct mem_plan f[2];
+		struct err e = {0};
+		int loaded = 0, x;
+
+		random_model(&seed, model, what, sizeof what);
+		n = random_settings(&seed, model, buf, sets);
+		for (x = 0; x < 2 && loaded == x; x++) {  /* the settings, then in another precision */
+			if (x == 1)
+				for (k = 0; k < n; k++)
+					if (!strncmp(buf[k], "training.precision=", 19))
+						snprintf(buf[k], 160, "training.precision=%s", strstr(buf[k], "fp32") ? "bf16" : "fp32");
+			if (scenario_load(&s[x], scen, sets, n, &e)) {
+				scenario_free(&s[x]);  /* scenario.h: freed after a failed load too */
+				continue;  /* not a valid setting (offload without sharding...) */
+			}
+			cr_assert_eq(plan_profile_load(&s[x], &pf[x], &e), 0, "%s", e.msg);
+			predict_graph_opts(&s[x], &o);
+			if (graph_build(&g[x], &s[x].model, &o, &e)) {  /* tp must divide the heads... */
+				graph_free(&g[x]);
+				scenario_free(&s[x]);
+				continue;
+			}
+			cr_assert_eq(mem_plan_build(&f[x], &s[x], &g[x], &pf[x], &e), 0, "%s", e.msg);
+			loaded++;
+		}
+		if (loaded < 2) {
+			for (x = 0; x < loaded; x++) {
+				mem_plan_free(&f[x]);
+				graph_free(&g[x]);
+				scenario_free(&s[x]);
+			}
+			continue;
+		}
+		for (x = 0; x < 4; x++) {  /* s0, s0, s1, s0 */
+			int y = x == 2;
+			cr_assert_eq(mem_plan_rebuild(&p, &s[y], &g[y], &pf[y], &e), 0, "%s", e.msg);
+			cr_expect(same_runs(&p, &f[y]), "case %d (%s) step %d: runs not a fresh plan's", i, what, x);
+		}
+		/* marked, then rebuilt for the same events: kept; for the other
+		 * precision: found again (the mark gone) */
+		for (x = 0; x < 2; x++) {
+			int y = x, marked = 0, left = 0;
+			for (t = 0; t < p.ntapes; t++)
+				if (p.tape[t].nrun > 0) {
+					p.tape[t].run[0].reps += 1000;
+					marked++;
+				}
+			cr_assert_eq(mem_plan_rebuild(&p, &s[y], &g[y], &pf[y], &e), 0, "%s", e.msg);
+			for (t = 0; t < p.ntapes; t++)
+				left += p.tape[t].nrun > 0 && p.tape[t].run[0].reps >= 1000;
+			if (y == 0) {
+				cr_expect_eq(left, marked, "case %d (%s): the same events, runs not kept", i, what);
+				kept += left > 0;
+			} else {
+				counted += p.tape[0].pn == p.tape[0].n;  /* as many events: the comparison decided */
+				cr_expect_eq(left, 0, "case %d (%s): other events, marked runs kept", i, what);
+				cr_expect(same_runs(&p, &f[1]), "case %d (%s): runs not a fresh plan's", i, what);
+			}
+		}
+		cases++;
+		for (x = 0; x < 2; x++) {
+			mem_plan_free(&f[x]);
+			graph_free(&g[x]);
+			scenario_free(&s[x]);
+		}
+	}
+	mem_plan_free(&p);
+	remove(model);
+	remove(scen);
+	cr_log_info("memrun_again: %d cases, runs kept in %d, %d of the other precisions as many events", cases,
+		    kept, counted);
+	cr_expect_geq(cases, 20, "only %d of 60 random settings were valid", cases);
+	cr_expect_geq(2 * kept, cases, "runs kept in only %d of %d", kept, cases);
+	cr_expect_gt(counted, 0, "no other precision with as many events: the comparison went untried");
+}
+
 /* ---- the step (step.h: periodic blocks) ------------------------------------------ */
 
 #include "step.h"

@@ -1157,9 +1157,17 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 	memset(p, 0, sizeof *p);
 	p->scripts = scripts;
 	p->emu = emu;
-	for (i = 0; i < 2; i++) {  /* the arrays, emptied */
-		p->tape[i].ev = keep[i].ev;
-		p->tape[i].cap = keep[i].cap;
+	for (i = 0; i < 2; i++) {  /* the arrays, emptied; the events built last kept aside with
+				      the count of their runs (memrun_again), the spare array filled */
+		p->tape[i].ev = keep[i].pev;
+		p->tape[i].cap = keep[i].pcap;
+		p->tape[i].pev = keep[i].ev;
+		p->tape[i].pcap = keep[i].cap;
+		p->tape[i].pn = keep[i].n;
+		p->tape[i].pnrun = keep[i].nrun;
+		memcpy(p->tape[i].dop, keep[i].dop, sizeof keep[i].dop);
+		p->tape[i].ndop = keep[i].ndop;
+		p->tape[i].gnops = keep[i].gnops;
 		p->tape[i].run = keep[i].run;
 		p->tape[i].caprun = keep[i].caprun;
 		p->tape[i].ix = keep[i].ix;
@@ -1201,7 +1209,7 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 	p->host = host;
 	for (i = 0; !rc && i < p->ntapes; i++) {
 		tape_outside(&p->tape[i]);
-		if (memrun_build(&p->tape[i], g))
+		if (memrun_again(&p->tape[i], g))
 			rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
 	}
 	return rc;
@@ -1213,6 +1221,7 @@ void mem_plan_free(struct mem_plan *p)
 
 	for (i = 0; i < 2; i++) {
 		free(p->tape[i].ev);
+		free(p->tape[i].pev);
 		memrun_free(&p->tape[i]);
 	}
 	if (p->emu) {

@@ -171,6 +171,9 @@ struct mem_run {
 };
 
 /* The events of one GPU role (every rank alike, or dp's GPU 0 / its replicas). */
+/* The most op shifts a tape's runs are looked for with (memrun.c). */
+#define MEM_TAPE_MAX_DOPS 8
+
 struct mem_tape {
 	struct mem_event *ev;  /* (n) */
 	int n, cap;
@@ -180,6 +183,11 @@ struct mem_tape {
 	int nrun, caprun;
 	int *ix, *ixoff;       /* memrun's links of the events by op and cursors (kept between builds) */
 	int capix, capixoff;
+	int dop[MEM_TAPE_MAX_DOPS], ndop, gnops; /* the op shifts and graph size the runs were
+				  found with (memrun_build) */
+	struct mem_event *pev; /* (pn) the events of the tape this one replaced in its plan, whose
+				  runs run still holds (pnrun): memrun_again */
+	int pn, pcap, pnrun;
 	int64_t outside;       /* bytes: the most the events outside the allocator hold (fixed) */
 };
 

@@ -23,7 +23,7 @@
 #include "vec.h"
 
 #define MEMRUN_MIN_REPS 3
-#define MEMRUN_MAX_DOPS 8      /* op shifts tried: + and - each block length */
+#define MEMRUN_MAX_DOPS MEM_TAPE_MAX_DOPS /* op shifts tried: + and - each block length */
 #define MEMRUN_MAX_TRIES 4     /* candidate starts per shift */
 #define MEMRUN_MAX_LOOK 32     /* events of the shifted op looked at per shift */
 
@@ -159,6 +159,9 @@ int memrun_build(struct mem_tape *t, const struct graph *g)
 	int dop[MEMRUN_MAX_DOPS], ndop = shifts(g, dop), i = 0, lit = 0, len, reps, d;
 
 	t->nrun = 0;
+	memcpy(t->dop, dop, sizeof dop);
+	t->ndop = ndop;
+	t->gnops = g->nops;
 	if (index_ops(t, g->nops))
 		return -1;
 	while (i < t->n) {
@@ -172,6 +175,26 @@ int memrun_build(struct mem_tape *t, const struct graph *g)
 		lit = i;
 	}
 	return add_run(t, lit, t->n - lit, 1, 0);
+}
+
+int memrun_again(struct mem_tape *t, const struct graph *g)
+{
+	int dop[MEMRUN_MAX_DOPS], ndop = shifts(g, dop), i;
+
+	if (t->pnrun > 0 && t->pn == t->n && t->gnops == g->nops && t->ndop == ndop &&
+	    memcmp(t->dop, dop, (size_t)ndop * sizeof *dop) == 0) {
+		for (i = 0; i < t->n && same(&t->pev[i], &t->ev[i], 0); i++)
+			;
+		if (i == t->n) {  /* the same events: the runs found on them hold */
+			t->nrun = t->pnrun;
+			return 0;
+		}
+	}
+	if (memrun_build(t, g)) {
+		t->nrun = 0;  /* never kept half found */
+		return -1;
+	}
+	return 0;
 }
 
 void memrun_free(struct mem_tape *t)

@@ -25,6 +25,14 @@
  * their memory between calls. Returns 0, or -1 when out of memory. */
 int memrun_build(struct mem_tape *t, const struct graph *g);
 
+/* memrun_build, unless t's events are, field for field, those of the tape it
+ * replaced in its plan (t->pev, mem_plan_rebuild) over a graph of the same
+ * size and op shifts: then the runs found on those, which t->run still holds,
+ * are kept. Sweep candidates that differ only in their node count often build
+ * the same tape (sweep_eval.c evaluates them one after the other). Returns as
+ * memrun_build. */
+int memrun_again(struct mem_tape *t, const struct graph *g);
+
 /* Frees what memrun_build keeps in t. */
 void memrun_free(struct mem_tape *t);
 
