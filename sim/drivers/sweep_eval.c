@@ -903,6 +903,23 @@ void sweep_cell_best(const struct sweep *sw, const struct sweep_result *cell, in
  * every candidate built one: timed once around step_bound), and a candidate
  * the looser bound already rules out never needs it (tables). The working
  * scenario is i's. */
+/* The micro-batch and accumulation candidate i takes in each cell of the
+ * group this context evaluates (choose), into mb and ga: mb 0 where the cell
+ * is not evaluated here or nothing fits. Returns 0 or an error code. */
+static int cell_choices(struct sweep_ctx *c, int i, int64_t *mb, int64_t *ga, struct err *e)
+{
+	const struct sweep *sw = c->sw;
+	int bi, a;
+
+	for (bi = 0; bi < sw->nbatch; bi++) {
+		mb[bi] = 0;
+		ga[bi] = 1;
+		if (batch_here(c, bi) && (mb[bi] = choose(c, i, sw->batches[bi], &ga[bi], &a, NULL, e)) < 0)
+			return e->code;
+	}
+	return 0;
+}
+
 static int bounds(struct sweep_ctx *c, int i, int tight, struct err *e)
 {
 	const struct sweep *sw = c->sw;
@@ -910,16 +927,14 @@ static int bounds(struct sweep_ctx *c, int i, int tight, struct err *e)
 	double *lbt = c->lbt + (size_t)i * (size_t)sw->nbatch, x;
 	int64_t mb[SWEEP_MAX_AXIS], ga[SWEEP_MAX_AXIS], m = 0, more = 0;
 	struct step_bound *one = c->one ? c->one + (size_t)i * (size_t)sw->nbatch : c->bnd, *two = c->bnd + sw->nbatch;
-	int bi, j, a, pass;
+	int bi, j, pass;
 
 	if (s->bounded >= 1 + tight)
 		return 0;
-	for (bi = 0; bi < sw->nbatch; bi++) {
-		mb[bi] = 0;
-		if (batch_here(c, bi) && (mb[bi] = choose(c, i, sw->batches[bi], &ga[bi], &a, NULL, e)) < 0)
-			return e->code;
+	if (cell_choices(c, i, mb, ga, e))
+		return e->code;
+	for (bi = 0; bi < sw->nbatch; bi++)
 		more |= mb[bi] > 0 && ga[bi] > 1;
-	}
 	if (!more || !c->one)  /* nothing looser to try, or no room to keep one's bounds */
 		tight = 1;
 	for (pass = s->bounded + 1; pass <= 1 + tight; pass++)
@@ -966,14 +981,13 @@ static int bounds0(struct sweep_ctx *c, int i, struct err *e)
 	struct slot *s = &c->slots[i];
 	double *lb = c->lb0 + (size_t)i * (size_t)sw->nbatch, least[SWEEP_MAX_AXIS];
 	int64_t mb[SWEEP_MAX_AXIS], ga[SWEEP_MAX_AXIS], mbs[SWEEP_MAX_AXIS];
-	int bi, j, a, n = 0, at[SWEEP_MAX_AXIS];
+	int bi, j, n = 0, at[SWEEP_MAX_AXIS];
 
 	if (s->bounded0)
 		return 0;
+	if (cell_choices(c, i, mb, ga, e))
+		return e->code;
 	for (bi = 0; bi < sw->nbatch; bi++) {
-		mb[bi] = 0;
-		if (batch_here(c, bi) && (mb[bi] = choose(c, i, sw->batches[bi], &ga[bi], &a, NULL, e)) < 0)
-			return e->code;
 		if (mb[bi] <= 0)
 			continue;
 		for (j = 0; j < n && mbs[j] != mb[bi]; j++)

@@ -1143,6 +1143,23 @@ int mem_plan_build(struct mem_plan *p, const struct scenario *s, const struct gr
 	return mem_plan_rebuild(p, s, g, pf, e);
 }
 
+/* Tape t emptied for a new build, from old (what the last build left): its
+ * arrays kept, the events built last moved aside with the count of their runs
+ * (memrun_again) and the spare array to be filled; what one build sets (the
+ * events, the runs, the GPU it stands for, its outside bytes) reset. */
+static void tape_reuse(struct mem_tape *t, const struct mem_tape *old)
+{
+	*t = *old;
+	t->ev = old->pev;
+	t->cap = old->pcap;
+	t->pev = old->ev;
+	t->pcap = old->cap;
+	t->pn = old->n;
+	t->pnrun = old->nrun;
+	t->n = t->nrun = t->gpu = 0;
+	t->outside = 0;
+}
+
 int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct graph *g,
 		     const struct fw_profile *pf, struct err *e)
 {
@@ -1157,24 +1174,8 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 	memset(p, 0, sizeof *p);
 	p->scripts = scripts;
 	p->emu = emu;
-	for (i = 0; i < 2; i++) {  /* the arrays, emptied; the events built last kept aside with
-				      the count of their runs (memrun_again), the spare array filled */
-		p->tape[i].ev = keep[i].pev;
-		p->tape[i].cap = keep[i].pcap;
-		p->tape[i].pev = keep[i].ev;
-		p->tape[i].pcap = keep[i].cap;
-		p->tape[i].pn = keep[i].n;
-		p->tape[i].pnrun = keep[i].nrun;
-		memcpy(p->tape[i].dop, keep[i].dop, sizeof keep[i].dop);
-		p->tape[i].ndop = keep[i].ndop;
-		p->tape[i].gnops = keep[i].gnops;
-		p->tape[i].run = keep[i].run;
-		p->tape[i].caprun = keep[i].caprun;
-		p->tape[i].ix = keep[i].ix;
-		p->tape[i].capix = keep[i].capix;
-		p->tape[i].ixoff = keep[i].ixoff;
-		p->tape[i].capixoff = keep[i].capixoff;
-	}
+	for (i = 0; i < 2; i++)
+		tape_reuse(&p->tape[i], &keep[i]);
 	p->capacity = (int64_t)s->capacity;
 	p->align = (int64_t)pf->alignment;
 	if (pf->small_pool_max > 0 && s->gpu.memory > 0) {  /* no caching allocator on the CPU backend */

@@ -174,6 +174,8 @@ struct mem_run {
 /* The most op shifts a tape's runs are looked for with (memrun.c). */
 #define MEM_TAPE_MAX_DOPS 8
 
+/* A field added here is kept across mem_plan_rebuild unless tape_reuse
+ * (memory.c) resets it with those one build sets. */
 struct mem_tape {
 	struct mem_event *ev;  /* (n) */
 	int n, cap;

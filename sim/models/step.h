@@ -61,8 +61,9 @@ struct step_sim {
 	double *kw;                 /* (nops) step_kernel_least: the ops that share op i's kernel
 				       times when it is the first of its class (op_classes), else 0 */
 	const struct graph *kg;     /* step_kernel_least: the graph its kernel tables (ex, internal,
-				       rep, kw) are of, NULL none; whoever frees that graph while ss
-				       lives clears it (a new graph can take the same address) */
+				       rep, kw) are of (with the model it was built from), NULL none;
+				       whoever frees that graph while ss lives clears it (a new graph
+				       can take the same address) */
 	int kvarlen;                /* and whether they are flash-attn's varlen ones */
 	int *unit_of;               /* (nops) gather unit of the op, -1 none */
 	int capops;
