@@ -1147,3 +1147,74 @@ Test(memory, emulated_replay_matches_frees_by_size, .timeout = 120)
 		}
 	cr_expect_gt(collisions, 0, "some micro-batches where two classes of requests have one size");
 }
+
+/* A sweep's tables ask of a candidate only whether one sample fits, so a walk
+ * may stop after its setup when the setup's events alone leave no room for
+ * one (mem_plan.stop_unfit, mem_tape.cut): the bound of a prefix of a tape is
+ * at least the whole tape's (mem_tape_bound takes the least over its events),
+ * so a cut plan's max batch must be the whole plan's, 0. Checked on Llama 2 7B
+ * (14 GB of bf16 weights, 112 GB of mixed-precision Adam states unsharded) on
+ * 8 A100s at 80 GB down to 1/50 of it, for strategies with one tape and two
+ * (nn.DataParallel), sharded and not, offloaded: the max batch of a plan
+ * rebuilt with stop_unfit (as a sweep reuses its scratch plan) equals a fresh
+ * whole plan's; some plans are cut (DDP's states cannot fit 80 GB) and some
+ * that fit no sample are not (their setup fits, their activations do not: the
+ * rest of the tape decides); after a cut, the same plan rebuilt whole answers
+ * and breaks down at one sample as a fresh one. */
+Test(memory, unfit_setup_cuts_the_walk)
+{
+	static const char *const strategy[][2] = {
+		{"training.strategy=ddp", "training.offload=none"},
+		{"training.strategy=dp", "training.offload=none"},
+		{"training.strategy=zero1", "training.offload=none"},
+		{"training.strategy=zero2", "training.offload=optimizer"},
+		{"training.strategy=zero3", "training.offload=none"},
+		{"training.strategy=fsdp", "training.fsdp_sharding_strategy=full_shard"},
+		{"training.strategy=fsdp", "training.fsdp_sharding_strategy=no_shard"},
+	};
+	static const double scale[] = {1, 0.5, 0.25, 0.12, 0.05, 0.02};
+	struct ctx c;
+	struct mem_plan q;
+	struct mem_detail a, d;
+	struct err e = {0};
+	double full;
+	int64_t whole, cut;
+	int k, j, bind, ncut = 0, nzero_whole = 0;
+
+	for (k = 0; k < (int)(sizeof strategy / sizeof *strategy); k++) {
+		const char *sets[] = {strategy[k][0], strategy[k][1], "model.seq_len=2048"};
+		load(&c, base, sets, 3);
+		full = c.s.capacity;
+		for (j = 0; j < (int)(sizeof scale / sizeof *scale); j++) {
+			c.s.capacity = full * scale[j];
+			memset(&q, 0, sizeof q);
+			cr_assert_eq(mem_plan_build(&q, &c.s, &c.g, &c.pf, &e), 0, "%s", e.msg);
+			whole = mem_max_batch(&q, &bind);
+			c.p.stop_unfit = 1;
+			cr_assert_eq(mem_plan_rebuild(&c.p, &c.s, &c.g, &c.pf, &e), 0, "%s", e.msg);
+			cut = mem_max_batch(&c.p, &bind);
+			cr_expect_eq(cut, whole, "%s at %.2f of 80 GB: %lld with the walk cut, %lld whole", sets[0],
+				     scale[j], (long long)cut, (long long)whole);
+			cr_expect(!c.p.unfit || whole == 0, "%s at %.2f: cut though %lld fit", sets[0], scale[j],
+				  (long long)whole);
+			ncut += c.p.unfit;
+			nzero_whole += whole == 0 && !c.p.unfit;
+			if (c.p.unfit) {
+				c.p.stop_unfit = 0;
+				cr_assert_eq(mem_plan_rebuild(&c.p, &c.s, &c.g, &c.pf, &e), 0, "%s", e.msg);
+				cr_expect(!c.p.unfit && !c.p.tape[0].cut);
+				cr_expect_eq(mem_max_batch(&c.p, &bind), whole);
+				memset(&a, 0, sizeof a);
+				memset(&d, 0, sizeof d);
+				mem_detail_peak(&c.p, bind, 1, &a);
+				mem_detail_peak(&q, bind, 1, &d);
+				cr_expect_eq(memcmp(&a, &d, sizeof a), 0, "%s at %.2f, one sample: peak %lld, afresh %lld",
+					     sets[0], scale[j], (long long)a.peak, (long long)d.peak);
+			}
+			mem_plan_free(&q);
+		}
+		drop(&c);
+	}
+	cr_expect_gt(ncut, 0, "no plan was cut");
+	cr_expect_gt(nzero_whole, 0, "every plan that fits nothing was cut: the activations never decide");
+}

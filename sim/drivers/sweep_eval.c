@@ -366,16 +366,21 @@ static int slot_setup(struct sweep_ctx *c, int i, struct err *e)
 
 /* The tape of candidate i without (a = 0) or with (a = 1) accumulation, in
  * the context's scratch plan (its memory reused; what was there is dropped),
- * and the largest micro-batch that fits on it. */
-static int tapes(struct sweep_ctx *c, int i, int a, struct err *e)
+ * and the largest micro-batch that fits on it. Unless whole, the tables take a
+ * tape cut after its setup when not even one sample fits (mem_plan.stop_unfit:
+ * they read only that it does not fit; every figure needs the breakdown at one
+ * sample, the whole tape): bench/sweep-1m.ini, whose smaller clusters cannot
+ * hold Llama 3 70B's states, has about a third of its candidates' tapes so. */
+static int tapes(struct sweep_ctx *c, int i, int a, int whole, struct err *e)
 {
 	struct slot *s = &c->slots[i];
 	int bind;
 
-	if (c->sc_slot == i && c->sc_a == a)
+	if (c->sc_slot == i && c->sc_a == a && !(whole && c->scratch.unfit))
 		return 0;
 	c->sc_slot = -1;
 	c->scratch.scripts = &c->scripts;
+	c->scratch.stop_unfit = !whole && c->detail == SWEEP_TABLES;
 	c->work.s.training.grad_accum = a ? 2 : 1;
 	if (mem_plan_rebuild(&c->scratch, &c->work, &c->g[s->graph], &c->prof[c->work.plan.engine], e))
 		return e->code;
@@ -387,13 +392,14 @@ static int tapes(struct sweep_ctx *c, int i, int a, struct err *e)
 		s->have[a] = 1;
 	}
 	c->k.tapes++;
+	c->k.tapes_cut += c->scratch.unfit;
 	return 0;
 }
 
 /* s->maxb[a] of candidate i, its tape built if not known yet. */
 static int max_batch(struct sweep_ctx *c, int i, int a, int64_t *m, struct err *e)
 {
-	if (!c->slots[i].have[a] && tapes(c, i, a, e))
+	if (!c->slots[i].have[a] && tapes(c, i, a, 0, e))
 		return e->code;
 	*m = c->slots[i].maxb[a];
 	return 0;
@@ -460,7 +466,7 @@ static int memory(struct sweep_ctx *c, int ci, int a, int64_t b, struct sweep_re
 			return 0;
 		}
 	}
-	if (tapes(c, ci, a, e))
+	if (tapes(c, ci, a, 1, e))
 		return e->code;
 	breakdown(&c->scratch, &c->g[s->graph], b, r);
 	r->memory = 1;

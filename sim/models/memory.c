@@ -912,13 +912,17 @@ static inline int64_t bound_copies(int64_t ub, int64_t cap, int64_t f, int64_t s
  * (tests/test_periodic.c checks it against every event). */
 int64_t mem_linear_bound(const struct mem_plan *p, int t)
 {
-	const struct mem_tape *tp = &p->tape[t];
-	const int64_t cap = p->capacity;
-	int64_t ub = (int64_t)1 << 40, f = 0, s = 0, df, ds, last;
-	int r, i;
+	return mem_tape_bound(&p->tape[t], p->capacity);
+}
 
-	for (r = 0; r < tp->nrun; r++) {
-		const struct mem_run *u = &tp->run[r];
+int64_t mem_tape_bound(const struct mem_tape *tp, int64_t cap)
+{
+	const struct mem_run whole = {0, tp->n, 1, 0}, *runs = tp->nrun > 0 ? tp->run : &whole;
+	int64_t ub = (int64_t)1 << 40, f = 0, s = 0, df, ds, last;
+	int r, i, nrun = tp->nrun > 0 ? tp->nrun : 1;
+
+	for (r = 0; r < nrun; r++) {
+		const struct mem_run *u = &runs[r];
 		const struct mem_event *e = tp->ev + u->start;
 		for (i = 0, df = 0, ds = 0; i < u->len; i++) {  /* one copy's sums */
 			df += e[i].sign * e[i].fixed;
@@ -1110,6 +1114,11 @@ int64_t mem_max_batch(const struct mem_plan *p, int *binding)
 	int t;
 
 	*binding = 0;
+	for (t = 0; p->unfit && t < p->ntapes; t++)
+		if (p->tape[t].cut) {  /* its setup's bound is below one sample: so is the whole tape's */
+			*binding = t;
+			return 0;
+		}
 	for (t = 0; t < p->ntapes; t++) {
 		b = p->emulate ? (p->emu->max[t] = tape_max_known(p, t)) : tape_max(p, t, mem_linear_bound(p, t));
 		if (best < 0 || b < best) {
@@ -1156,7 +1165,7 @@ static void tape_reuse(struct mem_tape *t, const struct mem_tape *old)
 	t->pcap = old->cap;
 	t->pn = old->n;
 	t->pnrun = old->nrun;
-	t->n = t->nrun = t->gpu = 0;
+	t->n = t->nrun = t->gpu = t->cut = 0;
 	t->outside = 0;
 }
 
@@ -1168,12 +1177,13 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 	struct mem_scripts *scripts = p->scripts;
 	struct mem_emu *emu = p->emu;
 	double host = 0, h2 = 0;
-	int rc, i;
+	int rc, i, stop_unfit = p->stop_unfit;
 
 	memcpy(keep, p->tape, sizeof keep);
 	memset(p, 0, sizeof *p);
 	p->scripts = scripts;
 	p->emu = emu;
+	p->stop_unfit = stop_unfit;
 	for (i = 0; i < 2; i++)
 		tape_reuse(&p->tape[i], &keep[i]);
 	p->capacity = (int64_t)s->capacity;
@@ -1199,16 +1209,17 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 	p->batch_mult = s->dp * t->grad_accum;
 	if (s->plan.mech == MECH_DP && s->world > 1) {
 		p->ntapes = 2;
-		rc = memwalk_build(&p->tape[0], ROLE_DP_MASTER, s, g, pf, &host, p->scripts, e);
-		if (!rc)
-			rc = memwalk_build(&p->tape[1], ROLE_DP_REPLICA, s, g, pf, &h2, p->scripts, e);
+		rc = memwalk_build(&p->tape[0], ROLE_DP_MASTER, s, g, pf, stop_unfit, &host, p->scripts, e);
+		if (!rc && !p->tape[0].cut)
+			rc = memwalk_build(&p->tape[1], ROLE_DP_REPLICA, s, g, pf, stop_unfit, &h2, p->scripts, e);
 		p->tape[1].gpu = 1;
 	} else {
 		p->ntapes = 1;
-		rc = memwalk_build(&p->tape[0], ROLE_RANK, s, g, pf, &host, p->scripts, e);
+		rc = memwalk_build(&p->tape[0], ROLE_RANK, s, g, pf, stop_unfit, &host, p->scripts, e);
 	}
 	p->host = host;
-	for (i = 0; !rc && i < p->ntapes; i++) {
+	p->unfit = p->tape[0].cut || p->tape[1].cut;
+	for (i = 0; !rc && !p->unfit && i < p->ntapes; i++) {
 		tape_outside(&p->tape[i]);
 		if (memrun_again(&p->tape[i], g))
 			rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");

@@ -191,6 +191,9 @@ struct mem_tape {
 				  runs run still holds (pnrun): memrun_again */
 	int pn, pcap, pnrun;
 	int64_t outside;       /* bytes: the most the events outside the allocator hold (fixed) */
+	int cut;               /* 1: the walk stopped after the setup, whose events alone cannot
+				  hold one sample on the device (mem_plan.stop_unfit): the events
+				  are that setup's, without runs */
 };
 
 struct mem_scripts;
@@ -209,6 +212,11 @@ struct mem_plan {
 	struct alloc_cfg acfg;  /* the caching allocator's settings (capacity: per replay) */
 	int emulate;            /* 1: reserved bytes come from the allocator's emulation (alloc.h) */
 	struct mem_emu *emu;    /* its scratch, kept by mem_plan_rebuild */
+	int stop_unfit;         /* set by the caller, kept by mem_plan_rebuild: a walk whose setup
+				   (the model states, the fixed overheads) already cannot hold one
+				   sample stops there (mem_tape.cut) */
+	int unfit;              /* 1: a tape was cut: not even one sample fits (mem_max_batch 0),
+				   and nothing else may be asked of the plan */
 };
 
 /* The breakdown at the peak of one tape, at one micro-batch. */
@@ -255,6 +263,10 @@ int64_t mem_peak_packed(const struct mem_plan *p, int t, int64_t b);
  * p->capacity after every event, at most 2^40: the max-batch search's upper
  * bound; -1 when the fixed bytes alone do not fit. Read run by run. */
 int64_t mem_linear_bound(const struct mem_plan *p, int t);
+
+/* mem_linear_bound of tape t on a device of cap bytes: read run by run, or
+ * its events as they are when it has no runs (a walk's tape so far). */
+int64_t mem_tape_bound(const struct mem_tape *t, int64_t cap);
 
 /* The breakdown at the peak of tape t at micro-batch b. */
 void mem_detail(const struct mem_plan *p, int t, int64_t b, struct mem_detail *d);

@@ -428,7 +428,8 @@ static void replay_script(struct wk *w, const struct mem_script *sc)
 }
 
 int memwalk_build(struct mem_tape *t, int role, const struct scenario *s, const struct graph *g,
-		  const struct fw_profile *pf, double *host, struct mem_scripts *cache, struct err *e)
+		  const struct fw_profile *pf, int stop_unfit, double *host, struct mem_scripts *cache,
+		  struct err *e)
 {
 	struct wk w;
 	struct mem_script *sc = NULL;
@@ -473,6 +474,11 @@ int memwalk_build(struct mem_tape *t, int role, const struct scenario *s, const 
 	if (!replay && prepare(&w))
 		goto oom;
 	memstrat_setup(&w);
+	if (stop_unfit && !w.oom && mem_tape_bound(t, (int64_t)s->capacity) < 1) {
+		t->cut = 1;  /* the states alone leave no room for a sample: nothing more to walk */
+		*host = w.host * (double)s->s.cluster.gpus_per_node;
+		goto out;
+	}
 	if (replay) {
 		replay_script(&w, sc);
 		cache->replayed++;

@@ -39,10 +39,13 @@ struct mem_scripts {
 /* Appends the events of one step for role to t. *host receives the host bytes
  * per node that offload keeps (ROLE_RANK and ROLE_DP_MASTER). With cache, the
  * walk's own events are replayed from a script when one fits (else recorded
- * into one): the same tape, at a fraction of the walk. Returns 0 or fills e
- * (out of memory). */
+ * into one): the same tape, at a fraction of the walk. With stop_unfit, a
+ * walk whose setup's events alone cannot hold one sample on the device
+ * (mem_tape_bound below 1 at s->capacity; the whole tape's bound is then
+ * too) stops there and sets t->cut. Returns 0 or fills e (out of memory). */
 int memwalk_build(struct mem_tape *t, int role, const struct scenario *s, const struct graph *g,
-		  const struct fw_profile *pf, double *host, struct mem_scripts *cache, struct err *e);
+		  const struct fw_profile *pf, int stop_unfit, double *host, struct mem_scripts *cache,
+		  struct err *e);
 
 /* Forgets every script (their graphs are about to go); keeps the memory. */
 void mem_scripts_clear(struct mem_scripts *c);
