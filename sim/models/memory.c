@@ -1178,6 +1178,7 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 	struct mem_emu *emu = p->emu;
 	double host = 0, h2 = 0;
 	int rc, i, stop_unfit = p->stop_unfit;
+	unsigned flags = stop_unfit ? MEMWALK_STOP_UNFIT : 0;
 
 	memcpy(keep, p->tape, sizeof keep);
 	memset(p, 0, sizeof *p);
@@ -1209,13 +1210,13 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 	p->batch_mult = s->dp * t->grad_accum;
 	if (s->plan.mech == MECH_DP && s->world > 1) {
 		p->ntapes = 2;
-		rc = memwalk_build(&p->tape[0], ROLE_DP_MASTER, s, g, pf, stop_unfit, &host, p->scripts, e);
+		rc = memwalk_build(&p->tape[0], ROLE_DP_MASTER, s, g, pf, flags, &host, p->scripts, e);
 		if (!rc && !p->tape[0].cut)
-			rc = memwalk_build(&p->tape[1], ROLE_DP_REPLICA, s, g, pf, stop_unfit, &h2, p->scripts, e);
+			rc = memwalk_build(&p->tape[1], ROLE_DP_REPLICA, s, g, pf, flags, &h2, p->scripts, e);
 		p->tape[1].gpu = 1;
 	} else {
 		p->ntapes = 1;
-		rc = memwalk_build(&p->tape[0], ROLE_RANK, s, g, pf, stop_unfit, &host, p->scripts, e);
+		rc = memwalk_build(&p->tape[0], ROLE_RANK, s, g, pf, flags, &host, p->scripts, e);
 	}
 	p->host = host;
 	p->unfit = p->tape[0].cut || p->tape[1].cut;

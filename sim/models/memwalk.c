@@ -428,7 +428,7 @@ static void replay_script(struct wk *w, const struct mem_script *sc)
 }
 
 int memwalk_build(struct mem_tape *t, int role, const struct scenario *s, const struct graph *g,
-		  const struct fw_profile *pf, int stop_unfit, double *host, struct mem_scripts *cache,
+		  const struct fw_profile *pf, unsigned flags, double *host, struct mem_scripts *cache,
 		  struct err *e)
 {
 	struct wk w;
@@ -442,6 +442,7 @@ int memwalk_build(struct mem_tape *t, int role, const struct scenario *s, const 
 	w.t = t;
 	w.role = role;
 	w.nmicro = nmicro;
+	w.zscan = (flags & MEMWALK_PREFETCH_SCAN) != 0;
 	w.pg = calloc((size_t)g->nops * GRAPH_OP_PTENSORS + 1, 1);
 	if (!w.pg || memstrat_configure(&w))
 		goto oom;
@@ -474,7 +475,7 @@ int memwalk_build(struct mem_tape *t, int role, const struct scenario *s, const 
 	if (!replay && prepare(&w))
 		goto oom;
 	memstrat_setup(&w);
-	if (stop_unfit && !w.oom && mem_tape_bound(t, (int64_t)s->capacity) < 1) {
+	if ((flags & MEMWALK_STOP_UNFIT) && !w.oom && mem_tape_bound(t, (int64_t)s->capacity) < 1) {
 		t->cut = 1;  /* the states alone leave no room for a sample: nothing more to walk */
 		*host = w.host * (double)s->s.cluster.gpus_per_node;
 		goto out;

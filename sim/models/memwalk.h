@@ -36,15 +36,23 @@ struct mem_scripts {
 	long recorded, replayed;  /* walks recorded into a script, replayed from one */
 };
 
+/* memwalk_build's flags. */
+enum {
+	MEMWALK_STOP_UNFIT = 1,   /* a walk whose setup's events alone cannot hold one sample on
+				     the device (mem_tape_bound below 1 at s->capacity; the whole
+				     tape's bound is then too) stops there and sets t->cut */
+	MEMWALK_PREFETCH_SCAN = 2 /* ZeRO-3's prefetch steps over every gathered module from the
+				     next op on, not from where the last one stopped (memstrat.c
+				     zero3_pre): the same tape, the reference the tests compare */
+};
+
 /* Appends the events of one step for role to t. *host receives the host bytes
  * per node that offload keeps (ROLE_RANK and ROLE_DP_MASTER). With cache, the
  * walk's own events are replayed from a script when one fits (else recorded
- * into one): the same tape, at a fraction of the walk. With stop_unfit, a
- * walk whose setup's events alone cannot hold one sample on the device
- * (mem_tape_bound below 1 at s->capacity; the whole tape's bound is then
- * too) stops there and sets t->cut. Returns 0 or fills e (out of memory). */
+ * into one): the same tape, at a fraction of the walk. flags: MEMWALK_*.
+ * Returns 0 or fills e (out of memory). */
 int memwalk_build(struct mem_tape *t, int role, const struct scenario *s, const struct graph *g,
-		  const struct fw_profile *pf, int stop_unfit, double *host, struct mem_scripts *cache,
+		  const struct fw_profile *pf, unsigned flags, double *host, struct mem_scripts *cache,
 		  struct err *e);
 
 /* Forgets every script (their graphs are about to go); keeps the memory. */

@@ -67,6 +67,10 @@ struct wk {
 	int64_t zlive;        /* ZeRO-3: gathered elements */
 	int64_t *after;       /* ZeRO-3: fetched elements after op i (reuse distance) */
 	int *znext, *zprev;   /* ZeRO-3: the next op after / before op i that fetches (G > 0), -1 none */
+	int zfrom[2], zcur[2], zok[2]; /* ZeRO-3, per direction (0 backward, 1 forward), when zok:
+				 the op of the last prefetch and where it stopped (-1 the end);
+				 the fetching ops between them are gathered (memstrat.c zero3_pre) */
+	int zscan;            /* ZeRO-3: every prefetch from the next op (MEMWALK_PREFETCH_SCAN) */
 	double host;          /* bytes per rank on the host */
 };
 

@@ -344,18 +344,91 @@ static int last_on(const struct bld *b, int st)
 
 /* ---- kernel times -------------------------------------------------------------- */
 
-static void op_times(struct bld *b)
+/* What every op's kernel times share: attention's heads per TP rank and head
+ * size, the launch gap, the effective memory bandwidth. */
+struct op_k {
+	double a, hd, gap, bw;
+};
+
+static struct op_k op_k(const struct bld *b)
+{
+	const struct model *m = &b->s->model;
+
+	return (struct op_k){(double)(m->heads / b->tp), (double)m->head_dim, b->ce->kernel_gap,
+			     b->mem_bw * b->ce->memory_efficiency};
+}
+
+/* The forward and backward kernel times of op i (into ss->tf, ss->tb). */
+static inline void op_time(struct bld *b, const struct op_k *k, int i)
 {
 	const struct graph *g = b->g;
-	const struct model *m = &b->s->model;
-	double a = (double)(m->heads / b->tp), hd = (double)m->head_dim, gap = b->ce->kernel_gap;
-	double bw = b->mem_bw * b->ce->memory_efficiency;
+	const struct gop *o = &g->ops[i];
+	const double a = k->a, hd = k->hd, gap = k->gap, bw = k->bw;
 	const struct eager_extra *ex;
+	double act = 0, mm = 0, nn = 0, kk = 0, w = o->params, peak = b->peak_vec, f, bk;
+	int j;
+
+	for (j = 0; j < o->nin; j++)
+		act += graph_tensor_bytes(g, o->in[j]);
+	if (o->out >= 0)
+		act += graph_tensor_bytes(g, o->out);
+	act *= b->B;
+	if (o->kind == OP_MATMUL) {
+		mm = o->m * b->B;
+		nn = o->n;
+		kk = o->k;
+		w = o->k * o->n;  /* a tied head reads the embedding's weight */
+		peak = b->peak;
+	} else if ((o->kind == OP_ATTN_SCORE || o->kind == OP_ATTN_CTX) && o->out >= 0) {
+		/* batched products over (batch, heads): scores (Sq x d)(d x Sk),
+		 * context (Sq x Sk)(Sk x d); shapes from the FLOPs and output size */
+		double out = g->t[o->out].elems;
+		if (o->kind == OP_ATTN_SCORE) {
+			mm = nn = sqrt(out / a);
+			kk = hd;
+		} else {
+			mm = out / (a * hd);
+			nn = hd;
+			kk = o->flops_fwd / (2 * out);
+		}
+		w = 0;
+		peak = b->peak;
+	} else if (o->kind == OP_EMBED) {
+		w = 0;  /* a lookup reads the rows it returns (counted in act) */
+	} else if (o->kind == OP_ATTN) {
+		/* a fused kernel: compute-bound at its own efficiency (compute.h) */
+		f = compute_attention(b->ce, o->attn, 0, b->peak, o->flops_fwd * b->B, o->n, hd);
+		bk = compute_attention(b->ce, o->attn, 1, b->peak, o->flops_bwd * b->B, o->n, hd);
+		ex = &b->ss->ex[i];  /* the varlen interface's copies (eager.h) */
+		f += ex->bytes_fwd * b->B / bw + ex->kernels_fwd * gap;
+		bk += ex->bytes_bwd * b->B / bw + ex->kernels_bwd * gap;
+		b->ss->tf[i] = f > 0 ? (f + gap) * b->straggle : 0;
+		b->ss->tb[i] = bk > 0 ? (bk + gap) * b->straggle : 0;
+		return;
+	}
+	f = compute_roofline(b->ce, b->prec, peak, b->mem_bw, o->flops_fwd * b->B, mm, nn, kk,
+			     act + w * b->wbytes);
+	bk = compute_roofline(b->ce, b->prec, peak, b->mem_bw, o->flops_bwd * b->B, mm, nn, kk,
+			      2 * act + w * b->wbytes + o->params * b->gbytes);
+	ex = &b->ss->ex[i];  /* formulas written as tensor expressions */
+	f += ex->bytes_fwd * b->B / bw + ex->kernels_fwd * gap;
+	bk += ex->bytes_bwd * b->B / bw + ex->kernels_bwd * gap;
+	if (b->cast_weights && o->kind == OP_MATMUL && o->params > 0) {
+		/* autocast: fp32 weight -> 16-bit copy in forward (4 + 2 bytes), its
+		 * gradient 16-bit -> fp32 in backward (2 + 4 bytes), separate kernels */
+		f += o->params * 6 / bw + gap;
+		bk += o->params * 6 / bw + gap;
+	}
+	b->ss->tf[i] = f > 0 ? (f + gap) * b->straggle : 0;
+	b->ss->tb[i] = bk > 0 ? (bk + gap) * b->straggle : 0;
+}
+
+static void op_times(struct bld *b)
+{
+	const struct op_k k = op_k(b);
 	int i, j;
 
-	for (i = 0; i < g->nops; i++) {
-		const struct gop *o = &g->ops[i];
-		double act = 0, mm = 0, nn = 0, kk = 0, w = o->params, peak = b->peak_vec, f, bk;
+	for (i = 0; i < b->g->nops; i++) {
 		if (skipped(b, i)) {  /* never issued */
 			b->ss->tf[i] = b->ss->tb[i] = 0;
 			continue;
@@ -365,59 +438,7 @@ static void op_times(struct bld *b)
 			b->ss->tb[i] = b->ss->tb[j];
 			continue;
 		}
-		for (j = 0; j < o->nin; j++)
-			act += graph_tensor_bytes(g, o->in[j]);
-		if (o->out >= 0)
-			act += graph_tensor_bytes(g, o->out);
-		act *= b->B;
-		if (o->kind == OP_MATMUL) {
-			mm = o->m * b->B;
-			nn = o->n;
-			kk = o->k;
-			w = o->k * o->n;  /* a tied head reads the embedding's weight */
-			peak = b->peak;
-		} else if ((o->kind == OP_ATTN_SCORE || o->kind == OP_ATTN_CTX) && o->out >= 0) {
-			/* batched products over (batch, heads): scores (Sq x d)(d x Sk),
-			 * context (Sq x Sk)(Sk x d); shapes from the FLOPs and output size */
-			double out = g->t[o->out].elems;
-			if (o->kind == OP_ATTN_SCORE) {
-				mm = nn = sqrt(out / a);
-				kk = hd;
-			} else {
-				mm = out / (a * hd);
-				nn = hd;
-				kk = o->flops_fwd / (2 * out);
-			}
-			w = 0;
-			peak = b->peak;
-		} else if (o->kind == OP_EMBED) {
-			w = 0;  /* a lookup reads the rows it returns (counted in act) */
-		} else if (o->kind == OP_ATTN) {
-			/* a fused kernel: compute-bound at its own efficiency (compute.h) */
-			f = compute_attention(b->ce, o->attn, 0, b->peak, o->flops_fwd * b->B, o->n, hd);
-			bk = compute_attention(b->ce, o->attn, 1, b->peak, o->flops_bwd * b->B, o->n, hd);
-			ex = &b->ss->ex[i];  /* the varlen interface's copies (eager.h) */
-			f += ex->bytes_fwd * b->B / bw + ex->kernels_fwd * gap;
-			bk += ex->bytes_bwd * b->B / bw + ex->kernels_bwd * gap;
-			b->ss->tf[i] = f > 0 ? (f + gap) * b->straggle : 0;
-			b->ss->tb[i] = bk > 0 ? (bk + gap) * b->straggle : 0;
-			continue;
-		}
-		f = compute_roofline(b->ce, b->prec, peak, b->mem_bw, o->flops_fwd * b->B, mm, nn, kk,
-				     act + w * b->wbytes);
-		bk = compute_roofline(b->ce, b->prec, peak, b->mem_bw, o->flops_bwd * b->B, mm, nn, kk,
-				      2 * act + w * b->wbytes + o->params * b->gbytes);
-		ex = &b->ss->ex[i];  /* formulas written as tensor expressions */
-		f += ex->bytes_fwd * b->B / bw + ex->kernels_fwd * gap;
-		bk += ex->bytes_bwd * b->B / bw + ex->kernels_bwd * gap;
-		if (b->cast_weights && o->kind == OP_MATMUL && o->params > 0) {
-			/* autocast: fp32 weight -> 16-bit copy in forward (4 + 2 bytes), its
-			 * gradient 16-bit -> fp32 in backward (2 + 4 bytes), separate kernels */
-			f += o->params * 6 / bw + gap;
-			bk += o->params * 6 / bw + gap;
-		}
-		b->ss->tf[i] = f > 0 ? (f + gap) * b->straggle : 0;
-		b->ss->tb[i] = bk > 0 ? (bk + gap) * b->straggle : 0;
+		op_time(b, &k, i);
 	}
 }
 
@@ -1355,6 +1376,7 @@ static int grow_ops(struct step_sim *ss, int nops, int ng)
 		ss->pos = resized(ss->pos, nops, sizeof *ss->pos, &fail);
 		ss->bkt = resized(ss->bkt, nops, sizeof *ss->bkt, &fail);
 		ss->kw = resized(ss->kw, nops, sizeof *ss->kw, &fail);
+		ss->kop = resized(ss->kop, nops, sizeof *ss->kop, &fail);
 		ss->unit_of = resized(ss->unit_of, nops, sizeof *ss->unit_of, &fail);
 		ss->ex = resized(ss->ex, nops, sizeof *ss->ex, &fail);
 		ss->internal = resized(ss->internal, nops, sizeof *ss->internal, &fail);
@@ -1711,6 +1733,7 @@ void step_sim_delete(struct step_sim *ss)
 	free(ss->sums);
 	free(ss->bkt);
 	free(ss->kw);
+	free(ss->kop);
 	free(ss->unit_of);
 	free(ss->gfirst);
 	free(ss->glast);
@@ -2363,8 +2386,9 @@ int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struc
 		      const int64_t *mbs, int n, double *least, struct err *e)
 {
 	struct bld b;
+	struct op_k k;
 	double f, sum;
-	int i, j;
+	int i, j, o;
 
 	ss->built = ss->whole = ss->blocks = 0;  /* its kernel tables are overwritten */
 	if (setup(&b, ss, s, g, 1))
@@ -2376,18 +2400,23 @@ int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struc
 			ss->kw[i] = 0;
 		for (i = 0; i < g->nops; i++)  /* op_times copies the first of a class to the others */
 			ss->kw[ss->rep[i]] += 1;
+		for (ss->nkop = 0, i = 0; i < g->nops; i++)
+			if (ss->kw[i] > 0)
+				ss->kop[ss->nkop++] = i;
 		ss->kg = g;
 		ss->kvarlen = varlen(&b);
 	}
 	f = des_least_factor(compute_slow(&b), DES_COMPUTE);  /* des_work_least's, the compute stream */
+	k = op_k(&b);
 	for (j = 0; j < n; j++) {
 		if (mbs[j] < 1)
 			return err_set(e, ERR_INPUT, s->file, 0, "step simulation needs a micro-batch of at least 1");
 		b.B = (double)mbs[j];
-		op_times(&b);
-		for (sum = 0, i = 0; i < g->nops; i++)
-			if (ss->kw[i] > 0)
-				sum += ss->kw[i] * (ss->tf[i] * f + ss->tb[i] * f);
+		for (sum = 0, i = 0; i < ss->nkop; i++) {  /* the first op of each class, in op order */
+			o = ss->kop[i];
+			op_time(&b, &k, o);  /* as op_times would (skip is NULL: nothing left out) */
+			sum += ss->kw[o] * (ss->tf[o] * f + ss->tb[o] * f);
+		}
 		least[j] = sum;
 	}
 	return 0;

@@ -60,6 +60,7 @@ struct step_sim {
 	double *bkt;                /* (nops) bytes of the DDP bucket that the op's backward completes */
 	double *kw;                 /* (nops) step_kernel_least: the ops that share op i's kernel
 				       times when it is the first of its class (op_classes), else 0 */
+	int *kop, nkop;             /* (nops) step_kernel_least: the ops with kw > 0, ascending */
 	const struct graph *kg;     /* step_kernel_least: the graph its kernel tables (ex, internal,
 				       rep, kw) are of (with the model it was built from), NULL none;
 				       whoever frees that graph while ss lives clears it (a new graph
