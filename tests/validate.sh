@@ -147,22 +147,22 @@ expect_error calibrate-empty "no validate runs of device h100" --calibrate --db 
 
 # bf16 through the same runtime: a calibration fitted to six bf16 runs lowers
 # the step-time error of four other bf16 runs held out of the fit (median
-# |error| of their measured step time against simulate's, before and after)
-fit="$tmp/bf16-fit.db"; held="$tmp/bf16-held.db"
+# |error| of their measured step time against simulate's, before and after).
+# The check is statistical: runs of a few steps on a shared machine, where a
+# neighbour slowing one of the six fit runs moves the fit. Measured: a busy
+# loop on the core of one fit run raised the held-out error after calibration
+# from the usual 5-28 % to 14-43 % (against 60 % before) in six tries, and 2 of
+# about 10 `make test` runs on another machine failed with 76-81 % after. So
+# a second round, on fresh runs, is taken when the first does not lower the
+# error; a calibration that does not lower it fails both.
 bf16() {  # DB NAME ARGS...: a bf16 run of cpu-single, its JSON in $tmp/NAME.json
 	local d=$1 n=$2; shift 2
 	check_json "bf16-$n" "$V" scenarios/cpu-single.ini --json --set training.precision=bf16 "$@" \
 		--steps 3 --warmup 1 --db "$d"
 	cp "$tmp/out" "$tmp/$n.json"
 }
-bf16 "$fit" f1 --memory-limit 3MiB
-bf16 "$fit" f2 --set model.name=gpt-mini --memory-limit 8MiB
-bf16 "$fit" f3 --set model.name=llama-tiny --memory-limit 4MiB
-bf16 "$fit" f4 --set training.activation_checkpointing=full --memory-limit 3MiB
-bf16 "$fit" f5 --set model.name=gpt-mini --set training.activation_checkpointing=selective --memory-limit 8MiB
-bf16 "$fit" f6 --set model.name=llama-tiny --set training.grad_accum=2 --memory-limit 4MiB
-held_out() {  # NAME LIMIT SETS...: measured, predicted before and after the calibration
-	local n=$1 limit=$2; shift 2
+held_out() {  # FIT NAME LIMIT SETS...: measured, predicted before and after the calibration in FIT
+	local fit=$1 n=$2 limit=$3; shift 3
 	bf16 "$held" "$n" "$@" --memory-limit "$limit"
 	local mb t p0 p1
 	mb=$(jq .measured.micro_batch "$tmp/$n.json"); t=$(jq .measured.step_time_s "$tmp/$n.json")
@@ -171,20 +171,36 @@ held_out() {  # NAME LIMIT SETS...: measured, predicted before and after the cal
 		--set training.micro_batch="$mb" | jq .step.time_s)
 	echo "$t $p0 $p1" >>"$tmp/held.txt"
 }
-if "$V" --calibrate --db "$fit" >"$tmp/out" 2>"$tmp/err"; then
+bf16_round() {  # ROUND: fits, calibrates, holds out; r = "before after" medians (empty: --calibrate failed)
+	local fit="$tmp/bf16-fit-$1.db"
+	held="$tmp/bf16-held-$1.db"
+	r=
+	bf16 "$fit" f1 --memory-limit 3MiB
+	bf16 "$fit" f2 --set model.name=gpt-mini --memory-limit 8MiB
+	bf16 "$fit" f3 --set model.name=llama-tiny --memory-limit 4MiB
+	bf16 "$fit" f4 --set training.activation_checkpointing=full --memory-limit 3MiB
+	bf16 "$fit" f5 --set model.name=gpt-mini --set training.activation_checkpointing=selective --memory-limit 8MiB
+	bf16 "$fit" f6 --set model.name=llama-tiny --set training.grad_accum=2 --memory-limit 4MiB
+	"$V" --calibrate --db "$fit" >"$tmp/out" 2>"$tmp/err" || return 0
 	: >"$tmp/held.txt"
-	held_out h1 4MiB --set training.activation_checkpointing=selective
-	held_out h2 12MiB --set model.name=gpt-mini --set training.activation_checkpointing=full
-	held_out h3 3MiB --set model.name=llama-tiny --set training.activation_checkpointing=full
-	held_out h4 4MiB --set training.grad_accum=2
+	held_out "$fit" h1 4MiB --set training.activation_checkpointing=selective
+	held_out "$fit" h2 12MiB --set model.name=gpt-mini --set training.activation_checkpointing=full
+	held_out "$fit" h3 3MiB --set model.name=llama-tiny --set training.activation_checkpointing=full
+	held_out "$fit" h4 4MiB --set training.grad_accum=2
+	[ "$(wc -l <"$tmp/held.txt")" -eq 4 ] || return 0
 	r=$(awk '{ b[NR] = ($2 > $1 ? $2 - $1 : $1 - $2) / $1; a[NR] = ($3 > $1 ? $3 - $1 : $1 - $3) / $1 }
 		function med(x, n,  i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
 			if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }
 			return (x[int((n + 1) / 2)] + x[int(n / 2) + 1]) / 2 }
 		END { printf "%.3f %.3f", med(b, NR), med(a, NR) }' "$tmp/held.txt")
-	echo "bf16 held-out runs: median |error| of the step time $(echo "$r" | awk '{ printf "%.1f%% before, %.1f%% after", 100 * $1, 100 * $2 }') the calibration of six other bf16 runs"
-	echo "$r" | awk '{ exit !($2 < $1) }' && [ "$(wc -l <"$tmp/held.txt")" -eq 4 ] && ok || bad "bf16 held-out: $r"
-else bad "bf16 --calibrate: $(cat "$tmp/err")"; fi
+	echo "bf16 held-out runs (round $1): median |error| of the step time $(echo "$r" | awk '{ printf "%.1f%% before, %.1f%% after", 100 * $1, 100 * $2 }') the calibration of six other bf16 runs"
+}
+lowered() { [ -n "$r" ] && echo "$r" | awk '{ exit !($2 < $1) }'; }
+bf16_round 1
+lowered || bf16_round 2
+if lowered; then ok
+elif [ -z "$r" ]; then bad "bf16 --calibrate or a held-out run: $(cat "$tmp/err")"
+else bad "bf16 held-out, two rounds: $r"; fi
 
 echo "validate: $pass passed, $fail failed"
 [ $fail -eq 0 ]
