@@ -217,7 +217,7 @@ struct sweep_counts {
 	long step_graphs;    /* their task graphs built (the rest re-timed, step_resimulate) */
 	long tapes;          /* allocation tapes built */
 	long tapes_replayed; /* of which from a recorded walk (memwalk.h scripts) */
-	long tapes_cut;      /* of which cut after the setup, not one sample fitting
+	long tapes_cut;      /* of which cut short, not one sample fitting
 				(mem_plan.stop_unfit, SWEEP_TABLES) */
 	long graphs;         /* graphs built */
 	long events;         /* events the step simulations processed */

@@ -367,10 +367,11 @@ static int slot_setup(struct sweep_ctx *c, int i, struct err *e)
 /* The tape of candidate i without (a = 0) or with (a = 1) accumulation, in
  * the context's scratch plan (its memory reused; what was there is dropped),
  * and the largest micro-batch that fits on it. Unless whole, the tables take a
- * tape cut after its setup when not even one sample fits (mem_plan.stop_unfit:
- * they read only that it does not fit; every figure needs the breakdown at one
- * sample, the whole tape): bench/sweep-1m.ini, whose smaller clusters cannot
- * hold Llama 3 70B's states, has about a third of its candidates' tapes so. */
+ * tape cut short when not even one sample fits (mem_plan.stop_unfit: after
+ * the setup or the first forward; they read only that it does not fit; every
+ * figure needs the breakdown at one sample, the whole tape): bench/sweep-1m.ini,
+ * whose smaller clusters cannot hold Llama 3 70B, has 3,528 of its tables'
+ * 11,515 tapes so. */
 static int tapes(struct sweep_ctx *c, int i, int a, int whole, struct err *e)
 {
 	struct slot *s = &c->slots[i];

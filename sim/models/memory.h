@@ -191,9 +191,9 @@ struct mem_tape {
 				  runs run still holds (pnrun): memrun_again */
 	int pn, pcap, pnrun;
 	int64_t outside;       /* bytes: the most the events outside the allocator hold (fixed) */
-	int cut;               /* 1: the walk stopped after the setup, whose events alone cannot
-				  hold one sample on the device (mem_plan.stop_unfit): the events
-				  are that setup's, without runs */
+	int cut;               /* 1: the walk stopped where its events so far could not hold one
+				  sample on the device (mem_plan.stop_unfit; memwalk.h
+				  MEMWALK_STOP_UNFIT): the events are those, without runs */
 };
 
 struct mem_scripts;
@@ -212,9 +212,10 @@ struct mem_plan {
 	struct alloc_cfg acfg;  /* the caching allocator's settings (capacity: per replay) */
 	int emulate;            /* 1: reserved bytes come from the allocator's emulation (alloc.h) */
 	struct mem_emu *emu;    /* its scratch, kept by mem_plan_rebuild */
-	int stop_unfit;         /* set by the caller, kept by mem_plan_rebuild: a walk whose setup
-				   (the model states, the fixed overheads) already cannot hold one
-				   sample stops there (mem_tape.cut) */
+	int stop_unfit;         /* set by the caller, kept by mem_plan_rebuild: a walk whose events
+				   so far cannot hold one sample stops (mem_tape.cut): after the
+				   setup (the model states, the fixed overheads), or after the
+				   first micro-step's forward */
 	int unfit;              /* 1: a tape was cut: not even one sample fits (mem_max_batch 0),
 				   and nothing else may be asked of the plan */
 };

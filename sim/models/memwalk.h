@@ -38,9 +38,11 @@ struct mem_scripts {
 
 /* memwalk_build's flags. */
 enum {
-	MEMWALK_STOP_UNFIT = 1,   /* a walk whose setup's events alone cannot hold one sample on
-				     the device (mem_tape_bound below 1 at s->capacity; the whole
-				     tape's bound is then too) stops there and sets t->cut */
+	MEMWALK_STOP_UNFIT = 1,   /* a walk whose events so far cannot hold one sample on the
+				     device (mem_tape_bound below 1 at s->capacity; the whole tape's
+				     bound is then too) stops and sets t->cut: checked after the
+				     setup, and after the first micro-step's forward when the walk
+				     is replayed from a script */
 	MEMWALK_PREFETCH_SCAN = 2 /* ZeRO-3's prefetch steps over every gathered module from the
 				     next op on, not from where the last one stopped (memstrat.c
 				     zero3_pre): the same tape, the reference the tests compare */

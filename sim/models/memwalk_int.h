@@ -71,6 +71,7 @@ struct wk {
 				 the op of the last prefetch and where it stopped (-1 the end);
 				 the fetching ops between them are gathered (memstrat.c zero3_pre) */
 	int zscan;            /* ZeRO-3: every prefetch from the next op (MEMWALK_PREFETCH_SCAN) */
+	int stop_unfit;       /* MEMWALK_STOP_UNFIT */
 	double host;          /* bytes per rank on the host */
 };
 
