@@ -1154,7 +1154,8 @@ Test(memory, emulated_replay_matches_frees_by_size, .timeout = 120)
  * it is replayed from a script. The bound of a prefix of a tape is at least
  * the whole tape's (mem_tape_bound takes the least over its events), so a cut
  * plan's max batch must be the whole plan's, 0. Checked on Llama 2 7B (14 GB of
- * bf16 weights, 112 GB of mixed-precision Adam states unsharded) at 2,048
+ * bf16 weights, 112 GB of mixed-precision Adam states unsharded: 2 and 16
+ * bytes per parameter, ZeRO paper section 3.1) at 2,048
  * tokens on 8 A100s at 80 GB down to 1/50 of it, for strategies with one tape
  * and two (nn.DataParallel), sharded and not, offloaded, the plan rebuilt with
  * stop_unfit and its walks replayed from scripts (as a sweep reuses its
@@ -1162,7 +1163,7 @@ Test(memory, emulated_replay_matches_frees_by_size, .timeout = 120)
  * after their setup (DDP's states cannot fit 80 GB) and some after the forward
  * (the states fit, one sample's activations do not); after a cut, the same
  * plan rebuilt whole answers and breaks down at one sample as a fresh one. */
-Test(memory, unfit_setup_cuts_the_walk)
+Test(memory, unfit_walk_is_cut_short)
 {
 	static const char *const strategy[][2] = {
 		{"training.strategy=ddp", "training.offload=none"},

@@ -1115,7 +1115,7 @@ int64_t mem_max_batch(const struct mem_plan *p, int *binding)
 
 	*binding = 0;
 	for (t = 0; p->unfit && t < p->ntapes; t++)
-		if (p->tape[t].cut) {  /* its setup's bound is below one sample: so is the whole tape's */
+		if (p->tape[t].cut) {  /* its events so far bound it below one sample: so is the whole tape */
 			*binding = t;
 			return 0;
 		}

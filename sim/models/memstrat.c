@@ -736,7 +736,9 @@ static void zero3_pre(struct wk *w, int i, int dir)
 	 * starts at that stop, past the modules it would only step over (ZeRO-3's
 	 * prefetch ran through every gathered module at every op; 2.8 % of
 	 * bench/sweep-1m.ini's tables, perf) */
-	j = !w->zscan && w->zok[d] && (i == w->zfrom[d] || zbetween(w->zfrom[d], i, w->zcur[d], dir)) ? w->zcur[d] : next[i];
+	j = next[i];
+	if (!w->zscan && w->zok[d] && (i == w->zfrom[d] || zbetween(w->zfrom[d], i, w->zcur[d], dir)))
+		j = w->zcur[d];
 	for (; j >= 0; j = next[j]) {
 		if ((double)done >= t->zero_prefetch_bucket_size || (double)w->zlive >= t->zero_max_live_parameters)
 			break;

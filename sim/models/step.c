@@ -344,22 +344,24 @@ static int last_on(const struct bld *b, int st)
 
 /* ---- kernel times -------------------------------------------------------------- */
 
-/* What every op's kernel times share: attention's heads per TP rank and head
- * size, the launch gap, the effective memory bandwidth. */
-struct op_k {
-	double a, hd, gap, bw;
+/* What every op's kernel times share (op_time). */
+struct op_consts {
+	double a;              /* attention heads per TP rank */
+	double hd;             /* head size (elements) */
+	double gap;            /* s: the launch gap before each kernel */
+	double bw;             /* bytes/s: the memory bandwidth a kernel reaches */
 };
 
-static struct op_k op_k(const struct bld *b)
+static struct op_consts op_consts(const struct bld *b)
 {
 	const struct model *m = &b->s->model;
 
-	return (struct op_k){(double)(m->heads / b->tp), (double)m->head_dim, b->ce->kernel_gap,
+	return (struct op_consts){(double)(m->heads / b->tp), (double)m->head_dim, b->ce->kernel_gap,
 			     b->mem_bw * b->ce->memory_efficiency};
 }
 
 /* The forward and backward kernel times of op i (into ss->tf, ss->tb). */
-static inline void op_time(struct bld *b, const struct op_k *k, int i)
+static inline void op_time(struct bld *b, const struct op_consts *k, int i)
 {
 	const struct graph *g = b->g;
 	const struct gop *o = &g->ops[i];
@@ -425,7 +427,7 @@ static inline void op_time(struct bld *b, const struct op_k *k, int i)
 
 static void op_times(struct bld *b)
 {
-	const struct op_k k = op_k(b);
+	const struct op_consts k = op_consts(b);
 	int i, j;
 
 	for (i = 0; i < b->g->nops; i++) {
@@ -2386,7 +2388,7 @@ int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struc
 		      const int64_t *mbs, int n, double *least, struct err *e)
 {
 	struct bld b;
-	struct op_k k;
+	struct op_consts k;
 	double f, sum;
 	int i, j, o;
 
@@ -2407,7 +2409,7 @@ int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struc
 		ss->kvarlen = varlen(&b);
 	}
 	f = des_least_factor(compute_slow(&b), DES_COMPUTE);  /* des_work_least's, the compute stream */
-	k = op_k(&b);
+	k = op_consts(&b);
 	for (j = 0; j < n; j++) {
 		if (mbs[j] < 1)
 			return err_set(e, ERR_INPUT, s->file, 0, "step simulation needs a micro-batch of at least 1");
