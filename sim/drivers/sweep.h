@@ -60,8 +60,10 @@ enum sweep_status {
 	SWEEP_NOFIT,        /* not even micro-batch 1 fits (or the fixed micro-batch) */
 	SWEEP_INDIVISIBLE,  /* the global batch is not a multiple of the data-parallel degree */
 	SWEEP_INVALID,      /* the combination is not a valid setting (offload without sharding...) */
-	SWEEP_BOUNDED       /* fits; its step not simulated: a lower bound on its time shows it can be
-			       neither the cell's best nor its runner-up (SWEEP_TABLES only) */
+	SWEEP_BOUNDED       /* its step not simulated: a lower bound on its time shows it can be
+			       neither the cell's best nor its runner-up (SWEEP_TABLES only); it
+			       fits, or with global batches its memory may not have been searched
+			       (max_micro_batch 0), the bound holding at any micro-batch */
 };
 
 #define SWEEP_MAX_AXIS 64
@@ -201,7 +203,8 @@ void sweep_ctx_cells(struct sweep_ctx *c, int lo, int hi);
  * and the steps of only the candidates that could be the cell's best or its
  * runner-up: the others' steps are bounded below without a simulation
  * (step_bound, step.h) and, when even that bound leaves them behind, they are
- * SWEEP_BOUNDED. Each cell's best and runner-up, their figures and every step
+ * SWEEP_BOUNDED; with global batches a candidate's memory is searched only
+ * when its kernels' bound at any micro-batch leaves it in. Each cell's best and runner-up, their figures and every step
  * simulated are the same bits either way (tests/test_sweep.c). */
 enum sweep_detail { SWEEP_ALL, SWEEP_TABLES };
 void sweep_ctx_detail(struct sweep_ctx *c, int which);

@@ -74,6 +74,8 @@ struct slot {
 	int bounded;              /* its least step times in the group's cells are in ctx->lbt:
 				     1 those of step_bound_least, 2 those of step_bound_at too */
 	int bounded0;             /* those of its kernels alone are in ctx->lb0 (bounds0) */
+	int bounded_any;          /* those of its kernels at any micro-batch are in ctx->lba
+				     (bounds_any) */
 	int planned;              /* plan holds its plan (apply) */
 	struct plan plan;
 };
@@ -83,8 +85,9 @@ struct pend {
 	int i;                    /* candidate */
 	int64_t mb, ga;
 	double ub;                /* the most its score can be */
-	int level;                /* what ub is from (upper_score): 0 its kernels, 1 one
-				     micro-step's task graph, 2 every bound bounds() makes */
+	int level;                /* what ub is from (upper_score): -1 its kernels at any
+				     micro-batch (its memory not searched yet), 0 its kernels,
+				     1 one micro-step's task graph, 2 every bound bounds() makes */
 };
 
 struct sweep_ctx {
@@ -112,6 +115,10 @@ struct sweep_ctx {
 	double *lbt;              /* (ncand x nbatch) least step time of each candidate in each cell
 				     of the group (s; 0: it does not fit), SWEEP_TABLES */
 	double *lb0;              /* (ncand x nbatch) the same from its kernels alone (bounds0) */
+	double *lba;              /* (ncand x nbatch) the same at whatever micro-batch its memory
+				     search would choose (bounds_any) */
+	unsigned char *waiting;   /* (ncand) the cell's candidates whose memory the tables search
+				     only if their bound leaves them in (eval_cand) */
 	struct step_bound *bnd;   /* (2 x nbatch) a candidate's bounds while they are made */
 	struct step_bound *one;   /* (ncand x nbatch) with global batches: each candidate's bounds
 				     of one micro-step in the group's cells, kept for those of
@@ -165,6 +172,8 @@ struct sweep_ctx *sweep_ctx_create(const struct sweep *sw)
 	c->mm = calloc((size_t)sw->ncand * (size_t)c->nmemo, sizeof *c->mm);
 	c->lbt = calloc((size_t)sw->ncand * (size_t)sw->nbatch, sizeof *c->lbt);
 	c->lb0 = calloc((size_t)sw->ncand * (size_t)sw->nbatch, sizeof *c->lb0);
+	c->lba = calloc((size_t)sw->ncand * (size_t)sw->nbatch, sizeof *c->lba);
+	c->waiting = calloc((size_t)sw->ncand, sizeof *c->waiting);
 	c->bnd = calloc(2 * (size_t)sw->nbatch, sizeof *c->bnd);
 	if (sw->batch_mode == SWEEP_GLOBAL && c->bnd &&  /* only they accumulate (needs_accum) */
 	    !(c->one = calloc((size_t)sw->ncand * (size_t)sw->nbatch, sizeof *c->one))) {
@@ -174,8 +183,8 @@ struct sweep_ctx *sweep_ctx_create(const struct sweep *sw)
 	c->order = calloc((size_t)sw->ncand, sizeof *c->order);
 	c->pend = calloc((size_t)sw->ncand, sizeof *c->pend);
 	c->done = calloc((size_t)sw->ncand, sizeof *c->done);
-	if (!c->g || !c->go || !c->slots || !c->sm || !c->mm || !c->lbt || !c->lb0 || !c->bnd || !c->pend ||
-	    !c->done || !c->order || step_sim_create(&c->ss) || step_sim_create(&c->ks)) {
+	if (!c->g || !c->go || !c->slots || !c->sm || !c->mm || !c->lbt || !c->lb0 || !c->lba || !c->waiting ||
+	    !c->bnd || !c->pend || !c->done || !c->order || step_sim_create(&c->ss) || step_sim_create(&c->ks)) {
 		sweep_ctx_delete(c);
 		return NULL;
 	}
@@ -233,6 +242,8 @@ void sweep_ctx_delete(struct sweep_ctx *c)
 	free(c->mm);
 	free(c->lbt);
 	free(c->lb0);
+	free(c->lba);
+	free(c->waiting);
 	free(c->bnd);
 	free(c->one);
 	free(c->pend);
@@ -584,9 +595,9 @@ static int batch_here(const struct sweep_ctx *c, int bi)
  * evaluates, done at its first cell while each tape is at hand: the tape
  * without accumulation and the breakdowns at the micro-batches it decides,
  * then, if a batch needs it, the tape with accumulation and its breakdowns
- * (SWEEP_ALL; with SWEEP_TABLES only the searches, the best's breakdown
- * comes after the ranking). The cells then read the memos; each tape is built
- * once and evaluated while it is in the cache. */
+ * (SWEEP_ALL; the tables search when a cell asks, settle). The cells then
+ * read the memos; each tape is built once and evaluated while it is in the
+ * cache. */
 static int slot_prepare(struct sweep_ctx *c, int i, struct err *e)
 {
 	const struct sweep *sw = c->sw;
@@ -607,7 +618,7 @@ static int slot_prepare(struct sweep_ctx *c, int i, struct err *e)
 			if (mb < 0)
 				return e->code;
 			memset(&r, 0, sizeof r);
-			if (c->detail == SWEEP_ALL && memory(c, i, a, mb > 0 ? mb : 1, &r, e))
+			if (memory(c, i, a, mb > 0 ? mb : 1, &r, e))
 				return e->code;
 		}
 	return 0;
@@ -788,13 +799,22 @@ static void nofit_note(const struct sweep_ctx *c, const struct slot *s, int a, i
 }
 
 static int finish(struct sweep_ctx *c, int i, struct sweep_result *r, struct err *e);
+static int settle(struct sweep_ctx *c, int i, int64_t batch, struct sweep_result *r, struct err *e);
+
+/* Whether the micro-batch and accumulation candidate i takes at batch are
+ * known without a memory search not made yet (choose). */
+static int searched(const struct sweep_ctx *c, int i, int64_t batch)
+{
+	const struct slot *s = &c->slots[i];
+
+	return s->have[0] && (!needs_accum(c, batch, s->maxb[0]) || s->have[1]);
+}
 
 static int eval_cand(struct sweep_ctx *c, int i, int64_t batch, struct sweep_result *r, struct err *e)
 {
 	struct slot *s = &c->slots[i];
-	int64_t mb, accum, failed = 0;
-	int a;
 
+	c->waiting[i] = 0;
 	apply(c, i);
 	r->world = c->work.world;
 	if (slot_setup(c, i, e))
@@ -811,7 +831,26 @@ static int eval_cand(struct sweep_ctx *c, int i, int64_t batch, struct sweep_res
 		return 0;
 	}
 	c->k.candidates++;
-	if (slot_prepare(c, i, e))
+	/* the tables search its memory when its bound at any micro-batch leaves it
+	 * in (tables()) */
+	if (c->detail == SWEEP_TABLES && c->sw->batch_mode == SWEEP_GLOBAL && !searched(c, i, batch)) {
+		c->waiting[i] = 1;
+		r->status = SWEEP_OK;
+		return 0;
+	}
+	return settle(c, i, batch, r, e);
+}
+
+/* Candidate i's micro-batch and accumulation at batch (choose), from its
+ * memory search: SWEEP_NOFIT with its note, or SWEEP_OK, and with every figure
+ * (SWEEP_ALL) its memory and step; the working scenario is i's (apply). */
+static int settle(struct sweep_ctx *c, int i, int64_t batch, struct sweep_result *r, struct err *e)
+{
+	struct slot *s = &c->slots[i];
+	int64_t mb, accum, failed = 0;
+	int a;
+
+	if (c->detail == SWEEP_ALL && slot_prepare(c, i, e))
 		return e->code;
 	/* every figure: checked at its micro-batch now; the tables check those they may show */
 	mb = c->detail == SWEEP_ALL ? fitting(c, i, batch, &accum, &a, r, &failed, e)
@@ -1012,6 +1051,46 @@ static int bounds0(struct sweep_ctx *c, int i, struct err *e)
 	return 0;
 }
 
+/* The least step time of candidate i in each cell of the group this context
+ * evaluates, with global batches, whatever micro-batch its memory search
+ * would choose, into c->lba (0: not known): bounds0's bound at every divisor d
+ * of the batch per GPU, per / d micro-steps of d (choose and fitting take one
+ * of them), the least. A candidate this rules out in every cell never needs
+ * its tape (tables). The working scenario is i's. */
+#define SWEEP_ANY_MBS 256      /* micro-batches bounded at once; more: not known */
+static int bounds_any(struct sweep_ctx *c, int i, struct err *e)
+{
+	const struct sweep *sw = c->sw;
+	struct slot *s = &c->slots[i];
+	double *lb = c->lba + (size_t)i * (size_t)sw->nbatch, least[SWEEP_ANY_MBS], t;
+	int64_t mbs[SWEEP_ANY_MBS], per, d;
+	int bi, j, n = 0, over = 0;
+
+	if (s->bounded_any)
+		return 0;
+	s->bounded_any = 1;
+	for (bi = 0; bi < sw->nbatch; bi++)
+		lb[bi] = 0;
+	for (bi = 0; bi < sw->nbatch && !over; bi++)
+		for (per = batch_here(c, bi) ? sw->batches[bi] / c->work.dp : 0, d = 1; d <= per && !over; d++) {
+			if (per % d)
+				continue;
+			for (j = 0; j < n && mbs[j] != d; j++)
+				;
+			if (j == n && !(over = n == SWEEP_ANY_MBS))
+				mbs[n++] = d;
+		}
+	if (over || n == 0)
+		return 0;
+	if (step_kernel_least(&c->ks, &c->work, &c->g[s->graph], mbs, n, least, e))
+		return e->code ? e->code : ERR_SYSTEM;
+	for (bi = 0; bi < sw->nbatch; bi++)
+		for (per = batch_here(c, bi) ? sw->batches[bi] / c->work.dp : 0, j = 0; per > 0 && j < n; j++)
+			if (per % mbs[j] == 0 && ((t = (double)(per / mbs[j]) * least[j]) < lb[bi] || lb[bi] == 0))
+				lb[bi] = t;
+	return 0;
+}
+
 /* What upper_score's bound of candidate i (r: its micro-batch and
  * accumulation) is from after bounds0 and bounds made what they made. */
 static int bound_level(const struct sweep_ctx *c, int i, const struct sweep_result *r)
@@ -1023,7 +1102,8 @@ static int bound_level(const struct sweep_ctx *c, int i, const struct sweep_resu
 
 /* The most candidate i's score can be in a cell of batch index bi (r: its
  * micro-batch and accumulation): the score of a step of its least time, by
- * level 0 its kernels alone (bounds0; the task graph's when bounds already
+ * level -1 its kernels alone at any micro-batch (bounds_any; r's not known
+ * yet), 0 its kernels alone (bounds0; the task graph's when bounds already
  * made it), 1 its task graph of one micro-step, 2 every bound bounds() makes.
  * *got: the level ub is from (2: none tighter to make). */
 static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_result *r, int level,
@@ -1039,7 +1119,15 @@ static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_re
 		*ub = HUGE_VAL;  /* the job model's time: not bounded here, at any level */
 		return 0;
 	}
-	if (level == 0 && !c->slots[i].bounded) {
+	if (level < 0) {
+		if (bounds_any(c, i, e))
+			return e->code;
+		t = c->lba[at];
+		/* a step of the cell's batch, whatever its micro-batch: that is all
+		 * the score reads of it (the job model's is not bounded, above) */
+		x.micro_batch = c->sw->batches[bi] / c->work.dp;
+		x.grad_accum = 1;
+	} else if (level == 0 && !c->slots[i].bounded) {
 		if (bounds0(c, i, e))
 			return e->code;
 		t = c->lb0[at];
@@ -1048,16 +1136,16 @@ static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_re
 			return e->code;
 		t = c->lbt[at];
 	}
-	*got = bound_level(c, i, r);
+	*got = level < 0 ? -1 : bound_level(c, i, r);
 	if (!(t > 0)) {  /* nothing known of its time */
 		*ub = HUGE_VAL;
 		return 0;
 	}
 	memset(&st, 0, sizeof st);
 	st.time = t;
-	st.micro_batch = r->micro_batch;
-	st.grad_accum = r->grad_accum;
-	st.global_batch = r->micro_batch * r->grad_accum * c->work.dp;
+	st.micro_batch = x.micro_batch;
+	st.grad_accum = x.grad_accum;
+	st.global_batch = x.micro_batch * x.grad_accum * c->work.dp;
 	step_throughput(&c->g[c->slots[i].graph], &st);
 	x.tokens_per_s = st.tokens_per_s;
 	if (train_time(c, &c->g[c->slots[i].graph], &st, &x, e))
@@ -1126,7 +1214,7 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 		apply(c, i);
 		p = &c->pend[n++];
 		p->i = i;
-		if (upper_score(c, i, bi, &out[i], 0, &p->ub, &p->level, e))
+		if (upper_score(c, i, bi, &out[i], c->waiting[i] ? -1 : 0, &p->ub, &p->level, e))
 			return e->code;
 	}
 	qsort(c->pend, (size_t)n, sizeof *c->pend, by_bound);
@@ -1141,6 +1229,13 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 			continue;
 		}
 		apply(c, p->i);
+		if (c->waiting[p->i]) {  /* its memory, searched now that its bound leaves it in */
+			c->waiting[p->i] = 0;
+			if (settle(c, p->i, sw->batches[bi], r, e))
+				return e->code;
+			if (r->status != SWEEP_OK)
+				continue;
+		}
 		if (p->level < 2) {  /* a looser bound leaves it in: the next, then its place again */
 			if (upper_score(c, p->i, bi, r, p->level + 1, &p->ub, &p->level, e))
 				return e->code;
