@@ -71,9 +71,12 @@ struct slot {
 	struct mem_memo *mm;      /* (ctx->nmemo) */
 	int nsm, nmm;             /* entries filled so far (the next to replace: modulo nmemo);
 				     only those are read, so a new group empties a memo by these */
-	int bounded;              /* its least step times in the group's cells are in ctx->lbt:
-				     1 those of step_bound_least, 2 those of step_bound_at too */
-	int bounded0;             /* those of its kernels alone are in ctx->lb0 (bounds0) */
+	uint64_t bounded1;        /* (bit per batch index) the cells whose least step time is in
+				     ctx->lbt: that of step_bound_least (bounds) */
+	uint64_t bounded2;        /* of them, those with step_bound_at's too, or with no
+				     accumulation (nothing tighter to make) */
+	uint64_t bounded0;        /* the cells whose least time from its kernels alone is in
+				     ctx->lb0 (bounds0) */
 	int bounded_any;          /* those of its kernels at any micro-batch are in ctx->lba
 				     (bounds_any) */
 	int planned;              /* plan holds its plan (apply) */
@@ -940,57 +943,77 @@ void sweep_cell_best(const struct sweep *sw, const struct sweep_result *cell, in
 
 /* ---- recommend's tables: the steps they can show (SWEEP_TABLES) --------------------- */
 
-/* The least step time of candidate i in each cell of the group this context
- * evaluates, into c->lbt (step.h; 0 where it does not fit): its task graph of
- * one micro-step bounded at each micro-batch (re-timed from one to the next),
- * for step_bound_least; with tight, then that of two micro-steps where a cell
- * accumulates more, for step_bound_at. A graph of two micro-steps costs about
- * twice one of one (bench/sweep.ini's tables spent 0.17 s, 13 %, on them when
- * every candidate built one: timed once around step_bound), and a candidate
- * the looser bound already rules out never needs it (tables). The working
- * scenario is i's. */
 /* The micro-batch and accumulation candidate i takes in each cell of the
- * group this context evaluates (choose), into mb and ga: mb 0 where the cell
- * is not evaluated here or nothing fits. Returns 0 or an error code. */
-static int cell_choices(struct sweep_ctx *c, int i, int64_t *mb, int64_t *ga, struct err *e)
+ * group this context evaluates whose memory searches are made (choose), into
+ * mb and ga, and those cells into *known (a bit per batch index): mb 0 where
+ * the cell is not evaluated here, not known yet or nothing fits. A cell's
+ * bounds are made once its choice is known: a search the tables have not
+ * needed is not made for a bound (bench/sweep.ini's tables: 255 searches of
+ * tapes with accumulation when every cell's choice was made at the first,
+ * about 120 so). Returns 0 or an error code. */
+static int cell_choices(struct sweep_ctx *c, int i, int64_t *mb, int64_t *ga, uint64_t *known, struct err *e)
 {
 	const struct sweep *sw = c->sw;
 	int bi, a;
 
+	*known = 0;
 	for (bi = 0; bi < sw->nbatch; bi++) {
 		mb[bi] = 0;
 		ga[bi] = 1;
-		if (batch_here(c, bi) && (mb[bi] = choose(c, i, sw->batches[bi], &ga[bi], &a, NULL, e)) < 0)
+		if (!batch_here(c, bi) || !searched(c, i, sw->batches[bi]))
+			continue;
+		if ((mb[bi] = choose(c, i, sw->batches[bi], &ga[bi], &a, NULL, e)) < 0)
 			return e->code;
+		*known |= (uint64_t)1 << bi;
 	}
 	return 0;
 }
 
+/* The least step time of candidate i in each cell of the group this context
+ * evaluates whose choice is known (cell_choices), into c->lbt (step.h; 0
+ * where it does not fit): its task graph of one micro-step bounded at each
+ * micro-batch (re-timed from one to the next), for step_bound_least; with
+ * tight, then that of two micro-steps where a cell accumulates more, for
+ * step_bound_at. A graph of two micro-steps costs about twice one of one
+ * (bench/sweep.ini's tables spent 0.17 s, 13 %, on them when every candidate
+ * built one: timed once around step_bound), and a candidate the looser bound
+ * already rules out never needs it (tables). Cells known later are bounded
+ * when asked. The working scenario is i's. */
 static int bounds(struct sweep_ctx *c, int i, int tight, struct err *e)
 {
 	const struct sweep *sw = c->sw;
 	struct slot *s = &c->slots[i];
 	double *lbt = c->lbt + (size_t)i * (size_t)sw->nbatch, x;
-	int64_t mb[SWEEP_MAX_AXIS], ga[SWEEP_MAX_AXIS], m = 0, more = 0;
+	int64_t mb[SWEEP_MAX_AXIS], ga[SWEEP_MAX_AXIS], m = 0;
 	struct step_bound *one = c->one ? c->one + (size_t)i * (size_t)sw->nbatch : c->bnd, *two = c->bnd + sw->nbatch;
+	uint64_t known, todo[3], bit, made[3] = {0, 0, 0}, acc = 0;
 	int bi, j, pass;
 
-	if (s->bounded >= 1 + tight)
-		return 0;
-	if (cell_choices(c, i, mb, ga, e))
+	if (cell_choices(c, i, mb, ga, &known, e))
 		return e->code;
 	for (bi = 0; bi < sw->nbatch; bi++)
-		more |= mb[bi] > 0 && ga[bi] > 1;
-	if (!more || !c->one)  /* nothing looser to try, or no room to keep one's bounds */
-		tight = 1;
-	for (pass = s->bounded + 1; pass <= 1 + tight; pass++)
+		if (mb[bi] > 0 && ga[bi] > 1)
+			acc |= (uint64_t)1 << bi;
+	/* nothing looser to try, or no room to keep one's bounds: both at once */
+	tight |= !c->one || !(known & ~s->bounded2 & acc);
+	todo[1] = known & ~s->bounded1;
+	todo[2] = tight ? known & ~s->bounded2 : 0;
+	if (!todo[1] && !todo[2])
+		return 0;
+	for (pass = 1; pass <= 2; pass++)
 		for (bi = 0; bi < sw->nbatch; bi++) {
 			struct step_bound *b = pass == 1 ? &one[bi] : &two[bi];
-			if (mb[bi] <= 0 || (pass == 2 && ga[bi] == 1))
+			bit = (uint64_t)1 << bi;
+			if (!(todo[pass] & bit) || mb[bi] <= 0 || (pass == 2 && ga[bi] == 1))
 				continue;
-			for (j = 0; j < bi && !(mb[j] == mb[bi] && (pass == 1 || ga[j] > 1)); j++)
+			/* the same micro-batch in another cell: kept (one) or made now */
+			for (j = 0; j < sw->nbatch && !(j != bi && mb[j] == mb[bi] &&
+							   (pass == 1 ? ((c->one ? s->bounded1 & known : 0) | made[1]) >> j & 1
+								      : made[2] >> j & 1));
+			     j++)
 				;
-			if (j < bi) {  /* the same micro-batch in another cell */
+			made[pass] |= bit;
+			if (j < sw->nbatch) {
 				*b = pass == 1 ? one[j] : two[j];
 				continue;
 			}
@@ -1000,15 +1023,19 @@ static int bounds(struct sweep_ctx *c, int i, int tight, struct err *e)
 				return e->code ? e->code : ERR_SYSTEM;
 			m++;
 		}
-	s->bounded = 1 + tight;
 	for (bi = 0; bi < sw->nbatch; bi++) {
+		bit = (uint64_t)1 << bi;
+		if (!((todo[1] | todo[2]) & bit))
+			continue;
 		lbt[bi] = 0;
 		if (mb[bi] <= 0)
 			continue;
 		lbt[bi] = step_bound_least(&one[bi], ga[bi]);
-		if (tight && ga[bi] > 1 && (x = step_bound_at(&one[bi], &two[bi], ga[bi])) > lbt[bi])
+		if ((todo[2] & bit) && ga[bi] > 1 && (x = step_bound_at(&one[bi], &two[bi], ga[bi])) > lbt[bi])
 			lbt[bi] = x;  /* both hold: the larger */
 	}
+	s->bounded1 |= todo[1];
+	s->bounded2 |= todo[2];
 	c->k.bounds += m;
 	return 0;
 }
@@ -1028,13 +1055,14 @@ static int bounds0(struct sweep_ctx *c, int i, struct err *e)
 	double *lb = c->lb0 + (size_t)i * (size_t)sw->nbatch, least[SWEEP_MAX_AXIS];
 	int64_t mb[SWEEP_MAX_AXIS], ga[SWEEP_MAX_AXIS], mbs[SWEEP_MAX_AXIS];
 	int bi, j, n = 0, at[SWEEP_MAX_AXIS];
+	uint64_t known, todo;
 
-	if (s->bounded0)
-		return 0;
-	if (cell_choices(c, i, mb, ga, e))
+	if (cell_choices(c, i, mb, ga, &known, e))
 		return e->code;
+	if (!(todo = known & ~s->bounded0))
+		return 0;
 	for (bi = 0; bi < sw->nbatch; bi++) {
-		if (mb[bi] <= 0)
+		if (!(todo >> bi & 1) || mb[bi] <= 0)
 			continue;
 		for (j = 0; j < n && mbs[j] != mb[bi]; j++)
 			;
@@ -1045,9 +1073,10 @@ static int bounds0(struct sweep_ctx *c, int i, struct err *e)
 	if (n && step_kernel_least(&c->ks, &c->work, &c->g[s->graph], mbs, n, least, e))
 		return e->code ? e->code : ERR_SYSTEM;
 	for (bi = 0; bi < sw->nbatch; bi++)
-		lb[bi] = mb[bi] > 0 ? (double)ga[bi] * least[at[bi]] : 0;
-	s->bounded0 = 1;
-	c->k.kernel_bounds++;
+		if (todo >> bi & 1)
+			lb[bi] = mb[bi] > 0 ? (double)ga[bi] * least[at[bi]] : 0;
+	c->k.kernel_bounds += !s->bounded0;
+	s->bounded0 |= todo;
 	return 0;
 }
 
@@ -1091,13 +1120,14 @@ static int bounds_any(struct sweep_ctx *c, int i, struct err *e)
 	return 0;
 }
 
-/* What upper_score's bound of candidate i (r: its micro-batch and
- * accumulation) is from after bounds0 and bounds made what they made. */
-static int bound_level(const struct sweep_ctx *c, int i, const struct sweep_result *r)
+/* What upper_score's bound of candidate i in the cell of batch index bi (r:
+ * its micro-batch and accumulation) is from after bounds0 and bounds made
+ * what they made. */
+static int bound_level(const struct sweep_ctx *c, int i, int bi, const struct sweep_result *r)
 {
-	int b = c->slots[i].bounded;
+	const struct slot *s = &c->slots[i];
 
-	return !b ? 0 : b == 2 || r->grad_accum <= 1 ? 2 : 1;
+	return !(s->bounded1 >> bi & 1) ? 0 : (s->bounded2 >> bi & 1) || r->grad_accum <= 1 ? 2 : 1;
 }
 
 /* The most candidate i's score can be in a cell of batch index bi (r: its
@@ -1127,7 +1157,7 @@ static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_re
 		 * the score reads of it (the job model's is not bounded, above) */
 		x.micro_batch = c->sw->batches[bi] / c->work.dp;
 		x.grad_accum = 1;
-	} else if (level == 0 && !c->slots[i].bounded) {
+	} else if (level == 0 && !(c->slots[i].bounded1 >> bi & 1)) {
 		if (bounds0(c, i, e))
 			return e->code;
 		t = c->lb0[at];
@@ -1136,7 +1166,7 @@ static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_re
 			return e->code;
 		t = c->lbt[at];
 	}
-	*got = level < 0 ? -1 : bound_level(c, i, r);
+	*got = level < 0 ? -1 : bound_level(c, i, bi, r);
 	if (!(t > 0)) {  /* nothing known of its time */
 		*ub = HUGE_VAL;
 		return 0;
