@@ -1081,8 +1081,15 @@ static void forward(struct bld *b)
 	cut_pass_end(b, 0);
 }
 
-/* Recomputation before graph unit gu's backward: its whole forward (full) or
- * its attention core (selective). */
+/* Whether the recomputation before a graph unit's backward (recompute) runs
+ * op i of the unit again: every op (full) or the attention core (selective). */
+static int recomputes(const struct bld *b, int i)
+{
+	return b->recompute == RECOMPUTE_FULL || (b->recompute == RECOMPUTE_SELECTIVE && b->g->ops[i].attn_core);
+}
+
+/* Recomputation before graph unit gu's backward: the forward of its ops that
+ * recomputes() names. */
 static void recompute(struct bld *b, int gu)
 {
 	int i, f = b->ss->gfirst[gu], l = b->ss->glast[gu];
@@ -1094,7 +1101,7 @@ static void recompute(struct bld *b, int gu)
 		 * too (FSDP's unit is already gathered by its pre-backward hook and
 		 * FSDP does not reshard in a backward-time forward) */
 		int u = b->modules ? b->ss->unit_of[i] : -1, k = -1;
-		if (b->recompute == RECOMPUTE_SELECTIVE && !b->g->ops[i].attn_core)
+		if (!recomputes(b, i))
 			continue;
 		if (u >= 0)
 			pre_forward(b, u);
@@ -1306,6 +1313,14 @@ static double dp_output_bytes(const struct bld *b)
 /* One micro-step of DataParallel: GPU 0 (rank 0) and a replica (rank 1) run
  * the same kernels; the host issues both replicas' forward ops under one
  * interpreter lock; autograd runs one thread per device. */
+/* Whether a micro-step is DataParallel's (dp_microstep: its forward and
+ * backward on GPU 0 and 1, no recomputation) rather than forward and
+ * backward (build). */
+static int dp_micro(const struct bld *b)
+{
+	return b->p->mech == MECH_DP;
+}
+
 static void dp_microstep(struct bld *b)
 {
 	const struct graph *g = b->g;
@@ -1379,6 +1394,7 @@ static int grow_ops(struct step_sim *ss, int nops, int ng)
 		ss->bkt = resized(ss->bkt, nops, sizeof *ss->bkt, &fail);
 		ss->kw = resized(ss->kw, nops, sizeof *ss->kw, &fail);
 		ss->kop = resized(ss->kop, nops, sizeof *ss->kop, &fail);
+		ss->kwr = resized(ss->kwr, nops, sizeof *ss->kwr, &fail);
 		ss->unit_of = resized(ss->unit_of, nops, sizeof *ss->unit_of, &fail);
 		ss->ex = resized(ss->ex, nops, sizeof *ss->ex, &fail);
 		ss->internal = resized(ss->internal, nops, sizeof *ss->internal, &fail);
@@ -1620,7 +1636,7 @@ static int build(struct bld *b)
 			b->ss->unit_of[m] = -1;
 	for (m = 0; m < b->accum; m++) {
 		last = m == b->accum - 1;
-		if (b->p->mech == MECH_DP) {
+		if (dp_micro(b)) {
 			dp_microstep(b);
 			continue;
 		}
@@ -1736,6 +1752,7 @@ void step_sim_delete(struct step_sim *ss)
 	free(ss->bkt);
 	free(ss->kw);
 	free(ss->kop);
+	free(ss->kwr);
 	free(ss->unit_of);
 	free(ss->gfirst);
 	free(ss->glast);
@@ -2390,7 +2407,7 @@ int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struc
 	struct bld b;
 	struct op_consts k;
 	double f, sum;
-	int i, j, o;
+	int i, j, o, u;
 
 	ss->built = ss->whole = ss->blocks = 0;  /* its kernel tables are overwritten */
 	if (setup(&b, ss, s, g, 1))
@@ -2408,6 +2425,15 @@ int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struc
 		ss->kg = g;
 		ss->kvarlen = varlen(&b);
 	}
+	for (i = 0; i < g->nops; i++)  /* the recomputed forwards, by class (recompute) */
+		ss->kwr[i] = 0;
+	if (!dp_micro(&b) && b.recompute != RECOMPUTE_NONE) {
+		graph_units(&b);
+		for (u = 1; u <= g->nblocks; u++)
+			for (i = ss->gfirst[u]; i >= 0 && i <= ss->glast[u]; i++)
+				if (recomputes(&b, i))
+					ss->kwr[ss->rep[i]] += 1;
+	}
 	f = des_least_factor(compute_slow(&b), DES_COMPUTE);  /* des_work_least's, the compute stream */
 	k = op_consts(&b);
 	for (j = 0; j < n; j++) {
@@ -2417,7 +2443,7 @@ int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struc
 		for (sum = 0, i = 0; i < ss->nkop; i++) {  /* the first op of each class, in op order */
 			o = ss->kop[i];
 			op_time(&b, &k, o);  /* as op_times would (skip is NULL: nothing left out) */
-			sum += ss->kw[o] * (ss->tf[o] * f + ss->tb[o] * f);
+			sum += ss->kw[o] * (ss->tf[o] * f + ss->tb[o] * f) + ss->kwr[o] * ss->tf[o] * f;
 		}
 		least[j] = sum;
 	}

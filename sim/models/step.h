@@ -61,6 +61,8 @@ struct step_sim {
 	double *kw;                 /* (nops) step_kernel_least: the ops that share op i's kernel
 				       times when it is the first of its class (op_classes), else 0 */
 	int *kop, nkop;             /* (nops) step_kernel_least: the ops with kw > 0, ascending */
+	double *kwr;                /* (nops) step_kernel_least: of kw, the ops whose forward the
+				       recomputation runs again (step.c recomputes) */
 	const struct graph *kg;     /* step_kernel_least: the graph its kernel tables (ex, internal,
 				       rep, kw) are of (with the model it was built from), NULL none;
 				       whoever frees that graph while ss lives clears it (a new graph
@@ -204,13 +206,15 @@ struct step_bound {
 };
 
 /* A looser bound that needs no task graph: least[j] = the time of one
- * micro-step's forward and backward kernels at micro-batch mbs[j] (s; the
- * same op_times as the graph's, with des_work_least's factor), for j < n. Each
- * micro-step of every strategy issues each op's forward and backward kernel
- * once on the compute stream (forward, backward and dp_microstep in step.c;
- * an op of no time issues none), so a step of ga micro-steps takes at least
- * ga x least[j], and step_bound's compute stream sums these terms and more
- * (recomputation, the optimizer, casts). ss's kernel tables are overwritten:
+ * micro-step's forward, recomputed forward and backward kernels at
+ * micro-batch mbs[j] (s; the same op_times as the graph's, with
+ * des_work_least's factor), for j < n. Each micro-step of every strategy
+ * issues each op's forward and backward kernel once on the compute stream
+ * (forward, backward and dp_microstep in step.c; an op of no time issues
+ * none), and, but under DataParallel, the forward of each op the
+ * checkpointing recomputes once more before its block's backward (recompute),
+ * so a step of ga micro-steps takes at least ga x least[j], and step_bound's
+ * compute stream sums these terms and more (the optimizer, casts). ss's kernel tables are overwritten:
  * a task graph it held is built again when next asked for, so a caller keeps a
  * step_sim for this alone (the sweep's tables). Returns 0 or fills e. */
 int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struct graph *g,
