@@ -1310,9 +1310,6 @@ static double dp_output_bytes(const struct bld *b)
 	return bytes;
 }
 
-/* One micro-step of DataParallel: GPU 0 (rank 0) and a replica (rank 1) run
- * the same kernels; the host issues both replicas' forward ops under one
- * interpreter lock; autograd runs one thread per device. */
 /* Whether a micro-step is DataParallel's (dp_microstep: its forward and
  * backward on GPU 0 and 1, no recomputation) rather than forward and
  * backward (build). */
@@ -1321,6 +1318,9 @@ static int dp_micro(const struct bld *b)
 	return b->p->mech == MECH_DP;
 }
 
+/* One micro-step of DataParallel: GPU 0 (rank 0) and a replica (rank 1) run
+ * the same kernels; the host issues both replicas' forward ops under one
+ * interpreter lock; autograd runs one thread per device. */
 static void dp_microstep(struct bld *b)
 {
 	const struct graph *g = b->g;
