@@ -1130,6 +1130,8 @@ static int bound_level(const struct sweep_ctx *c, int i, int bi, const struct sw
 	return !(s->bounded1 >> bi & 1) ? 0 : (s->bounded2 >> bi & 1) || r->grad_accum <= 1 ? 2 : 1;
 }
 
+static int score_of(struct sweep_ctx *c, int i, struct sweep_result *x, double t, double *ub, struct err *e);
+
 /* The most candidate i's score can be in a cell of batch index bi (r: its
  * micro-batch and accumulation): the score of a step of its least time, by
  * level -1 its kernels alone at any micro-batch (bounds_any; r's not known
@@ -1140,7 +1142,6 @@ static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_re
 		       double *ub, int *got, struct err *e)
 {
 	struct sweep_result x = *r;
-	struct step_result st;
 	size_t at = (size_t)i * (size_t)c->sw->nbatch + (size_t)bi;
 	double t;
 
@@ -1167,21 +1168,30 @@ static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_re
 		t = c->lbt[at];
 	}
 	*got = level < 0 ? -1 : bound_level(c, i, bi, r);
+	return score_of(c, i, &x, t, ub, e);
+}
+
+/* Into *ub the score of candidate i (x: its micro-batch and accumulation) at a
+ * step of t s, HUGE_VAL when t is not known (0). Returns 0 or an error code. */
+static int score_of(struct sweep_ctx *c, int i, struct sweep_result *x, double t, double *ub, struct err *e)
+{
+	struct step_result st;
+
 	if (!(t > 0)) {  /* nothing known of its time */
 		*ub = HUGE_VAL;
 		return 0;
 	}
 	memset(&st, 0, sizeof st);
 	st.time = t;
-	st.micro_batch = x.micro_batch;
-	st.grad_accum = x.grad_accum;
-	st.global_batch = x.micro_batch * x.grad_accum * c->work.dp;
+	st.micro_batch = x->micro_batch;
+	st.grad_accum = x->grad_accum;
+	st.global_batch = x->micro_batch * x->grad_accum * c->work.dp;
 	step_throughput(&c->g[c->slots[i].graph], &st);
-	x.tokens_per_s = st.tokens_per_s;
-	if (train_time(c, &c->g[c->slots[i].graph], &st, &x, e))
+	x->tokens_per_s = st.tokens_per_s;
+	if (train_time(c, &c->g[c->slots[i].graph], &st, x, e))
 		return e->code;
-	score(c->sw, &x);
-	*ub = x.score;
+	score(c->sw, x);
+	*ub = x->score;
 	return 0;
 }
 
@@ -1190,6 +1200,56 @@ static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_re
 static int below(double ub, double score)
 {
 	return ub < score - fabs(score) * 1e-6;
+}
+
+/* Whether a candidate of strategy strat whose score is at most ub can be
+ * neither the best (best) nor the runner-up (ru) of the candidates simulated
+ * so far: below the best's, and of the best's strategy or below the
+ * runner-up's too. */
+static int ruled_out(const struct sweep_ctx *c, const char *strat, double ub, const struct sweep_result *out,
+		     int best, int ru)
+{
+	const struct sweep *sw = c->sw;
+
+	return best >= 0 && below(ub, out[best].score) &&
+	       (!strcmp(strat, sw->cands[best].strat) || (ru >= 0 && below(ub, out[ru].score)));
+}
+
+/* Whether every smaller micro-batch candidate i could take in the cell of
+ * batch index bi than r's (fitting's, when r's does not fit: with global
+ * batches a smaller divisor of the batch per GPU, accumulating the rest; none
+ * otherwise) is ruled out (ruled_out) by its kernels' bound there (bounds0's,
+ * step_kernel_least). Sets *yes; returns 0 or an error code. */
+static int smaller_ruled_out(struct sweep_ctx *c, int i, int bi, const struct sweep_result *r,
+			     const struct sweep_result *out, int best, int ru, int *yes, struct err *e)
+{
+	const struct sweep *sw = c->sw;
+	int64_t mbs[SWEEP_ANY_MBS], per = sw->batches[bi] / c->work.dp, d;
+	double least[SWEEP_ANY_MBS], ub;
+	struct sweep_result x = *r;
+	int n = 0, j;
+
+	*yes = 0;
+	if (c->sw->set.objective == SWEEP_TIME_TO_TRAIN && c->work.has_failures)
+		return 0;  /* the job model's time: not bounded (upper_score) */
+	if (sw->batch_mode == SWEEP_GLOBAL)
+		for (d = 1; d < r->micro_batch && n < SWEEP_ANY_MBS; d++)
+			if (per % d == 0)
+				mbs[n++] = d;
+	if (n == SWEEP_ANY_MBS)
+		return 0;
+	if (n && step_kernel_least(&c->ks, &c->work, &c->g[c->slots[i].graph], mbs, n, least, e))
+		return e->code ? e->code : ERR_SYSTEM;
+	for (j = 0; j < n; j++) {
+		x.micro_batch = mbs[j];
+		x.grad_accum = per / mbs[j];
+		if (score_of(c, i, &x, (double)x.grad_accum * least[j], &ub, e))
+			return e->code;
+		if (!ruled_out(c, sw->cands[i].strat, ub, out, best, ru))
+			return 0;
+	}
+	*yes = 1;
+	return 0;
 }
 
 static int by_bound(const void *a, const void *b)
@@ -1235,6 +1295,7 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 	const struct sweep *sw = c->sw;
 	struct sweep_result *r;
 	struct pend *p, x;
+	struct sweep_result keep;
 	int64_t mb, accum, failed;
 	int i, j, k, a, n = 0, nd = 0, best = -1, ru = -1;
 
@@ -1251,8 +1312,7 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 	for (j = 0; j < n; j++) {
 		p = &c->pend[j];
 		r = &out[p->i];
-		if (best >= 0 && below(p->ub, out[best].score) &&
-		    (!strcmp(sw->cands[p->i].strat, sw->cands[best].strat) || (ru >= 0 && below(p->ub, out[ru].score)))) {
+		if (ruled_out(c, sw->cands[p->i].strat, p->ub, out, best, ru)) {
 			r->status = SWEEP_BOUNDED;
 			snprintf(r->note, sizeof r->note, "not simulated: its bound cannot reach the cell's best or "
 				 "runner-up (the tables)");
@@ -1276,6 +1336,25 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 			j--;
 			continue;
 		}
+		/* its step at the micro-batch it chose, before that is checked to
+		 * fit (fitting: a breakdown, its tape built again): when the step
+		 * is ruled out and so is every smaller micro-batch it would take
+		 * if that did not fit, the check is not needed */
+		keep = *r;
+		if (finish(c, p->i, r, e))
+			return e->code;
+		if (ruled_out(c, sw->cands[p->i].strat, r->score, out, best, ru)) {
+			if (smaller_ruled_out(c, p->i, bi, r, out, best, ru, &k, e))
+				return e->code;
+			if (k) {
+				*r = keep;
+				r->status = SWEEP_BOUNDED;
+				snprintf(r->note, sizeof r->note, "not simulated: its bound cannot reach the cell's best "
+					 "or runner-up (the tables)");
+				continue;
+			}
+		}
+		*r = keep;
 		/* the micro-batch it would be shown at must fit (fitting) */
 		mb = fitting(c, p->i, sw->batches[bi], &accum, &a, NULL, &failed, e);
 		if (mb < 0)
