@@ -71,7 +71,8 @@ static void usage(FILE *f)
 		"  --no-calibration  with --db, keep the catalog's efficiencies\n"
 		"  --quiet        do not print the table on stdout\n"
 		"  --stats        print cells, candidates, step simulations, task graphs bounded\n"
-		"                 and candidates bounded by their kernels alone, tapes built (and those\n"
+		"                 and candidates bounded by their kernels alone, those ruled out\n"
+		"                 before their memory was searched, tapes built (and those\n"
 		"                 cut short: not one sample fits), the rate and what the\n"
 		"                 allocator's emulation did (max-batch searches, replays, peaks) on\n"
 		"                 stderr\n"
@@ -508,10 +509,10 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 		if (o->stats)
 			fprintf(stderr, "recommend: %d cells x %d candidates on %d rank%s: %ld evaluated against memory, "
 				"%ld step simulations (%ld task graphs bounded instead, %ld candidates by their kernels "
-				"alone), %ld tapes (%ld cut short: not one sample fits), %ld graphs in %.2f s (%.0f "
-				"candidates/s)\n", sw.ncell, sw.ncand, nranks,
-				nranks > 1 ? "s" : "", sum.candidates, sum.steps, sum.bounds, sum.kernel_bounds, sum.tapes,
-				sum.tapes_cut, sum.graphs, progress_now() - t0,
+				"alone, %ld ruled out before their memory was searched), %ld tapes (%ld cut short: not "
+				"one sample fits), %ld graphs in %.2f s (%.0f candidates/s)\n", sw.ncell, sw.ncand, nranks,
+				nranks > 1 ? "s" : "", sum.candidates, sum.steps, sum.bounds, sum.kernel_bounds,
+				sum.unsearched, sum.tapes, sum.tapes_cut, sum.graphs, progress_now() - t0,
 				sum.candidates / (progress_now() - t0));
 		if (o->stats) {
 			char line[400];

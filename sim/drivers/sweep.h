@@ -227,6 +227,9 @@ struct sweep_counts {
 	long bounds;         /* task graphs bounded without a simulation (SWEEP_TABLES) */
 	long kernel_bounds;  /* candidates bounded by their kernels alone, no task graph
 				(step_kernel_least, SWEEP_TABLES) */
+	long unsearched;     /* of the candidates of the cells, those ruled out before their
+				memory was searched (their kernels at any micro-batch; global
+				batches, SWEEP_TABLES) */
 	struct mem_emu_counts emu; /* the allocator's emulation (memory.h) */
 };
 void sweep_ctx_counts(const struct sweep_ctx *c, struct sweep_counts *k);

@@ -1313,6 +1313,7 @@ static int tables(struct sweep_ctx *c, int bi, struct sweep_result *out, struct 
 		p = &c->pend[j];
 		r = &out[p->i];
 		if (ruled_out(c, sw->cands[p->i].strat, p->ub, out, best, ru)) {
+			c->k.unsearched += c->waiting[p->i];
 			r->status = SWEEP_BOUNDED;
 			snprintf(r->note, sizeof r->note, "not simulated: its bound cannot reach the cell's best or "
 				 "runner-up (the tables)");
