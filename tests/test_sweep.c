@@ -389,18 +389,23 @@ Test(sweep, best_memory_only_changes_no_table, .timeout = 120)
 					   "strategies = ddp, fsdp\nnodes = 1, 4\nobjective = time_to_train\n", &nofit), 0);
 }
 
-/* What a context does over every cell of sw with detail (its counts into k);
- * the results into r (cell-major). Returns its max-batch searches. */
-static long searches(const struct sweep *sw, int detail, struct sweep_result *r, struct sweep_counts *k)
+/* What one context does over every cell of the sweep text with detail (its
+ * counts into k): the sweep into sw and its results into *r (cell-major), for
+ * the caller to free. Returns its max-batch searches. */
+static long searches(const char *text, int detail, struct sweep *sw, struct sweep_result **r,
+		     struct sweep_counts *k)
 {
-	struct sweep_ctx *c = sweep_ctx_create(sw);
+	struct sweep_ctx *c;
 	struct err e = {0};
 	int cell;
 
-	cr_assert(c);
+	load_text(sw, text);
+	*r = calloc((size_t)sw->ncell * sw->ncand, sizeof **r);
+	c = sweep_ctx_create(sw);
+	cr_assert(*r && c);
 	sweep_ctx_detail(c, detail);
 	for (cell = 0; cell < sw->ncell; cell++)
-		cr_assert_eq(sweep_eval_cell(c, cell, r + (size_t)cell * sw->ncand, &e), 0, "%s", e.msg);
+		cr_assert_eq(sweep_eval_cell(c, cell, *r + (size_t)cell * sw->ncand, &e), 0, "%s", e.msg);
 	sweep_ctx_counts(c, k);
 	sweep_ctx_delete(c);
 	return k->emu.searches;
@@ -436,11 +441,10 @@ Test(sweep, tables_search_memory_only_where_kernels_leave_a_chance, .timeout = 1
 
 	snprintf(text, sizeof text, "%sglobal_batch = 512, 1024\n", head);
 	best_only_same_tables(text, &nofit);
-	load_text(&sw, text);
-	r = calloc((size_t)sw.ncell * sw.ncand, sizeof *r);
-	cr_assert(r);
-	all = searches(&sw, SWEEP_ALL, r, &k);
-	tables = searches(&sw, SWEEP_TABLES, r, &k);
+	all = searches(text, SWEEP_ALL, &sw, &r, &k);
+	free(r);
+	sweep_free(&sw);
+	tables = searches(text, SWEEP_TABLES, &sw, &r, &k);
 	cr_expect_leq(k.emu.peaks, 2, "tables: %ld breakdowns", k.emu.peaks);
 	for (cell = 0; cell < sw.ncell; cell++)
 		for (i = 0; i < sw.ncand; i++) {
@@ -457,10 +461,7 @@ Test(sweep, tables_search_memory_only_where_kernels_leave_a_chance, .timeout = 1
 
 	snprintf(text, sizeof text, "%sglobal_batch = 8, 2048\ntensor_parallel = 1, 2\n", head);
 	best_only_same_tables(text, &nofit);
-	load_text(&sw, text);
-	r = calloc((size_t)sw.ncell * sw.ncand, sizeof *r);
-	cr_assert(r);
-	tables = searches(&sw, SWEEP_TABLES, r, &k);
+	tables = searches(text, SWEEP_TABLES, &sw, &r, &k);
 	cr_expect_leq(tables, 13, "tables %ld searches", tables);
 	cr_expect_leq(k.emu.peaks, 5, "tables: %ld breakdowns", k.emu.peaks);
 	free(r);
