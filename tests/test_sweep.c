@@ -4,6 +4,7 @@
  * simulate gives for the same scenario written out as a file.
  */
 #include <criterion/criterion.h>
+#include <gsl/gsl_rng.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -466,6 +467,66 @@ Test(sweep, tables_search_memory_only_where_kernels_leave_a_chance, .timeout = 1
 	cr_expect_leq(k.emu.peaks, 5, "tables: %ld breakdowns", k.emu.peaks);
 	free(r);
 	sweep_free(&sw);
+}
+
+/* Some of the n words of list (a random non-empty subset, in list order),
+ * comma-separated into buf. */
+static void some_of(gsl_rng *g, const char *const *list, int n, char *buf, size_t size)
+{
+	int i, any = 0, first = (int)gsl_rng_uniform_int(g, (unsigned long)n);
+
+	buf[0] = 0;
+	for (i = 0; i < n; i++)
+		if (i == first || gsl_rng_uniform(g) < 0.4) {
+			snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", any ? ", " : "", list[i]);
+			any = 1;
+		}
+}
+
+/* The tables against every figure (best_only_same_tables) on random sweeps
+ * of global batches, from a fixed seed (GSL's MT19937, seed 16): models,
+ * batches, strategies, checkpointing, TP, node counts, links and objective
+ * offload drawn at random, so the tables' bounds (any micro-batch, each
+ * cell's once its memory is searched, the kernels with recomputation, a step
+ * ruled out before its fit check) meet cells that accumulate, candidates that
+ * do not fit, settings that are not valid and batches that do not divide.
+ * Each sweep is logged (--verbose) before its checks. */
+Test(sweep, tables_match_every_figure_on_random_sweeps, .timeout = 300)
+{
+	static const char *const models[] = {"gpt2", "gpt2-medium", "gpt2-xl", "llama-tiny", "llama-2-7b"};
+	static const char *const batches[] = {"8", "16", "24", "64", "96", "128", "512", "2048"};
+	static const char *const strats[] = {"dp", "ddp", "zero1", "zero2", "zero3", "fsdp:full_shard",
+					     "fsdp:shard_grad_op", "fsdp:hybrid_shard"};
+	static const char *const ckpts[] = {"none", "selective", "full"};
+	static const char *const gpus[] = {"a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb"};
+	static const char *const inter[] = {"ib-hdr", "roce-100", "eth-25"};
+	gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+	char text[1024], m[128], b[128], st[256], ck[64];
+	int k, nofit, bounded = 0;
+
+	cr_assert(g);
+	gsl_rng_set(g, 16);
+	for (k = 0; k < 24; k++) {
+		/* one model (GPT-2's vocabulary of 50,257 takes no TP 2) */
+		snprintf(m, sizeof m, "%s", models[gsl_rng_uniform_int(g, 5)]);
+		some_of(g, batches, 8, b, sizeof b);
+		some_of(g, strats, 8, st, sizeof st);
+		some_of(g, ckpts, 3, ck, sizeof ck);
+		snprintf(text, sizeof text,
+			 "[cluster]\ngpu = %s\ngpus_per_node = 8\nintra_node = nvlink3\ninter_node = %s\n"
+			 "nics_per_node = %d\n[sweep]\nmodels = %s\nglobal_batch = %s\nstrategies = %s\n"
+			 "activation_checkpointing = %s\ntensor_parallel = %s\nnodes = %s\nobjective = %s\n"
+			 "offload = %s\n",
+			 gpus[gsl_rng_uniform_int(g, 3)], inter[gsl_rng_uniform_int(g, 3)],
+			 gsl_rng_uniform(g) < 0.5 ? 1 : 8, m, b, st, ck,
+			 !strncmp(m, "llama", 5) && gsl_rng_uniform(g) < 0.5 ? "1, 2" : "1",
+			 gsl_rng_uniform(g) < 0.5 ? "1, 2" : "1, 4", gsl_rng_uniform(g) < 0.7 ? "throughput" : "cost",
+			 gsl_rng_uniform(g) < 0.7 ? "none" : "none, optimizer");
+		cr_log_info("random sweep %d:\n%s", k, text);
+		bounded += best_only_same_tables(text, &nofit);
+	}
+	cr_expect_gt(bounded, 0, "steps skipped on their bounds");
+	gsl_rng_free(g);
 }
 
 Test(sweep, ranks_by_the_objective)
