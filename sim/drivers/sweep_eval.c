@@ -1080,43 +1080,70 @@ static int bounds0(struct sweep_ctx *c, int i, struct err *e)
 	return 0;
 }
 
+/* The micro-batches a candidate may take in a cell of per samples per GPU
+ * below below, with global batches: the divisors d of per (choose and
+ * fitting take one, in per / d micro-steps), added to mbs[0..*n) where not
+ * there yet. Returns 0, or -1 when more than SWEEP_ANY_MBS in all. */
+#define SWEEP_ANY_MBS 256      /* micro-batches bounded at once; more: not known */
+static int divisors(int64_t per, int64_t below, int64_t *mbs, int *n)
+{
+	int64_t d;
+	int j;
+
+	for (d = 1; d <= per && d < below; d++) {
+		if (per % d)
+			continue;
+		for (j = 0; j < *n && mbs[j] != d; j++)
+			;
+		if (j == *n && *n == SWEEP_ANY_MBS)
+			return -1;
+		if (j == *n)
+			mbs[(*n)++] = d;
+	}
+	return 0;
+}
+
+/* The least time of a step of per samples per GPU over the micro-batches
+ * mbs[0..n) below below that divide per, least[j] the kernels' bound of one
+ * micro-step of mbs[j] (step_kernel_least): per / d of them; 0 for none. */
+static double least_over(int64_t per, int64_t below, const int64_t *mbs, const double *least, int n)
+{
+	double lb = 0, t;
+	int j;
+
+	for (j = 0; j < n; j++)
+		if (mbs[j] < below && per % mbs[j] == 0 && ((t = (double)(per / mbs[j]) * least[j]) < lb || lb == 0))
+			lb = t;
+	return lb;
+}
+
 /* The least step time of candidate i in each cell of the group this context
  * evaluates, with global batches, whatever micro-batch its memory search
- * would choose, into c->lba (0: not known): bounds0's bound at every divisor d
- * of the batch per GPU, per / d micro-steps of d (choose and fitting take one
- * of them), the least. A candidate this rules out in every cell never needs
- * its tape (tables). The working scenario is i's. */
-#define SWEEP_ANY_MBS 256      /* micro-batches bounded at once; more: not known */
+ * would choose, into c->lba (0: not known): bounds0's bound at every divisor
+ * of the batch per GPU (divisors), the least (least_over). A candidate this
+ * rules out in every cell never needs its tape (tables). The working scenario
+ * is i's. */
 static int bounds_any(struct sweep_ctx *c, int i, struct err *e)
 {
 	const struct sweep *sw = c->sw;
 	struct slot *s = &c->slots[i];
-	double *lb = c->lba + (size_t)i * (size_t)sw->nbatch, least[SWEEP_ANY_MBS], t;
-	int64_t mbs[SWEEP_ANY_MBS], per, d;
-	int bi, j, n = 0, over = 0;
+	double *lb = c->lba + (size_t)i * (size_t)sw->nbatch, least[SWEEP_ANY_MBS];
+	int64_t mbs[SWEEP_ANY_MBS];
+	int bi, n = 0;
 
 	if (s->bounded_any)
 		return 0;
 	s->bounded_any = 1;
 	for (bi = 0; bi < sw->nbatch; bi++)
 		lb[bi] = 0;
-	for (bi = 0; bi < sw->nbatch && !over; bi++)
-		for (per = batch_here(c, bi) ? sw->batches[bi] / c->work.dp : 0, d = 1; d <= per && !over; d++) {
-			if (per % d)
-				continue;
-			for (j = 0; j < n && mbs[j] != d; j++)
-				;
-			if (j == n && !(over = n == SWEEP_ANY_MBS))
-				mbs[n++] = d;
-		}
-	if (over || n == 0)
-		return 0;
-	if (step_kernel_least(&c->ks, &c->work, &c->g[s->graph], mbs, n, least, e))
+	for (bi = 0; bi < sw->nbatch; bi++)
+		if (batch_here(c, bi) && divisors(sw->batches[bi] / c->work.dp, INT64_MAX, mbs, &n))
+			return 0;
+	if (n && step_kernel_least(&c->ks, &c->work, &c->g[s->graph], mbs, n, least, e))
 		return e->code ? e->code : ERR_SYSTEM;
 	for (bi = 0; bi < sw->nbatch; bi++)
-		for (per = batch_here(c, bi) ? sw->batches[bi] / c->work.dp : 0, j = 0; per > 0 && j < n; j++)
-			if (per % mbs[j] == 0 && ((t = (double)(per / mbs[j]) * least[j]) < lb[bi] || lb[bi] == 0))
-				lb[bi] = t;
+		if (batch_here(c, bi))
+			lb[bi] = least_over(sw->batches[bi] / c->work.dp, INT64_MAX, mbs, least, n);
 	return 0;
 }
 
@@ -1132,6 +1159,13 @@ static int bound_level(const struct sweep_ctx *c, int i, int bi, const struct sw
 
 static int score_of(struct sweep_ctx *c, int i, struct sweep_result *x, double t, double *ub, struct err *e);
 
+/* Whether the objective is the job model's time (time_to_train with
+ * [failures]): not bounded here, at any level, so every step is simulated. */
+static int unbounded(const struct sweep_ctx *c)
+{
+	return c->sw->set.objective == SWEEP_TIME_TO_TRAIN && c->work.has_failures;
+}
+
 /* The most candidate i's score can be in a cell of batch index bi (r: its
  * micro-batch and accumulation): the score of a step of its least time, by
  * level -1 its kernels alone at any micro-batch (bounds_any; r's not known
@@ -1146,8 +1180,8 @@ static int upper_score(struct sweep_ctx *c, int i, int bi, const struct sweep_re
 	double t;
 
 	*got = 2;
-	if (c->sw->set.objective == SWEEP_TIME_TO_TRAIN && c->work.has_failures) {
-		*ub = HUGE_VAL;  /* the job model's time: not bounded here, at any level */
+	if (unbounded(c)) {
+		*ub = HUGE_VAL;
 		return 0;
 	}
 	if (level < 0) {
@@ -1219,36 +1253,30 @@ static int ruled_out(const struct sweep_ctx *c, const char *strat, double ub, co
  * batch index bi than r's (fitting's, when r's does not fit: with global
  * batches a smaller divisor of the batch per GPU, accumulating the rest; none
  * otherwise) is ruled out (ruled_out) by its kernels' bound there (bounds0's,
- * step_kernel_least). Sets *yes; returns 0 or an error code. */
+ * least_over). Sets *yes; returns 0 or an error code. */
 static int smaller_ruled_out(struct sweep_ctx *c, int i, int bi, const struct sweep_result *r,
 			     const struct sweep_result *out, int best, int ru, int *yes, struct err *e)
 {
 	const struct sweep *sw = c->sw;
-	int64_t mbs[SWEEP_ANY_MBS], per = sw->batches[bi] / c->work.dp, d;
+	int64_t mbs[SWEEP_ANY_MBS], per = sw->batches[bi] / c->work.dp;
 	double least[SWEEP_ANY_MBS], ub;
 	struct sweep_result x = *r;
-	int n = 0, j;
+	int n = 0;
 
 	*yes = 0;
-	if (c->sw->set.objective == SWEEP_TIME_TO_TRAIN && c->work.has_failures)
-		return 0;  /* the job model's time: not bounded (upper_score) */
-	if (sw->batch_mode == SWEEP_GLOBAL)
-		for (d = 1; d < r->micro_batch && n < SWEEP_ANY_MBS; d++)
-			if (per % d == 0)
-				mbs[n++] = d;
-	if (n == SWEEP_ANY_MBS)
+	if (unbounded(c) || (sw->batch_mode == SWEEP_GLOBAL && divisors(per, r->micro_batch, mbs, &n)))
 		return 0;
-	if (n && step_kernel_least(&c->ks, &c->work, &c->g[c->slots[i].graph], mbs, n, least, e))
-		return e->code ? e->code : ERR_SYSTEM;
-	for (j = 0; j < n; j++) {
-		x.micro_batch = mbs[j];
-		x.grad_accum = per / mbs[j];
-		if (score_of(c, i, &x, (double)x.grad_accum * least[j], &ub, e))
-			return e->code;
-		if (!ruled_out(c, sw->cands[i].strat, ub, out, best, ru))
-			return 0;
+	if (n == 0) {  /* nothing smaller to fall back to */
+		*yes = 1;
+		return 0;
 	}
-	*yes = 1;
+	if (step_kernel_least(&c->ks, &c->work, &c->g[c->slots[i].graph], mbs, n, least, e))
+		return e->code ? e->code : ERR_SYSTEM;
+	x.micro_batch = per;  /* a step of the cell's batch: all the score reads of it (upper_score) */
+	x.grad_accum = 1;
+	if (score_of(c, i, &x, least_over(per, r->micro_batch, mbs, least, n), &ub, e))
+		return e->code;
+	*yes = ruled_out(c, sw->cands[i].strat, ub, out, best, ru);
 	return 0;
 }
 

@@ -214,9 +214,10 @@ struct step_bound {
  * none), and, but under DataParallel, the forward of each op the
  * checkpointing recomputes once more before its block's backward (recompute),
  * so a step of ga micro-steps takes at least ga x least[j], and step_bound's
- * compute stream sums these terms and more (the optimizer, casts). ss's kernel tables are overwritten:
- * a task graph it held is built again when next asked for, so a caller keeps a
- * step_sim for this alone (the sweep's tables). Returns 0 or fills e. */
+ * compute stream sums these terms and more (the optimizer, casts). ss's
+ * kernel tables are overwritten: a task graph it held is built again when
+ * next asked for, so a caller keeps a step_sim for this alone (the sweep's
+ * tables). Returns 0 or fills e. */
 int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struct graph *g,
 		      const int64_t *mbs, int n, double *least, struct err *e);
 
