@@ -108,8 +108,9 @@ int main(int argc, char **argv)
 	       argv[1], sw.ncell, sw.ncand, k.candidates, k.steps, k.step_graphs);
 	printf("bench recommend:   %ld allocation tapes (%ld of them replayed from a recorded walk) and %ld graphs built; "
 	       "%d cells with a fit; %.0f events per step simulation; the tables: %ld tapes, %ld cut short (not one "
-	       "sample fits)\n",
-	       k.tapes, k.tapes_replayed, k.graphs, fits, (double)k.events / (double)k.steps, kb.tapes, kb.tapes_cut);
+	       "sample fits), %ld restored from a copy kept\n",
+	       k.tapes, k.tapes_replayed, k.graphs, fits, (double)k.events / (double)k.steps, kb.tapes, kb.tapes_cut,
+	       kb.tapes_kept);
 	emu_line("every figure", &k.emu);
 	emu_line("the tables", &kb.emu);
 	printf("bench recommend: sweep of %ld candidates, every one's memory figures (--csv, --json, --db): "

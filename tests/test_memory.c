@@ -522,6 +522,118 @@ Test(memory, remembered_searches_answer_as_fresh_ones)
 	drop(&c);
 }
 
+/* Whether plans a and b hold the same tapes and settings, field for field
+ * (their arrays' contents, not their addresses or capacities). */
+static int same_event(const struct mem_event *x, const struct mem_event *y)
+{
+	return x->fixed == y->fixed && x->per_sample == y->per_sample && x->op == y->op && x->what == y->what &&
+	       x->cat == y->cat && x->sign == y->sign && x->phase == y->phase && x->micro == y->micro &&
+	       x->pooled == y->pooled;  /* field by field: the struct's tail padding is not written */
+}
+
+static int same_plan(const struct mem_plan *a, const struct mem_plan *b, const char *what)
+{
+	int t, i, ok = 1;
+
+	ok &= a->ntapes == b->ntapes && a->capacity == b->capacity && a->align == b->align &&
+	      a->small_max == b->small_max && a->small_seg == b->small_seg && a->split_max == b->split_max &&
+	      a->large_seg == b->large_seg && a->huge_round == b->huge_round && a->host == b->host &&
+	      a->batch_mult == b->batch_mult && memcmp(&a->acfg, &b->acfg, sizeof a->acfg) == 0 &&
+	      a->emulate == b->emulate && a->unfit == b->unfit;
+	cr_expect(ok, "%s: the plan's settings differ", what);
+	for (t = 0; ok && t < 2; t++) {
+		const struct mem_tape *x = &a->tape[t], *y = &b->tape[t];
+		if (t >= a->ntapes) {  /* a tape the plan does not use: empty (its other fields stale) */
+			ok &= x->n == 0 && y->n == 0 && x->nrun == 0 && y->nrun == 0;
+			continue;
+		}
+		ok &= x->n == y->n && x->nrun == y->nrun && x->gpu == y->gpu && x->outside == y->outside &&
+		      x->cut == y->cut && x->ndop == y->ndop && x->gnops == y->gnops &&
+		      memcmp(x->dop, y->dop, (size_t)x->ndop * sizeof *x->dop) == 0;  /* those found */
+		for (i = 0; ok && i < x->n; i++)
+			ok &= same_event(&x->ev[i], &y->ev[i]);
+		ok &= x->nrun == y->nrun && memcmp(x->run, y->run, (size_t)x->nrun * sizeof *x->run) == 0;
+	}
+	cr_expect(ok, "%s: tape %d is not the one a fresh build makes", what, t - 1);
+	return ok;
+}
+
+/* A sweep keeps a candidate's built tapes (mem_plan_keep: each periodic run's
+ * first copy) and restores one into its scratch plan cells later
+ * (mem_plan_restore, sweep_eval.c tapes()), in place of a rebuild: the restored
+ * plan must be the fresh build's field for field (events with every copy's
+ * ops moved, runs, the GPU, the bytes outside the allocator, the settings) and
+ * answer as it does (the max-batch search, the breakdown at the peak), for
+ * every strategy and framework, with and without accumulation (DP's two
+ * tapes included); and a rebuild over a restored plan (memrun_again reusing
+ * the runs it holds) must be right too. The kept copy is smaller than the tape
+ * (Llama 2 7B's blocks repeat). */
+Test(memory, a_kept_plan_restores_as_its_rebuild)
+{
+	const char *sets[] = {"model.name=gpt2", "model.seq_len=256", NULL, NULL, "cluster.gpus_per_node=4",
+			      "training.activation_checkpointing=selective", NULL};
+	static const char *const accum[] = {"training.grad_accum=1", "training.grad_accum=2"};
+	struct mem_kept kept[7 * 3 * 2];
+	struct mem_plan q, f;
+	struct ctx c;
+	struct err e = {0};
+	struct mem_detail a, d;
+	int st, fw, ga, n = 0, i, bind, bf;
+	int64_t mq, mf;
+	size_t events = 0, bytes = 0;
+	char what[96];
+
+	memset(&q, 0, sizeof q);
+	for (i = 0; i < 2; i++)  /* 1: restore in the reverse order, each over another's tapes */
+		for (st = 0; st < 7; st++)
+			for (fw = 0; fw < 3; fw++)
+				for (ga = 0; ga < 2; ga++) {
+					int k = i ? 7 * 3 * 2 - 1 - (st * 6 + fw * 2 + ga) : st * 6 + fw * 2 + ga;
+					int s2 = i ? k / 6 : st, f2 = i ? k / 2 % 3 : fw, g2 = i ? k % 2 : ga;
+					if (!valid(s2, f2))
+						continue;
+					sets[2] = strategies[s2];
+					sets[3] = frameworks[f2];
+					sets[4] = s2 == 0 ? "cluster.gpus_per_node=1" : "cluster.gpus_per_node=4";
+					sets[6] = accum[g2];
+					load(&c, base, sets, 7);
+					snprintf(what, sizeof what, "%s %s %s", sets[2], sets[3], sets[6]);
+					if (!i) {  /* built into the scratch plan over the last case's, kept */
+						cr_assert_eq(mem_plan_rebuild(&q, &c.s, &c.g, &c.pf, &e), 0, "%s", e.msg);
+						cr_assert_eq(mem_plan_keep(&q, &kept[k]), 0, "%s", what);
+						cr_assert_gt(kept[k].bytes, 0);
+						events += (size_t)(q.tape[0].n + q.tape[1].n);
+						bytes += kept[k].bytes;
+						n++;
+						drop(&c);
+						continue;
+					}
+					cr_assert_eq(mem_plan_restore(&q, &kept[k]), 0, "%s", what);
+					memset(&f, 0, sizeof f);
+					cr_assert_eq(mem_plan_build(&f, &c.s, &c.g, &c.pf, &e), 0, "%s", e.msg);
+					same_plan(&q, &f, what);
+					mq = mem_max_batch(&q, &bind);
+					mf = mem_max_batch(&f, &bf);
+					cr_expect_eq(mq, mf, "%s: max batch %lld restored, %lld built", what, (long long)mq,
+						     (long long)mf);
+					memset(&a, 0, sizeof a);
+					memset(&d, 0, sizeof d);
+					mem_detail_peak(&q, bind, mq > 0 ? mq : 1, &a);
+					mem_detail_peak(&f, bf, mf > 0 ? mf : 1, &d);
+					cr_expect_eq(memcmp(&a, &d, sizeof a), 0, "%s: the breakdown at the peak", what);
+					/* the next build over the restored plan */
+					cr_assert_eq(mem_plan_rebuild(&q, &c.s, &c.g, &c.pf, &e), 0, "%s", e.msg);
+					same_plan(&q, &f, what);
+					mem_plan_free(&f);
+					mem_kept_free(&kept[k]);
+					drop(&c);
+				}
+	mem_plan_free(&q);
+	cr_expect_eq(n, 38, "cases kept: %d", n);
+	/* each block's events kept once: a fraction of the tapes' */
+	cr_expect_lt(bytes, events * sizeof(struct mem_event) / 2, "%zu bytes kept of %zu events", bytes, events);
+}
+
 /* The sweep's breakdown (mem_detail_peak: two light passes) is mem_detail's,
  * field for field, and its peak is mem_peak's: the same allocator arithmetic
  * reached by different loops, for every strategy and framework, with pools

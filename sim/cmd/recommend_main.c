@@ -510,9 +510,9 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 			fprintf(stderr, "recommend: %d cells x %d candidates on %d rank%s: %ld evaluated against memory, "
 				"%ld step simulations (%ld task graphs bounded instead, %ld candidates by their kernels "
 				"alone, %ld ruled out before their memory was searched), %ld tapes (%ld cut short: not "
-				"one sample fits), %ld graphs in %.2f s (%.0f candidates/s)\n", sw.ncell, sw.ncand, nranks,
+				"one sample fits; %ld more restored from a copy kept), %ld graphs in %.2f s (%.0f candidates/s)\n", sw.ncell, sw.ncand, nranks,
 				nranks > 1 ? "s" : "", sum.candidates, sum.steps, sum.bounds, sum.kernel_bounds,
-				sum.unsearched, sum.tapes, sum.tapes_cut, sum.graphs, progress_now() - t0,
+				sum.unsearched, sum.tapes, sum.tapes_cut, sum.tapes_kept, sum.graphs, progress_now() - t0,
 				sum.candidates / (progress_now() - t0));
 		if (o->stats) {
 			char line[400];

@@ -222,6 +222,8 @@ struct sweep_counts {
 	long tapes_replayed; /* of which from a recorded walk (memwalk.h scripts) */
 	long tapes_cut;      /* of which cut short, not one sample fitting
 				(mem_plan.stop_unfit, SWEEP_TABLES) */
+	long tapes_kept;     /* tapes restored from the copy kept of their first build instead
+				(mem_plan_restore; not counted in tapes) */
 	long graphs;         /* graphs built */
 	long events;         /* events the step simulations processed */
 	long bounds;         /* task graphs bounded without a simulation (SWEEP_TABLES) */

@@ -81,6 +81,8 @@ struct slot {
 				     (bounds_any) */
 	int planned;              /* plan holds its plan (apply) */
 	struct plan plan;
+	struct mem_kept kept[2];  /* its tapes without (0) and with (1) accumulation as built,
+				     while ctx->kept_bytes allows (tapes); bytes 0: none */
 };
 
 /* A candidate of the cell that fits, its step not simulated yet (SWEEP_TABLES). */
@@ -97,7 +99,10 @@ struct sweep_ctx {
 	const struct sweep *sw;
 	struct scenario work;     /* base + the group's model + a candidate's training */
 	struct step_sim ss;
-	struct step_sim ks;       /* the kernels' bounds (bounds0): kept apart from ss's graph */
+	struct step_sim *ks;      /* (ncand; nks made) the kernels' bounds (step_kernel_least), one per
+				     graph of the group: each keeps its graph's kernel tables, built
+				     once (kernel_sim) */
+	int nks;
 	struct fw_profile prof[3];/* by engine (enum framework) */
 	int prof_loaded[3];
 	int group;                /* model x nseq + seq; -1 none */
@@ -110,6 +115,7 @@ struct sweep_ctx {
 	struct mem_plan scratch;  /* the tapes of one candidate: built, evaluated, built over */
 	struct mem_scripts scripts; /* the group's walks, replayed by its tapes (memwalk.h) */
 	int sc_slot, sc_a;        /* whose (-1 none) and which */
+	size_t kept_bytes;        /* what the slots' kept tapes hold (at most SWEEP_KEPT_BYTES) */
 	struct step_memo *sm;     /* (ncand x nmemo) the slots' memos */
 	struct mem_memo *mm;
 	int nmemo;
@@ -186,8 +192,9 @@ struct sweep_ctx *sweep_ctx_create(const struct sweep *sw)
 	c->order = calloc((size_t)sw->ncand, sizeof *c->order);
 	c->pend = calloc((size_t)sw->ncand, sizeof *c->pend);
 	c->done = calloc((size_t)sw->ncand, sizeof *c->done);
+	c->ks = calloc((size_t)sw->ncand, sizeof *c->ks);
 	if (!c->g || !c->go || !c->slots || !c->sm || !c->mm || !c->lbt || !c->lb0 || !c->lba || !c->waiting ||
-	    !c->bnd || !c->pend || !c->done || !c->order || step_sim_create(&c->ss) || step_sim_create(&c->ks)) {
+	    !c->bnd || !c->pend || !c->done || !c->order || !c->ks || step_sim_create(&c->ss)) {
 		sweep_ctx_delete(c);
 		return NULL;
 	}
@@ -220,6 +227,8 @@ static void group_free(struct sweep_ctx *c)
 	mem_scripts_clear(&c->scripts);  /* over the graphs freed below */
 	for (i = 0; i < c->sw->ncand; i++) {
 		struct slot *s = &c->slots[i];
+		mem_kept_free(&s->kept[0]);
+		mem_kept_free(&s->kept[1]);
 		memset(s, 0, sizeof *s);
 		s->sm = c->sm + (size_t)i * (size_t)c->nmemo;
 		s->mm = c->mm + (size_t)i * (size_t)c->nmemo;
@@ -227,9 +236,11 @@ static void group_free(struct sweep_ctx *c)
 	for (i = 0; i < c->ng; i++)
 		graph_free(&c->g[i]);
 	c->ng = 0;
+	c->kept_bytes = 0;
 	c->group = -1;
 	c->ss.built = 0;  /* its task graph was over a graph just freed */
-	c->ks.kg = NULL;  /* and its kernel tables */
+	for (i = 0; i < c->nks; i++)
+		c->ks[i].kg = NULL;  /* and the kernel tables */
 }
 
 void sweep_ctx_delete(struct sweep_ctx *c)
@@ -255,7 +266,9 @@ void sweep_ctx_delete(struct sweep_ctx *c)
 	mem_plan_free(&c->scratch);
 	mem_scripts_free(&c->scripts);
 	step_sim_delete(&c->ss);
-	step_sim_delete(&c->ks);
+	for (int i = 0; c->ks && i < c->nks; i++)
+		step_sim_delete(&c->ks[i]);
+	free(c->ks);
 	free(c);
 }
 
@@ -378,6 +391,11 @@ static int slot_setup(struct sweep_ctx *c, int i, struct err *e)
 	return profile(c, e);
 }
 
+/* The most bytes a context keeps of its group's tapes (struct mem_kept): the
+ * tables of bench/sweep.ini keep 0.7-1.2 MB per group, those of
+ * bench/sweep-1m.ini 8-34 MB. */
+#define SWEEP_KEPT_BYTES ((size_t)64 << 20)
+
 /* The tape of candidate i without (a = 0) or with (a = 1) accumulation, in
  * the context's scratch plan (its memory reused; what was there is dropped),
  * and the largest micro-batch that fits on it. Unless whole, the tables take a
@@ -385,7 +403,13 @@ static int slot_setup(struct sweep_ctx *c, int i, struct err *e)
  * the setup or the first forward; they read only that it does not fit; every
  * figure needs the breakdown at one sample, the whole tape): bench/sweep-1m.ini,
  * whose smaller clusters cannot hold Llama 3 70B, has 3,528 of its tables'
- * 11,515 tapes so. */
+ * 11,515 tapes so. The tables keep each whole tape they build in its slot
+ * while the context's budget allows, and restore it when asked again
+ * (mem_plan_restore: the same plan as a rebuild): they check a candidate's fit
+ * at the micro-batch a cell shows after other candidates' tapes took the
+ * scratch plan, 192 times on bench/sweep.ini, each a walk and a search for
+ * runs otherwise. Every figure needs no copy: slot_prepare makes a
+ * candidate's breakdowns while its tape is at hand. */
 static int tapes(struct sweep_ctx *c, int i, int a, int whole, struct err *e)
 {
 	struct slot *s = &c->slots[i];
@@ -397,8 +421,17 @@ static int tapes(struct sweep_ctx *c, int i, int a, int whole, struct err *e)
 	c->scratch.scripts = &c->scripts;
 	c->scratch.stop_unfit = !whole && c->detail == SWEEP_TABLES;
 	c->work.s.training.grad_accum = a ? 2 : 1;
+	if (s->kept[a].bytes && !mem_plan_restore(&c->scratch, &s->kept[a])) {
+		c->sc_slot = i;
+		c->sc_a = a;
+		c->k.tapes_kept++;
+		return 0;
+	}
 	if (mem_plan_rebuild(&c->scratch, &c->work, &c->g[s->graph], &c->prof[c->work.plan.engine], e))
 		return e->code;
+	if (c->detail == SWEEP_TABLES && !c->scratch.unfit && !s->kept[a].bytes && c->kept_bytes < SWEEP_KEPT_BYTES &&
+	    !mem_plan_keep(&c->scratch, &s->kept[a]))
+		c->kept_bytes += s->kept[a].bytes;
 	c->sc_slot = i;
 	c->sc_a = a;
 	if (!s->have[a]) {
@@ -1040,6 +1073,19 @@ static int bounds(struct sweep_ctx *c, int i, int tight, struct err *e)
 	return 0;
 }
 
+/* step_kernel_least of the working scenario on graph j of the group, in that
+ * graph's own step_sim: its kernel tables (eager extras, op classes) are
+ * built at its first bound and kept, where one step_sim for every graph
+ * rebuilt them whenever the next candidate bounded had another (2.4 % of
+ * bench/sweep.ini's tables, perf). Returns 0 or fills e. */
+static int kernel_least(struct sweep_ctx *c, int j, const int64_t *mbs, int n, double *least, struct err *e)
+{
+	for (; c->nks <= j; c->nks++)
+		if (step_sim_create(&c->ks[c->nks]))
+			return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory bounding the step");
+	return step_kernel_least(&c->ks[j], &c->work, &c->g[j], mbs, n, least, e);
+}
+
 /* The least step time of candidate i in each cell of the group this context
  * evaluates from its kernels alone, into c->lb0 (0 where it does not fit):
  * ga x one micro-step's forward and backward kernels at the cell's micro-batch
@@ -1070,7 +1116,7 @@ static int bounds0(struct sweep_ctx *c, int i, struct err *e)
 			mbs[n++] = mb[bi];
 		at[bi] = j;
 	}
-	if (n && step_kernel_least(&c->ks, &c->work, &c->g[s->graph], mbs, n, least, e))
+	if (n && kernel_least(c, s->graph, mbs, n, least, e))
 		return e->code ? e->code : ERR_SYSTEM;
 	for (bi = 0; bi < sw->nbatch; bi++)
 		if (todo >> bi & 1)
@@ -1083,22 +1129,29 @@ static int bounds0(struct sweep_ctx *c, int i, struct err *e)
 /* The micro-batches a candidate may take in a cell of per samples per GPU
  * below below, with global batches: the divisors d of per (choose and
  * fitting take one, in per / d micro-steps), added to mbs[0..*n) where not
- * there yet. Returns 0, or -1 when more than SWEEP_ANY_MBS in all. */
+ * there yet, in no particular order (least_over takes the least of their
+ * steps). Returns 0, or -1 when more than SWEEP_ANY_MBS in all. */
 #define SWEEP_ANY_MBS 256      /* micro-batches bounded at once; more: not known */
 static int divisors(int64_t per, int64_t below, int64_t *mbs, int *n)
 {
-	int64_t d;
-	int j;
+	int64_t d, q[2];
+	int j, k;
 
-	for (d = 1; d <= per && d < below; d++) {
+	for (d = 1; d <= per / d; d++) {  /* d and per / d: each pair once */
 		if (per % d)
 			continue;
-		for (j = 0; j < *n && mbs[j] != d; j++)
-			;
-		if (j == *n && *n == SWEEP_ANY_MBS)
-			return -1;
-		if (j == *n)
-			mbs[(*n)++] = d;
+		q[0] = d;
+		q[1] = per / d;
+		for (k = 0; k < 1 + (q[1] != d); k++) {
+			if (q[k] >= below)
+				continue;
+			for (j = 0; j < *n && mbs[j] != q[k]; j++)
+				;
+			if (j == *n && *n == SWEEP_ANY_MBS)
+				return -1;
+			if (j == *n)
+				mbs[(*n)++] = q[k];
+		}
 	}
 	return 0;
 }
@@ -1139,7 +1192,7 @@ static int bounds_any(struct sweep_ctx *c, int i, struct err *e)
 	for (bi = 0; bi < sw->nbatch; bi++)
 		if (batch_here(c, bi) && divisors(sw->batches[bi] / c->work.dp, INT64_MAX, mbs, &n))
 			return 0;
-	if (n && step_kernel_least(&c->ks, &c->work, &c->g[s->graph], mbs, n, least, e))
+	if (n && kernel_least(c, s->graph, mbs, n, least, e))
 		return e->code ? e->code : ERR_SYSTEM;
 	for (bi = 0; bi < sw->nbatch; bi++)
 		if (batch_here(c, bi))
@@ -1270,7 +1323,7 @@ static int smaller_ruled_out(struct sweep_ctx *c, int i, int bi, const struct sw
 		*yes = 1;
 		return 0;
 	}
-	if (step_kernel_least(&c->ks, &c->work, &c->g[c->slots[i].graph], mbs, n, least, e))
+	if (kernel_least(c, c->slots[i].graph, mbs, n, least, e))
 		return e->code ? e->code : ERR_SYSTEM;
 	x.micro_batch = per;  /* a step of the cell's batch: all the score reads of it (upper_score) */
 	x.grad_accum = 1;

@@ -21,6 +21,7 @@
 
 #include "memrun.h"
 #include "memwalk.h"
+#include "vec.h"
 
 /* ---- evaluation --------------------------------------------------------------- */
 
@@ -1169,6 +1170,18 @@ static void tape_reuse(struct mem_tape *t, const struct mem_tape *old)
 	t->outside = 0;
 }
 
+/* The emulation's scratch for new tapes: nothing remembered of the last ones
+ * but what the digests stand for (struct emu_memo). */
+static void emu_new_tapes(struct mem_emu *m)
+{
+	int i;
+
+	for (i = 0; i < 2 * EMU_MEMO; i++)
+		m->memo_b[i / EMU_MEMO][i % EMU_MEMO] = -1;
+	m->max[0] = m->max[1] = -1;
+	m->cls[0].k = m->cls[1].k = -1;
+}
+
 int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct graph *g,
 		     const struct fw_profile *pf, struct err *e)
 {
@@ -1202,10 +1215,7 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 		p->acfg.allowed = (int64_t)(t->memory_fraction * s->capacity);
 		if (!p->emu && !(p->emu = calloc(1, sizeof *p->emu)))
 			return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
-		for (i = 0; i < 2 * EMU_MEMO; i++)  /* new tapes: nothing remembered */
-			p->emu->memo_b[i / EMU_MEMO][i % EMU_MEMO] = -1;
-		p->emu->max[0] = p->emu->max[1] = -1;
-		p->emu->cls[0].k = p->emu->cls[1].k = -1;
+		emu_new_tapes(p->emu);
 	}
 	p->batch_mult = s->dp * t->grad_accum;
 	if (s->plan.mech == MECH_DP && s->world > 1) {
@@ -1226,6 +1236,128 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 			rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
 	}
 	return rc;
+}
+
+int mem_plan_keep(const struct mem_plan *p, struct mem_kept *k)
+{
+	const struct mem_tape *tp;
+	const struct mem_run *r;
+	int t, i, n, at;
+
+	memset(k, 0, sizeof *k);
+	if (p->unfit)
+		return -1;
+	k->p = *p;
+	k->p.scripts = NULL;
+	k->p.emu = NULL;
+	for (t = 0; t < 2; t++) {
+		tp = &p->tape[t];
+		for (n = at = i = 0; i < tp->nrun; i++) {
+			r = &tp->run[i];
+			if (r->start != at)  /* the runs cover the events in order (memrun.h) */
+				break;
+			n += r->len;
+			at += r->len * r->reps;
+		}
+		if (at != tp->n || (tp->n > 0 && tp->nrun == 0) ||
+		    (n && !(k->ev[t] = malloc((size_t)n * sizeof *k->ev[t]))) ||
+		    (tp->nrun && !(k->run[t] = malloc((size_t)tp->nrun * sizeof *k->run[t])))) {
+			mem_kept_free(k);
+			return -1;
+		}
+		for (n = i = 0; i < tp->nrun; i++) {
+			r = &tp->run[i];
+			memcpy(k->ev[t] + n, tp->ev + r->start, (size_t)r->len * sizeof *tp->ev);
+			n += r->len;
+		}
+		if (tp->nrun)
+			memcpy(k->run[t], tp->run, (size_t)tp->nrun * sizeof *tp->run);
+		k->bytes += (size_t)n * sizeof *tp->ev + (size_t)tp->nrun * sizeof *tp->run;
+		memset(&k->p.tape[t], 0, sizeof k->p.tape[t]);
+		k->p.tape[t].n = tp->n;
+		k->p.tape[t].nrun = tp->nrun;
+		k->p.tape[t].gpu = tp->gpu;
+		k->p.tape[t].outside = tp->outside;
+		memcpy(k->p.tape[t].dop, tp->dop, sizeof tp->dop);
+		k->p.tape[t].ndop = tp->ndop;
+		k->p.tape[t].gnops = tp->gnops;
+	}
+	return 0;
+}
+
+/* Tape t, emptied by tape_reuse, as kept in k (kept_tape's fields: those a
+ * build sets). Returns 0 or -1 (out of memory). */
+static int kept_tape(struct mem_tape *t, const struct mem_kept *k, int ti)
+{
+	const struct mem_tape *kt = &k->p.tape[ti];
+	const struct mem_event *src = k->ev[ti];
+	struct mem_event *dst;
+	int i, c, j;
+
+	if (vec_grow((void **)&t->ev, &t->cap, kt->n, sizeof *t->ev) ||
+	    vec_grow((void **)&t->run, &t->caprun, kt->nrun, sizeof *t->run))
+		return -1;
+	for (i = 0; i < kt->nrun; i++) {
+		const struct mem_run *r = &k->run[ti][i];
+		dst = t->ev + r->start;
+		memcpy(dst, src, (size_t)r->len * sizeof *dst);
+		for (c = 1; c < r->reps; c++) {  /* copy c: the first with its ops moved by c x dop */
+			dst += r->len;
+			memcpy(dst, src, (size_t)r->len * sizeof *dst);
+			for (j = 0; j < r->len; j++)
+				if (dst[j].op >= 0)
+					dst[j].op += c * r->dop;
+		}
+		src += r->len;
+		t->run[i] = *r;
+	}
+	t->n = kt->n;
+	t->nrun = kt->nrun;
+	t->gpu = kt->gpu;
+	t->outside = kt->outside;
+	memcpy(t->dop, kt->dop, sizeof t->dop);
+	t->ndop = kt->ndop;
+	t->gnops = kt->gnops;
+	t->cut = 0;
+	return 0;
+}
+
+int mem_plan_restore(struct mem_plan *p, const struct mem_kept *k)
+{
+	struct mem_tape keep[2];
+	struct mem_scripts *scripts = p->scripts;
+	struct mem_emu *emu = p->emu;
+	int i, stop_unfit = p->stop_unfit;
+
+	memcpy(keep, p->tape, sizeof keep);
+	*p = k->p;
+	p->scripts = scripts;
+	p->emu = emu;
+	p->stop_unfit = stop_unfit;
+	for (i = 0; i < 2; i++)
+		tape_reuse(&p->tape[i], &keep[i]);
+	if (p->emulate && !p->emu && !(p->emu = calloc(1, sizeof *p->emu))) {
+		p->ntapes = 0;
+		return -1;
+	}
+	if (p->emulate)
+		emu_new_tapes(p->emu);
+	for (i = 0; i < 2; i++)
+		if (kept_tape(&p->tape[i], k, i)) {
+			p->tape[0].n = p->tape[1].n = p->tape[0].nrun = p->tape[1].nrun = 0;
+			p->ntapes = 0;
+			return -1;
+		}
+	return 0;
+}
+
+void mem_kept_free(struct mem_kept *k)
+{
+	free(k->ev[0]);
+	free(k->ev[1]);
+	free(k->run[0]);
+	free(k->run[1]);
+	memset(k, 0, sizeof *k);
 }
 
 void mem_plan_free(struct mem_plan *p)

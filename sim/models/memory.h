@@ -175,7 +175,8 @@ struct mem_run {
 #define MEM_TAPE_MAX_DOPS 8
 
 /* A field added here is kept across mem_plan_rebuild unless tape_reuse
- * (memory.c) resets it with those one build sets. */
+ * (memory.c) resets it with those one build sets; mem_plan_restore sets those
+ * from what mem_plan_keep kept (kept_tape). */
 struct mem_tape {
 	struct mem_event *ev;  /* (n) */
 	int n, cap;
@@ -247,6 +248,30 @@ void mem_plan_free(struct mem_plan *p);
  * sweep builds tape after tape into the same memory. */
 int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct graph *g,
 		     const struct fw_profile *pf, struct err *e);
+
+/* A built plan's tapes kept for later (mem_plan_keep): each periodic run's
+ * first copy only (memrun.h: the other copies are it with op indices moved),
+ * and the plan's settings. A sweep checks a candidate's fit at a micro-batch
+ * cells after its search built the tape (sweep_eval.c): restoring it costs a
+ * copy of its events instead of the walk and the search for its runs. */
+struct mem_kept {
+	struct mem_plan p;      /* the plan's fields, its tapes' arrays NULL */
+	struct mem_event *ev[2];/* each tape's runs' first copies, in run order */
+	struct mem_run *run[2]; /* (p.tape[t].nrun) its runs as built */
+	size_t bytes;           /* what ev and run hold */
+};
+
+/* Keeps plan p (built, not cut short: !p->unfit) in k (zeroed or freed).
+ * Returns 0, or -1 when out of memory or the plan cannot be kept (k empty). */
+int mem_plan_keep(const struct mem_plan *p, struct mem_kept *k);
+
+/* Puts into plan p (built before, or zeroed) what mem_plan_rebuild would build
+ * from the inputs of the plan k kept, field for field, keeping p's arrays,
+ * scripts, scratch and stop_unfit as a rebuild does. Returns 0 or -1 (out of
+ * memory; p then holds no tape: ntapes 0). */
+int mem_plan_restore(struct mem_plan *p, const struct mem_kept *k);
+
+void mem_kept_free(struct mem_kept *k);
 
 /* Peak reserved bytes of tape t at micro-batch b: with emulate, what the
  * emulated caching allocator holds (plus what is outside it) when the tape's
