@@ -961,6 +961,79 @@ Test(step, kernel_least_is_the_graph_kernels, .timeout = 120)
 	}
 }
 
+/* step_kernel_least remembers each class's kernel times per micro-batch
+ * under what op_time read (step.c struct op_in) and the device's
+ * efficiencies: a sweep bounds every candidate of a graph in one step_sim
+ * (sweep_eval.c), and they differ in strategy (the weights' and gradients'
+ * bytes, autocast), node count (the stragglers' slowdown) and checkpointing
+ * (the forwards run again). Here one graph serves every scenario, so that
+ * each of those differs under it. Each answer of one step_sim kept across the
+ * sequence, and again in reverse (from its memo), must be a fresh step_sim's
+ * bit for bit; so must one after an efficiency read only through the device's
+ * (gemm_efficiency) changes; and the reverse pass must time nothing new. */
+Test(step, kernel_least_remembers_only_what_it_read)
+{
+	static const char *const strat[] = {"training.strategy=ddp", "training.strategy=zero1",
+		"training.strategy=zero3", "training.strategy=fsdp", "training.strategy=dp"};
+	static const char *const nodes[] = {"cluster.nodes=1", "cluster.nodes=4"};
+	static const char *const ckpt[] = {"training.activation_checkpointing=none",
+		"training.activation_checkpointing=full"};
+	static const int64_t mbs[] = {1, 2, 3, 6, 12};
+	struct scenario sc[20];
+	struct graph g;
+	struct graph_opts o;
+	struct step_sim ks, fresh;
+	double want[20][5], got[5];
+	struct err e = {0};
+	int n = 0, i, j, k, p, kept;
+
+	for (i = 0; i < 5; i++)
+		for (j = 0; j < 2; j++)
+			for (k = 0; k < 2; k++) {
+				const char *sets[] = {strat[i], i == 4 ? nodes[0] : nodes[j], ckpt[k],
+						      "cluster.gpus_per_node=8", "training.precision=bf16"};
+				if (i == 4 && j == 1)
+					continue;  /* DataParallel: one node */
+				cr_assert_eq(scenario_load(&sc[n], "tests/good/minimal.ini", sets, 5, &e), 0, "%s", e.msg);
+				if (n == 0) {
+					predict_graph_opts(&sc[0], &o);
+					cr_assert_eq(graph_build(&g, &sc[0].model, &o, &e), 0, "%s", e.msg);
+				}
+				cr_assert_eq(step_sim_create(&fresh), 0);
+				cr_assert_eq(step_kernel_least(&fresh, &sc[n], &g, mbs, 5, want[n], &e), 0, "%s", e.msg);
+				step_sim_delete(&fresh);
+				n++;
+			}
+	cr_assert_eq(n, 18);
+	cr_assert_eq(step_sim_create(&ks), 0);
+	for (p = 0; p < 2; p++) {  /* 0 in order, 1 in reverse: from the memo */
+		kept = ks.nkm;
+		for (j = 0; j < n; j++) {
+			i = p ? n - 1 - j : j;
+			cr_assert_eq(step_kernel_least(&ks, &sc[i], &g, mbs, 5, got, &e), 0, "%s", e.msg);
+			for (k = 0; k < 5; k++)
+				cr_expect_eq(memcmp(&got[k], &want[i][k], sizeof got[k]), 0,
+					     "case %d (pass %d) mb=%lld: %.17g kept, %.17g afresh", i, p, (long long)mbs[k], got[k],
+					     want[i][k]);
+		}
+	}
+	cr_expect_eq(ks.nkm, kept, "the reverse pass timed %d micro-batches anew", ks.nkm - kept);
+	cr_expect_gt(kept, 5, "the scenarios differ in what op_time reads: %d sets of 5 micro-batches", kept / 5);
+	/* another efficiency of the device: timed afresh, not read from the memo */
+	sc[0].eff.gemm_efficiency *= 0.5;
+	cr_assert_eq(step_sim_create(&fresh), 0);
+	cr_assert_eq(step_kernel_least(&fresh, &sc[0], &g, mbs, 5, want[0], &e), 0, "%s", e.msg);
+	cr_assert_eq(step_kernel_least(&ks, &sc[0], &g, mbs, 5, got, &e), 0, "%s", e.msg);
+	for (k = 0; k < 5; k++)
+		cr_expect_eq(memcmp(&got[k], &want[0][k], sizeof got[k]), 0, "half the GEMM efficiency, mb=%lld: %.17g, "
+			     "afresh %.17g", (long long)mbs[k], got[k], want[0][k]);
+	step_sim_delete(&fresh);
+	step_sim_delete(&ks);
+	graph_free(&g);
+	for (i = 0; i < n; i++)
+		scenario_free(&sc[i]);
+}
+
 /* op_times computes one op of each class of identical ops (graph.h: same;
  * step.h: rep) and copies its kernel times to the others. The same function of
  * the same doubles gives the same bits, so a step timed that way must be the

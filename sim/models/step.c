@@ -352,6 +352,30 @@ struct op_consts {
 	double bw;             /* bytes/s: the memory bandwidth a kernel reaches */
 };
 
+/* What op_time reads of the build besides the graph, its kernel tables (ex),
+ * the micro-batch and the device's efficiencies (b->ce): a field op_time
+ * comes to read must be here, or step_kernel_least's memo answers for
+ * another build (op_in_of). Of a sweep's candidates on one graph, those of
+ * one precision, autocast and cluster size meet the same set (wbytes and
+ * gbytes follow the precision and autocast today: plan.c): bench/sweep.ini's
+ * tables ask for 14,701 micro-batches' kernels in 1,195 calls under 64 sets.
+ * Doubles first, no padding. */
+struct op_in {
+	struct op_consts k;
+	double peak, peak_vec, mem_bw, wbytes, gbytes, straggle;
+	int prec, cast_weights;
+};
+
+/* The most micro-batches step_kernel_least's memo holds (a graph of
+ * bench/sweep-1m.ini's tables meets up to 768 of them under 12 sets). */
+#define STEP_KMEMO_MAX 4096
+
+/* One micro-batch of one struct op_in in step_kernel_least's memo. */
+struct kmemo {
+	int in;                /* index into ss->kin */
+	double B;
+};
+
 static struct op_consts op_consts(const struct bld *b)
 {
 	const struct model *m = &b->s->model;
@@ -1753,6 +1777,9 @@ void step_sim_delete(struct step_sim *ss)
 	free(ss->kw);
 	free(ss->kop);
 	free(ss->kwr);
+	free(ss->kin);
+	free(ss->km);
+	free(ss->kmt);
 	free(ss->unit_of);
 	free(ss->gfirst);
 	free(ss->glast);
@@ -2401,13 +2428,66 @@ int step_bound(struct step_sim *ss, const struct scenario *s, const struct graph
 	return 0;
 }
 
+static struct op_in op_in_of(const struct bld *b, const struct op_consts *k)
+{
+	struct op_in x;
+
+	memset(&x, 0, sizeof x);
+	x.k = *k;
+	x.peak = b->peak;
+	x.peak_vec = b->peak_vec;
+	x.mem_bw = b->mem_bw;
+	x.wbytes = b->wbytes;
+	x.gbytes = b->gbytes;
+	x.straggle = b->straggle;
+	x.prec = b->prec;
+	x.cast_weights = b->cast_weights;
+	return x;
+}
+
+/* The forward and backward times of each class's first op (ss->kop) at
+ * b->B under set in (an index into ss->kin), as op_time gives them: from
+ * the memo, or timed and remembered. NULL when out of memory. */
+static const double *kernel_times(struct bld *b, const struct op_consts *k, int in)
+{
+	struct step_sim *ss = b->ss;
+	double *t;
+	int i, m;
+
+	for (m = 0; m < ss->nkm; m++)
+		if (ss->km[m].in == in && ss->km[m].B == b->B)
+			return ss->kmt + (size_t)m * 2 * (size_t)ss->nkop;
+	if (ss->nkm == STEP_KMEMO_MAX)  /* full: emptied (its sets kept) */
+		ss->nkm = 0;
+	if (vec_grow((void **)&ss->km, &ss->capkm, ss->nkm + 1, sizeof *ss->km))
+		return NULL;
+	if ((size_t)(ss->nkm + 1) * 2 * (size_t)ss->nkop > ss->capkmt) {
+		size_t cap = 2 * ((size_t)ss->nkm + 1) * 2 * (size_t)ss->nkop;
+		double *nt = realloc(ss->kmt, cap * sizeof *nt);
+		if (!nt)
+			return NULL;
+		ss->kmt = nt;
+		ss->capkmt = cap;
+	}
+	t = ss->kmt + (size_t)ss->nkm * 2 * (size_t)ss->nkop;
+	for (i = 0; i < ss->nkop; i++) {
+		op_time(b, k, ss->kop[i]);  /* as op_times would (skip is NULL: nothing left out) */
+		t[2 * i] = ss->tf[ss->kop[i]];
+		t[2 * i + 1] = ss->tb[ss->kop[i]];
+	}
+	ss->km[ss->nkm++] = (struct kmemo){in, b->B};
+	return t;
+}
+
 int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struct graph *g,
 		      const int64_t *mbs, int n, double *least, struct err *e)
 {
 	struct bld b;
 	struct op_consts k;
+	struct op_in in;
+	const double *t;
 	double f, sum;
-	int i, j, o, u;
+	int i, j, o, u, x;
 
 	ss->built = ss->whole = ss->blocks = 0;  /* its kernel tables are overwritten */
 	if (setup(&b, ss, s, g, 1))
@@ -2424,6 +2504,11 @@ int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struc
 				ss->kop[ss->nkop++] = i;
 		ss->kg = g;
 		ss->kvarlen = varlen(&b);
+		ss->nkin = ss->nkm = 0;  /* the memo's times are of the tables replaced */
+	}
+	if (memcmp(&ss->kce, b.ce, sizeof ss->kce)) {  /* and of the efficiencies */
+		ss->kce = *b.ce;
+		ss->nkin = ss->nkm = 0;
 	}
 	for (i = 0; i < g->nops; i++)  /* the recomputed forwards, by class (recompute) */
 		ss->kwr[i] = 0;
@@ -2436,14 +2521,23 @@ int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struc
 	}
 	f = des_least_factor(compute_slow(&b), DES_COMPUTE);  /* des_work_least's, the compute stream */
 	k = op_consts(&b);
+	in = op_in_of(&b, &k);
+	for (x = 0; x < ss->nkin && memcmp(&ss->kin[x], &in, sizeof in); x++)
+		;
+	if (x == ss->nkin) {
+		if (vec_grow((void **)&ss->kin, &ss->capkin, ss->nkin + 1, sizeof *ss->kin))
+			return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory bounding the step");
+		ss->kin[ss->nkin++] = in;
+	}
 	for (j = 0; j < n; j++) {
 		if (mbs[j] < 1)
 			return err_set(e, ERR_INPUT, s->file, 0, "step simulation needs a micro-batch of at least 1");
 		b.B = (double)mbs[j];
+		if (!(t = kernel_times(&b, &k, x)))
+			return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory bounding the step");
 		for (sum = 0, i = 0; i < ss->nkop; i++) {  /* the first op of each class, in op order */
 			o = ss->kop[i];
-			op_time(&b, &k, o);  /* as op_times would (skip is NULL: nothing left out) */
-			sum += ss->kw[o] * (ss->tf[o] * f + ss->tb[o] * f) + ss->kwr[o] * ss->tf[o] * f;
+			sum += ss->kw[o] * (t[2 * i] * f + t[2 * i + 1] * f) + ss->kwr[o] * t[2 * i] * f;
 		}
 		least[j] = sum;
 	}

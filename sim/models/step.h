@@ -68,6 +68,17 @@ struct step_sim {
 				       whoever frees that graph while ss lives clears it (a new graph
 				       can take the same address) */
 	int kvarlen;                /* and whether they are flash-attn's varlen ones */
+	/* step_kernel_least's memo: the kernel times of each class's first op
+	 * (kop) at one micro-batch, under one set of what op_time reads beside
+	 * the graph and its tables (struct op_in, step.c); emptied with the
+	 * tables, or when the device's efficiencies differ from kce */
+	struct op_in *kin;          /* (nkin) the sets met */
+	int nkin, capkin;
+	struct kmemo *km;           /* (nkm) each set's micro-batches done */
+	int nkm, capkm;
+	double *kmt;                /* (nkm x 2 nkop) their forward and backward times */
+	size_t capkmt;
+	struct compute_eff kce;
 	int *unit_of;               /* (nops) gather unit of the op, -1 none */
 	int capops;
 	int *gfirst, *glast;        /* (nblocks + 1) first and last op of each graph unit */
