@@ -1238,6 +1238,21 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 	return rc;
 }
 
+/* The fields of tape from, besides its arrays, that a build sets and
+ * tape_reuse resets: its sizes, GPU, bytes outside the allocator, the op
+ * shifts its runs were found with, whether it was cut. */
+static void built_fields(struct mem_tape *to, const struct mem_tape *from)
+{
+	to->n = from->n;
+	to->nrun = from->nrun;
+	to->gpu = from->gpu;
+	to->outside = from->outside;
+	memcpy(to->dop, from->dop, sizeof to->dop);
+	to->ndop = from->ndop;
+	to->gnops = from->gnops;
+	to->cut = from->cut;
+}
+
 int mem_plan_keep(const struct mem_plan *p, struct mem_kept *k)
 {
 	const struct mem_tape *tp;
@@ -1274,19 +1289,13 @@ int mem_plan_keep(const struct mem_plan *p, struct mem_kept *k)
 			memcpy(k->run[t], tp->run, (size_t)tp->nrun * sizeof *tp->run);
 		k->bytes += (size_t)n * sizeof *tp->ev + (size_t)tp->nrun * sizeof *tp->run;
 		memset(&k->p.tape[t], 0, sizeof k->p.tape[t]);
-		k->p.tape[t].n = tp->n;
-		k->p.tape[t].nrun = tp->nrun;
-		k->p.tape[t].gpu = tp->gpu;
-		k->p.tape[t].outside = tp->outside;
-		memcpy(k->p.tape[t].dop, tp->dop, sizeof tp->dop);
-		k->p.tape[t].ndop = tp->ndop;
-		k->p.tape[t].gnops = tp->gnops;
+		built_fields(&k->p.tape[t], tp);
 	}
 	return 0;
 }
 
-/* Tape t, emptied by tape_reuse, as kept in k (kept_tape's fields: those a
- * build sets). Returns 0 or -1 (out of memory). */
+/* Tape t, emptied by tape_reuse, as kept in k (its events, runs and
+ * built_fields). Returns 0 or -1 (out of memory). */
 static int kept_tape(struct mem_tape *t, const struct mem_kept *k, int ti)
 {
 	const struct mem_tape *kt = &k->p.tape[ti];
@@ -1311,14 +1320,7 @@ static int kept_tape(struct mem_tape *t, const struct mem_kept *k, int ti)
 		src += r->len;
 		t->run[i] = *r;
 	}
-	t->n = kt->n;
-	t->nrun = kt->nrun;
-	t->gpu = kt->gpu;
-	t->outside = kt->outside;
-	memcpy(t->dop, kt->dop, sizeof t->dop);
-	t->ndop = kt->ndop;
-	t->gnops = kt->gnops;
-	t->cut = 0;
+	built_fields(t, kt);
 	return 0;
 }
 

@@ -176,7 +176,7 @@ struct mem_run {
 
 /* A field added here is kept across mem_plan_rebuild unless tape_reuse
  * (memory.c) resets it with those one build sets; mem_plan_restore sets those
- * from what mem_plan_keep kept (kept_tape). */
+ * from what mem_plan_keep kept (built_fields). */
 struct mem_tape {
 	struct mem_event *ev;  /* (n) */
 	int n, cap;
