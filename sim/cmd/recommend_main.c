@@ -73,7 +73,8 @@ static void usage(FILE *f)
 		"  --stats        print cells, candidates, step simulations, task graphs bounded\n"
 		"                 and candidates bounded by their kernels alone, those ruled out\n"
 		"                 before their memory was searched, tapes built (and those\n"
-		"                 cut short: not one sample fits), the rate and what the\n"
+		"                 cut short: not one sample fits), tapes restored from a\n"
+		"                 copy kept instead of built again, the rate and what the\n"
 		"                 allocator's emulation did (max-batch searches, replays, peaks) on\n"
 		"                 stderr\n"
 		"  --no-progress  no progress bar (shown on stderr when it is a terminal)\n"
@@ -510,7 +511,8 @@ static int run(const struct opts *o, int me, int nranks, struct err *e)
 			fprintf(stderr, "recommend: %d cells x %d candidates on %d rank%s: %ld evaluated against memory, "
 				"%ld step simulations (%ld task graphs bounded instead, %ld candidates by their kernels "
 				"alone, %ld ruled out before their memory was searched), %ld tapes (%ld cut short: not "
-				"one sample fits; %ld more restored from a copy kept), %ld graphs in %.2f s (%.0f candidates/s)\n", sw.ncell, sw.ncand, nranks,
+				"one sample fits; %ld more restored from a copy kept), %ld graphs in %.2f s "
+				"(%.0f candidates/s)\n", sw.ncell, sw.ncand, nranks,
 				nranks > 1 ? "s" : "", sum.candidates, sum.steps, sum.bounds, sum.kernel_bounds,
 				sum.unsearched, sum.tapes, sum.tapes_cut, sum.tapes_kept, sum.graphs, progress_now() - t0,
 				sum.candidates / (progress_now() - t0));

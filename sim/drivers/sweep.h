@@ -204,8 +204,9 @@ void sweep_ctx_cells(struct sweep_ctx *c, int lo, int hi);
  * runner-up: the others' steps are bounded below without a simulation
  * (step_bound, step.h) and, when even that bound leaves them behind, they are
  * SWEEP_BOUNDED; with global batches a candidate's memory is searched only
- * when its kernels' bound at any micro-batch leaves it in. Each cell's best and runner-up, their figures and every step
- * simulated are the same bits either way (tests/test_sweep.c). */
+ * when its kernels' bound at any micro-batch leaves it in. Each cell's best
+ * and runner-up, their figures and every step simulated are the same bits
+ * either way (tests/test_sweep.c). */
 enum sweep_detail { SWEEP_ALL, SWEEP_TABLES };
 void sweep_ctx_detail(struct sweep_ctx *c, int which);
 /* Evaluates every candidate of cell into out[0 .. ncand-1] and ranks those

@@ -100,8 +100,8 @@ struct sweep_ctx {
 	struct scenario work;     /* base + the group's model + a candidate's training */
 	struct step_sim ss;
 	struct step_sim *ks;      /* (ncand; nks made) the kernels' bounds (step_kernel_least), one per
-				     graph of the group: each keeps its graph's kernel tables, built
-				     once (kernel_sim) */
+				     graph of the group: each keeps its graph's kernel tables and
+				     kernel times (kernel_least) */
 	int nks;
 	struct fw_profile prof[3];/* by engine (enum framework) */
 	int prof_loaded[3];

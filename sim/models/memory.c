@@ -1170,16 +1170,22 @@ static void tape_reuse(struct mem_tape *t, const struct mem_tape *old)
 	t->outside = 0;
 }
 
-/* The emulation's scratch for new tapes: nothing remembered of the last ones
- * but what the digests stand for (struct emu_memo). */
-static void emu_new_tapes(struct mem_emu *m)
+/* The emulation's scratch of plan p, made if p has none, for new tapes:
+ * nothing remembered of the last ones but what the digests stand for (struct
+ * emu_memo). Returns 0 or -1 (out of memory). */
+static int emu_new_tapes(struct mem_plan *p)
 {
+	struct mem_emu *m;
 	int i;
 
+	if (!p->emu && !(p->emu = calloc(1, sizeof *p->emu)))
+		return -1;
+	m = p->emu;
 	for (i = 0; i < 2 * EMU_MEMO; i++)
 		m->memo_b[i / EMU_MEMO][i % EMU_MEMO] = -1;
 	m->max[0] = m->max[1] = -1;
 	m->cls[0].k = m->cls[1].k = -1;
+	return 0;
 }
 
 int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct graph *g,
@@ -1213,9 +1219,8 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 		p->acfg.expandable = t->expandable_segments;
 		p->acfg.gc_threshold = t->gc_threshold;
 		p->acfg.allowed = (int64_t)(t->memory_fraction * s->capacity);
-		if (!p->emu && !(p->emu = calloc(1, sizeof *p->emu)))
+		if (emu_new_tapes(p))
 			return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
-		emu_new_tapes(p->emu);
 	}
 	p->batch_mult = s->dp * t->grad_accum;
 	if (s->plan.mech == MECH_DP && s->world > 1) {
@@ -1338,12 +1343,10 @@ int mem_plan_restore(struct mem_plan *p, const struct mem_kept *k)
 	p->stop_unfit = stop_unfit;
 	for (i = 0; i < 2; i++)
 		tape_reuse(&p->tape[i], &keep[i]);
-	if (p->emulate && !p->emu && !(p->emu = calloc(1, sizeof *p->emu))) {
+	if (p->emulate && emu_new_tapes(p)) {
 		p->ntapes = 0;
 		return -1;
 	}
-	if (p->emulate)
-		emu_new_tapes(p->emu);
 	for (i = 0; i < 2; i++)
 		if (kept_tape(&p->tape[i], k, i)) {
 			p->tape[0].n = p->tape[1].n = p->tape[0].nrun = p->tape[1].nrun = 0;

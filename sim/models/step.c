@@ -2459,16 +2459,9 @@ static const double *kernel_times(struct bld *b, const struct op_consts *k, int 
 			return ss->kmt + (size_t)m * 2 * (size_t)ss->nkop;
 	if (ss->nkm == STEP_KMEMO_MAX)  /* full: emptied (its sets kept) */
 		ss->nkm = 0;
-	if (vec_grow((void **)&ss->km, &ss->capkm, ss->nkm + 1, sizeof *ss->km))
+	if (vec_grow((void **)&ss->km, &ss->capkm, ss->nkm + 1, sizeof *ss->km) ||
+	    vec_grow((void **)&ss->kmt, &ss->capkmt, (ss->nkm + 1) * 2 * ss->nkop, sizeof *ss->kmt))
 		return NULL;
-	if ((size_t)(ss->nkm + 1) * 2 * (size_t)ss->nkop > ss->capkmt) {
-		size_t cap = 2 * ((size_t)ss->nkm + 1) * 2 * (size_t)ss->nkop;
-		double *nt = realloc(ss->kmt, cap * sizeof *nt);
-		if (!nt)
-			return NULL;
-		ss->kmt = nt;
-		ss->capkmt = cap;
-	}
 	t = ss->kmt + (size_t)ss->nkm * 2 * (size_t)ss->nkop;
 	for (i = 0; i < ss->nkop; i++) {
 		op_time(b, k, ss->kop[i]);  /* as op_times would (skip is NULL: nothing left out) */

@@ -77,7 +77,7 @@ struct step_sim {
 	struct kmemo *km;           /* (nkm) each set's micro-batches done */
 	int nkm, capkm;
 	double *kmt;                /* (nkm x 2 nkop) their forward and backward times */
-	size_t capkmt;
+	int capkmt;
 	struct compute_eff kce;
 	int *unit_of;               /* (nops) gather unit of the op, -1 none */
 	int capops;
@@ -228,7 +228,9 @@ struct step_bound {
  * compute stream sums these terms and more (the optimizer, casts). ss's
  * kernel tables are overwritten: a task graph it held is built again when
  * next asked for, so a caller keeps a step_sim for this alone (the sweep's
- * tables). Returns 0 or fills e. */
+ * tables keep one per graph). Kernel times already computed in ss for the same
+ * graph, inputs and micro-batch are read back, not computed again (the memo
+ * above). Returns 0 or fills e. */
 int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struct graph *g,
 		      const int64_t *mbs, int n, double *least, struct err *e);
 
