@@ -306,7 +306,7 @@ Test(loader, lines_read_as_libinih_reads_them)
 	}
 }
 
-/* The reader scans eight bytes at a time (cfg.c word_suspect): every byte it
+/* The text check scans eight bytes at a time (cfg.c word_suspect): every byte it
  * rejects (NUL, the controls other than tab, CR and LF, DEL) is still caught
  * at its exact column wherever it sits in the word, and bytes from 0x80 up
  * (UTF-8 text) still pass. The expected columns are where each byte is put. */
@@ -339,6 +339,35 @@ Test(loader, control_bytes_found_at_their_column)
 			snprintf(want, sizeof want, "(test):2: binary data (byte 0x%02x at column %zu)", c, col + 1);
 			cr_expect(strncmp(e.msg, want, strlen(want)) == 0, "%s", e.msg);
 		}
+	}
+}
+
+/* A binary file is named one whatever its first lines hold: the whole text is
+ * checked before any line is parsed. CI's random 4,096 bytes once began with a
+ * line free of control bytes (about 1 in 31 do: 30 of the 31 bytes that can end
+ * such a line are junk, the 31st is LF), and that line was reported as a key
+ * outside any section. Each text below has an earlier line that is an error of
+ * its own; the byte is at line 4 (after three LFs), column 3. */
+Test(loader, binary_named_before_any_line_is_parsed)
+{
+	static const struct cfg_key keys[] = {
+		{NULL, "k", CFG_STR, 0, 0, 0, 0, NULL, 0, NULL, "the key under test"},
+	};
+	static const struct cfg_table t = {keys, 1};
+	static const char *const texts[] = {
+		"j\xa9" "nk = 1\n[s]\nk = v\nab\x01" "cd\n",  /* a key outside any section */
+		"[s]\nk = v\n[nope]\nab\x00" "cd",       /* an unknown section */
+		"[s]\nno equals sign\n\nab\x7f",        /* a syntax error */
+	};
+	static const size_t lens[] = {25, 22, 23};  /* the NUL is inside the second */
+	char got[CFG_STR_MAX], file[] = "(test)";
+	size_t i;
+
+	for (i = 0; i < sizeof texts / sizeof *texts; i++) {
+		struct err e = {0};
+		cr_expect_eq(cfg_parse(&t, got, NULL, file, texts[i], lens[i], &e), ERR_INPUT, "text %zu", i);
+		cr_expect(strstr(e.msg, "(test):4: binary data") == e.msg && strstr(e.msg, "at column 3"),
+			  "text %zu: %s", i, e.msg);
 	}
 }
 

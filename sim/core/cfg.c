@@ -326,7 +326,7 @@ static int on_section(struct parse *p, const char *s, size_t n)
 }
 
 /* 1 when one of the 8 bytes at s is below 0x20 or is 0x7f (the bytes the
- * reader rejects, with tab, CR and LF); it may flag a word of good bytes,
+ * text check rejects, with tab, CR and LF); it may flag a word of good bytes,
  * never misses one (the zero-byte test of Hacker's Delight, 6-1). */
 static int word_suspect(const char *s)
 {
@@ -338,13 +338,13 @@ static int word_suspect(const char *s)
 	return ((((w - ones * 0x20) & ~w) | ((del - ones) & ~del)) & highs) != 0;
 }
 
-/* fgets-style reader over p->text that counts lines and rejects junk; lines
- * longer than num - 1 bytes lose their comment or are an error. */
+/* fgets-style reader over p->text (checked by text_check) that counts lines;
+ * lines longer than num - 1 bytes lose their comment or are an error. */
 static char *reader(char *buf, int num, void *stream)
 {
 	struct parse *p = stream;
 	const char *start, *nl, *s;
-	size_t n, i;
+	size_t n;
 
 	if (p->e->code || p->pos >= p->len)
 		return NULL;
@@ -353,16 +353,6 @@ static char *reader(char *buf, int num, void *stream)
 	n = nl ? (size_t)(nl - start) + 1 : p->len - p->pos;
 	p->pos += n;
 	p->lineno++;
-	for (i = 0; i + 8 <= n && !word_suspect(start + i); i += 8)
-		;  /* eight bytes at a time up to the first word that may hold junk (or the '\n') */
-	for (; i < n; i++) {
-		unsigned char c = (unsigned char)start[i];
-		if (c == 0 || (c < 32 && c != '\t' && c != '\r' && c != '\n') || c == 127) {
-			err_set(p->e, ERR_INPUT, p->file, p->lineno,
-				"binary data (byte 0x%02x at column %zu); expected a text INI file", c, i + 1);
-			return NULL;
-		}
-	}
 	if (n + 1 > (size_t)num) {
 		/* lines are read into num bytes: a long comment is dropped
 		 * here, a long setting is an error */
@@ -447,10 +437,40 @@ static int handler(void *user, const char *section, const char *name, const char
 	return 1;
 }
 
+/* The whole text is checked before any line is parsed, so a binary file is
+ * named one whatever its first line happens to hold: the first byte below
+ * 0x20 other than tab, CR and LF, or 0x7f, with its line and column. */
+static int text_check(const struct parse *p)
+{
+	const char *t = p->text, *line;
+	size_t i = 0, n = p->len;
+	unsigned char c;
+	int lineno = 1;
+
+	for (;;) {
+		for (; i + 8 <= n && !word_suspect(t + i); i += 8)
+			;  /* eight bytes at a time up to the first word that may hold junk */
+		if (i >= n)
+			return 0;
+		c = (unsigned char)t[i];
+		if (c == 0 || (c < 32 && c != '\t' && c != '\r' && c != '\n') || c == 127)
+			break;
+		i++;
+	}
+	line = t;
+	for (const char *nl; (nl = memchr(line, '\n', (size_t)(t + i - line))); line = nl + 1)
+		lineno++;
+	return err_set(p->e, ERR_INPUT, p->file, lineno,
+		       "binary data (byte 0x%02x at column %zu); expected a text INI file", c,
+		       (size_t)(t + i - line) + 1);
+}
+
 static int run(struct parse *p)
 {
 	int rc;
 
+	if (text_check(p))
+		return p->e->code;
 	ini_allow_multiline = 0;  /* an indented line is a key, not a continuation */
 	rc = ini_parse_stream(reader, p, handler, p);
 	if (p->e->code)
