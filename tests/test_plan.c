@@ -13,8 +13,10 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plan.h"
+#include "profile.h"
 #include "scenario.h"
 
 enum { PT = FW_PYTORCH, DS = FW_DEEPSPEED, SC = FW_SHARDCAST };
@@ -407,4 +409,42 @@ Test(plan, fsdp_reduce_dtype_and_divide_factors)
 		cr_expect_eq(p.w.flat_cast, 0);
 		cr_expect_eq(p.w.comm_grads, 2);
 	}
+}
+
+/* The framework profile is read once, with the scenario: plan_profile_load
+ * hands back scenario_load's copy while the plan's engine is the one it was
+ * read for (a predict_run read the file each time: 4 % of bench_simulate's
+ * in-process simulate), and reads the file of another engine. The copy is
+ * marked (an alignment no file has) to show which one came back. */
+Test(plan, profile_read_once_with_the_scenario)
+{
+	static const char text[] = "[model]\nname = gpt2\n[cluster]\ngpu = a100-sxm4-80gb\n"
+				   "[training]\nstrategy = ddp\nframework = pytorch\n";
+	char path[64];
+	struct scenario s;
+	struct fw_profile got, file;
+	struct err e = {0};
+	FILE *f;
+
+	memset(&got, 0, sizeof got);  /* the bytes compare */
+	memset(&file, 0, sizeof file);
+	snprintf(path, sizeof path, "/tmp/shardcast-plan-%d.ini", (int)getpid());
+	f = fopen(path, "w");
+	cr_assert(f);
+	fputs(text, f);
+	fclose(f);
+	cr_assert_eq(scenario_load(&s, path, NULL, 0, &e), 0, "%s", e.msg);
+	remove(path);
+	cr_assert_eq(profile_load("pytorch", &file, NULL, 0, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(s.profile.name, "pytorch");
+	cr_expect(memcmp(&s.profile, &file, sizeof file) == 0, "the scenario's copy is the file's");
+	s.profile.alignment = 12345;
+	cr_assert_eq(plan_profile_load(&s, &got, &e), 0, "%s", e.msg);
+	cr_expect_eq(got.alignment, 12345, "the scenario's copy, not the file read again");
+	s.plan.engine = FW_DEEPSPEED;
+	cr_assert_eq(plan_profile_load(&s, &got, &e), 0, "%s", e.msg);
+	cr_assert_eq(profile_load("deepspeed", &file, NULL, 0, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(got.name, "deepspeed");
+	cr_expect(memcmp(&got, &file, sizeof file) == 0, "another engine's profile is read from its file");
+	scenario_free(&s);
 }

@@ -601,6 +601,8 @@ static int resolve(struct scenario *s, struct err *e)
 	if (!rc)
 		s->dp = s->plan.dp;
 	if (!rc)
+		rc = plan_profile_load(s, &s->profile, e);
+	if (!rc)
 		rc = import_batch(s, e);
 	if (!rc)
 		rc = check_job(s, e);

@@ -18,6 +18,7 @@
 #include "hw.h"
 #include "model.h"
 #include "plan.h"
+#include "profile.h"
 
 enum strategy { STRAT_SINGLE, STRAT_DP, STRAT_DDP, STRAT_ZERO1, STRAT_ZERO2, STRAT_ZERO3, STRAT_FSDP };
 enum fsdp_sharding { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE, SHARD_HYBRID, SHARD_HYBRID_ZERO2 };
@@ -200,6 +201,8 @@ struct scenario {
 	int attn;                 /* the attention kernel that runs: enum attn_kernel (graph.h) */
 	struct plan plan;         /* what the strategy does (plan.h): every model reads this,
 				     not the [training] strategy keys */
+	struct fw_profile profile; /* the profile of plan's engine (plan_profile_load), read
+				     once with the scenario */
 	struct fail_catalog failures; /* [failures] catalog, loaded when has_failures */
 	struct storage storage;   /* [checkpoint] storage, when has_storage */
 	int has_storage;

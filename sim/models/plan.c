@@ -453,7 +453,14 @@ const char *plan_profile_name(const struct plan *p)
 
 int plan_profile_load(const struct scenario *s, struct fw_profile *pf, struct err *e)
 {
-	int k = cfg_index(scenario_keys(), "training", "framework");
+	const char *name = plan_profile_name(&s->plan);
+	int k;
 
-	return profile_load(plan_profile_name(&s->plan), pf, s->file, k >= 0 ? s->line[k] : 0, e);
+	if (strcmp(s->profile.name, name) == 0) {  /* read with the scenario (scenario_load) */
+		if (pf != &s->profile)
+			*pf = s->profile;
+		return 0;
+	}
+	k = cfg_index(scenario_keys(), "training", "framework");
+	return profile_load(name, pf, s->file, k >= 0 ? s->line[k] : 0, e);
 }

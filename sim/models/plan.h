@@ -258,7 +258,9 @@ const char *plan_strategy_nearest(const char *name);
 /* The name of the framework profile the plan runs under (models/frameworks/). */
 const char *plan_profile_name(const struct plan *p);
 
-/* Loads that profile for scenario s (errors name the framework key's line). */
+/* That profile for scenario s into pf: the one scenario_load read (s->profile)
+ * when its engine is still the plan's, else read from its file (errors name
+ * the framework key's line). */
 int plan_profile_load(const struct scenario *s, struct fw_profile *pf, struct err *e);
 
 /* What the sweep's report says of a framework's engines ("" when it runs one). */
