@@ -522,6 +522,49 @@ Test(memory, remembered_searches_answer_as_fresh_ones)
 	drop(&c);
 }
 
+/* The memo tables (memory.c struct emu_memos) start small and double as they
+ * fill: peaks asked before a table grew are still found after it (200 peaks,
+ * two doublings from 256 entries at a quarter full), each the answer a plan of
+ * its own gives. A table whose entries were lost when it grew would find none
+ * of the first 64; direct-mapped, one of two entries that meet in a slot is
+ * dropped, about 10 % of 200 in 1,024 slots (each later entry lands on an
+ * earlier one with probability 1/1,024), so 56 of 64 and 160 of 200 leave
+ * room for that and no more. */
+Test(memory, remembered_peaks_survive_the_table_growing)
+{
+	const char *sets[] = {"training.strategy=ddp", "model.name=gpt2", "model.seq_len=128",
+			      "training.micro_batch=auto", "training.framework=pytorch"};
+	struct ctx c;
+	struct mem_plan q;
+	struct err e = {0};
+	struct mem_emu_counts n0, n1, n2;
+	int64_t first[200];
+	int b, bind;
+
+	load(&c, base, sets, 5);
+	cr_assert(c.p.emulate);
+	mem_max_batch(&c.p, &bind);
+	for (b = 1; b <= 200; b++)
+		first[b - 1] = mem_peak(&c.p, 0, b);
+	mem_emu_counts(&c.p, &n0);
+	cr_expect_eq(n0.peaks_known, 0, "200 different peaks: none known before");
+	for (b = 1; b <= 64; b++)
+		cr_expect_eq(mem_peak(&c.p, 0, b), first[b - 1], "b %d", b);
+	mem_emu_counts(&c.p, &n1);
+	cr_expect_geq(n1.peaks_known, 56, "%ld of the 64 asked before the table grew", n1.peaks_known);
+	for (b = 65; b <= 200; b++)
+		cr_expect_eq(mem_peak(&c.p, 0, b), first[b - 1], "b %d", b);
+	mem_emu_counts(&c.p, &n2);
+	cr_expect_geq(n2.peaks_known, 160, "%ld of 200", n2.peaks_known);
+	memset(&q, 0, sizeof q);  /* the answers are a fresh plan's */
+	cr_assert_eq(mem_plan_build(&q, &c.s, &c.g, &c.pf, &e), 0, "%s", e.msg);
+	mem_max_batch(&q, &bind);
+	for (b = 1; b <= 200; b += 19)
+		cr_expect_eq(mem_peak(&q, 0, b), first[b - 1], "b %d afresh", b);
+	mem_plan_free(&q);
+	drop(&c);
+}
+
 /* Whether plans a and b hold the same tapes and settings, field for field
  * (their arrays' contents, not their addresses or capacities). */
 static int same_event(const struct mem_event *x, const struct mem_event *y)

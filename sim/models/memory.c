@@ -336,24 +336,24 @@ struct mem_emu {
 	int memo_at[2][EMU_MEMO];
 	int memo_next[2];      /* the entry the next replay takes */
 	int64_t max[2];        /* the search's answer per tape, -1 not searched */
-	struct emu_memo *known; /* (EMU_MEMO_N) searches done, by what they read; NULL none yet */
-	struct emu_memo *seen;  /* (EMU_MEMO_N) peaks found, by what they read; NULL none yet */
+	struct emu_memos *known; /* searches done, by what they read; NULL none yet */
+	struct emu_memos *seen;  /* peaks found, by what they read; NULL none yet */
 	struct mem_emu_counts k; /* what it has done */
 };
 
 /* A search's answer (tape_max_emu) is a function of what it reads: the tape's
  * events (sizes, sign, pool), what is outside the allocator, the capacity and
  * the pools' and allocator's settings. A sweep meets the same tape again and
- * again (DDP's at every GPU count): make bench's bench_recommend counts 253 of
- * bench/sweep.ini's 1,488 searches and 4,455 of the 1,000,000-candidate sweep's
- * 10,392 answered from a memo (of 264 and 4,644 repeats: the table is
+ * again (DDP's at every GPU count): with every candidate's figures make bench's
+ * bench_recommend counts 250 of bench/sweep.ini's 1,488 searches and 4,642 of
+ * the 1,000,000-candidate sweep's 10,392 answered from a memo (of 264 and
+ * 4,644 repeats, counted once with a temporary counter: the table is
  * direct-mapped). A peak (emu_peak) is likewise a function of those inputs, b
  * and whether b lies above the searched maximum (it then replays without a
  * limit at once; below, or before any search, the same replays): with every
- * candidate's figures bench/sweep.ini asks 4,092 peaks and make bench counts
- * 467 answered from a memo (of 550 repeats, counted once with a temporary
- * counter). The event index of a peak is that tape's too: equal digests are
- * equal events. Each answer is remembered under a 128-bit digest of those
+ * candidate's figures bench/sweep.ini asks 4,097 peaks and make bench counts
+ * 522 answered from a memo. The event index of a peak is that tape's too:
+ * equal digests are equal events. Each answer is remembered under a 128-bit digest of those
  * inputs and a key (0 a search; 2 b + 1 when above, 2 b otherwise, a peak);
  * two different inputs share a digest with probability ~2^-128 per pair. */
 struct emu_memo {
@@ -363,7 +363,22 @@ struct emu_memo {
 	int at;                /* the peak's event */
 };
 
-#define EMU_MEMO_N 4096        /* entries of a memo table, direct-mapped by the digest and key */
+/* A memo table, direct-mapped by the digest and key: it starts with
+ * EMU_MEMO_FIRST entries and doubles, up to EMU_MEMO_N, when a quarter of them
+ * are filled. A simulate searches once and asks a peak or two: tables of a
+ * sweep's size from the start (4,096 entries, two of 160 KiB zeroed by calloc
+ * per plan) were 4 % of bench_simulate's instructions (callgrind: 432 -> 414
+ * million for 50 runs). Grown at a quarter full to 8,192, the sweeps remember
+ * as many answers as 4,096 from the start did (make bench: bench/sweep.ini's
+ * searches 250 against 256, peaks 522 against 519; the 1M sweep's searches
+ * 4,642 against 4,636, peaks 28,111 against 27,872). */
+struct emu_memos {
+	struct emu_memo *e;    /* (cap) */
+	int cap, used;         /* entries, of which filled */
+};
+
+#define EMU_MEMO_FIRST 256
+#define EMU_MEMO_N 8192
 
 /* *v, of have elements of size sz, with room for n. Returns 0 or -1 (*v kept). */
 static int emu_grow(void **v, int have, int n, size_t sz)
@@ -658,35 +673,74 @@ static int64_t emu_peak_run(const struct mem_plan *p, int t, int64_t b, int abov
 	return peak;
 }
 
-/* The entry of memo table *tab (allocated on first use) for tape t's inputs
- * and key; *hit 1 when it holds their answer. The entry is to be filled by
- * emu_keep. NULL when the host has no memory for the table. */
-static struct emu_memo *emu_recall(const struct mem_plan *p, int t, struct emu_memo **tab, int64_t key,
+/* The slot of (h1, key) in a table of cap entries (a power of two). */
+static inline struct emu_memo *emu_slot(struct emu_memo *e, int cap, uint64_t h1, int64_t key)
+{
+	return &e[(h1 ^ (uint64_t)key * 0x9E3779B97F4A7C15ULL) & (uint64_t)(cap - 1)];
+}
+
+/* Table *tab made or doubled (struct emu_memos), its entries placed again
+ * (one of two that meet in a slot is dropped: only hits are lost). Returns 0,
+ * or -1 when the host has no memory (the table is kept as it was). */
+static int emu_memos_grow(struct emu_memos **tab)
+{
+	struct emu_memos *m = *tab;
+	struct emu_memo *e, *x;
+	int cap = m && m->cap ? 2 * m->cap : EMU_MEMO_FIRST, i;
+
+	if (!m && !(m = *tab = calloc(1, sizeof *m)))
+		return -1;
+	if (!(e = calloc((size_t)cap, sizeof *e)))
+		return -1;
+	m->used = 0;
+	for (i = 0; i < m->cap; i++) {
+		if (!m->e[i].h1 && !m->e[i].h2)
+			continue;
+		x = emu_slot(e, cap, m->e[i].h1, m->e[i].key);
+		m->used += !x->h1 && !x->h2;
+		*x = m->e[i];
+	}
+	free(m->e);
+	m->e = e;
+	m->cap = cap;
+	return 0;
+}
+
+/* The entry of memo table *tab (made on first use, grown as it fills) for
+ * tape t's inputs and key; *hit 1 when it holds their answer. The entry is to
+ * be filled by emu_keep before the table is read again. NULL when the host
+ * has no memory for the table. */
+static struct emu_memo *emu_recall(const struct mem_plan *p, int t, struct emu_memos **tab, int64_t key,
 				   struct emu_memo *id, int *hit)
 {
 	struct emu_memo *x;
 
 	*hit = 0;
-	if (!*tab && !(*tab = calloc(EMU_MEMO_N, sizeof **tab)))
+	if ((!*tab || ((*tab)->used >= (*tab)->cap / 4 && (*tab)->cap < EMU_MEMO_N)) &&
+	    emu_memos_grow(tab) && (!*tab || !(*tab)->e))
 		return NULL;
 	emu_digest(p, t, &id->h1, &id->h2);
 	id->h1 |= id->h1 == 0 && id->h2 == 0;  /* (0, 0) marks an empty entry */
 	id->key = key;
-	x = &(*tab)[(id->h1 ^ (uint64_t)key * 0x9E3779B97F4A7C15ULL) % EMU_MEMO_N];
+	x = emu_slot((*tab)->e, (*tab)->cap, id->h1, key);
 	*hit = x->h1 == id->h1 && x->h2 == id->h2 && x->key == key;
 	return x;
 }
 
-/* Fills entry x (emu_recall) with the answer to id's inputs, unless the
- * host's memory cut the answer short (then the entry is left empty). */
-static void emu_keep(const struct mem_plan *p, struct emu_memo *x, const struct emu_memo *id, int64_t value,
-		     int at)
+/* Fills entry x of table tab (emu_recall) with the answer to id's inputs,
+ * unless the host's memory cut the answer short (then the entry is left
+ * empty). */
+static void emu_keep(const struct mem_plan *p, struct emu_memos *tab, struct emu_memo *x,
+		     const struct emu_memo *id, int64_t value, int at)
 {
+	int was = x->h1 || x->h2;
+
 	*x = (struct emu_memo){0, 0, id->key, value, at};
 	if (!p->emu->nomem) {
 		x->h1 = id->h1;
 		x->h2 = id->h2;
 	}
+	tab->used += (x->h1 || x->h2) - was;
 }
 
 /* emu_peak_run through the peaks remembered (struct emu_memo). */
@@ -705,7 +759,7 @@ static int64_t emu_peak(const struct mem_plan *p, int t, int64_t b, int *at)
 	}
 	peak = emu_peak_run(p, t, b, above, at);
 	if (x)
-		emu_keep(p, x, &id, peak, *at);
+		emu_keep(p, m->seen, x, &id, peak, *at);
 	return peak;
 }
 
@@ -1097,7 +1151,7 @@ static int64_t tape_max_known(const struct mem_plan *p, int t)
 	}
 	max = tape_max_emu(p, t);
 	if (x)
-		emu_keep(p, x, &id, max, -1);
+		emu_keep(p, m->known, x, &id, max, -1);
 	return max;
 }
 
@@ -1388,6 +1442,10 @@ void mem_plan_free(struct mem_plan *p)
 		free(p->emu->rep);
 		free(p->emu->top);
 		free(p->emu->below);
+		if (p->emu->known)
+			free(p->emu->known->e);
+		if (p->emu->seen)
+			free(p->emu->seen->e);
 		free(p->emu->known);
 		free(p->emu->seen);
 		free(p->emu);
