@@ -1335,11 +1335,35 @@ static double dp_output_bytes(const struct bld *b)
 }
 
 /* Whether a micro-step is DataParallel's (dp_microstep: its forward and
- * backward on GPU 0 and 1, no recomputation) rather than forward and
- * backward (build). */
+ * backward on GPU 0 and 1) rather than forward and backward (build). */
 static int dp_micro(const struct bld *b)
 {
 	return b->p->mech == MECH_DP;
+}
+
+/* The recomputation before graph unit gu's backward under DataParallel: each
+ * replica's autograd thread (cpu on GPU 0, cpu1 on the replica) runs the
+ * region's forward again on its device, as torch.utils.checkpoint does inside
+ * a replica's module (recomputes() names the ops, as for every strategy).
+ * Each kernel waits for the gathered outputs' gather t, as the backward's do. */
+static void dp_recompute(struct bld *b, int gu, int t)
+{
+	int i, c, k, f = b->ss->gfirst[gu], l = b->ss->glast[gu];
+
+	if (gu == 0 || f < 0 || b->recompute == RECOMPUTE_NONE)
+		return;
+	for (i = f; i <= l; i++) {
+		if (!recomputes(b, i) || b->ss->tf[i] <= 0)
+			continue;
+		c = host_work(b, b->cpu, b->disp_f, i, T_DISPATCH);
+		k = des_work(b->d, b->gpu, b->ss->tf[i], i, T_RECOMP);
+		dep(b, c, k);
+		dep(b, t, k);
+		c = host_work(b, b->cpu1, b->disp_f, i, T_DISPATCH);
+		k = des_work(b->d, b->gpu1, b->ss->tf[i], i, T_RECOMP);
+		dep(b, c, k);
+		dep(b, t, k);
+	}
 }
 
 /* One micro-step of DataParallel: GPU 0 (rank 0) and a replica (rank 1) run
@@ -1374,9 +1398,14 @@ static void dp_microstep(struct bld *b)
 	dep(b, k1, t);
 	cut_pass_end(b, 0);
 	for (i = g->nops - 1; i >= 0; i--) {
+		const struct gop *o = &g->ops[i];
 		if (b->cut)
 			cut_check(b, i, 1);
-		if (b->ss->tb[i] <= 0 || skipped(b, i))
+		if (skipped(b, i))
+			continue;
+		if (o->unit > 0 && b->ss->glast[o->unit] == i)
+			dp_recompute(b, o->unit, t);
+		if (b->ss->tb[i] <= 0)
 			continue;
 		c = host_work(b, b->cpu, b->disp_b, i, T_DISPATCH);
 		k0 = des_work(b->d, b->gpu, b->ss->tb[i], i, T_BWD);
@@ -2505,7 +2534,7 @@ int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struc
 	}
 	for (i = 0; i < g->nops; i++)  /* the recomputed forwards, by class (recompute) */
 		ss->kwr[i] = 0;
-	if (!dp_micro(&b) && b.recompute != RECOMPUTE_NONE) {
+	if (b.recompute != RECOMPUTE_NONE) {  /* every strategy's, DataParallel's replicas too */
 		graph_units(&b);
 		for (u = 1; u <= g->nblocks; u++)
 			for (i = ss->gfirst[u]; i >= 0 && i <= ss->glast[u]; i++)
