@@ -1341,29 +1341,36 @@ static int dp_micro(const struct bld *b)
 	return b->p->mech == MECH_DP;
 }
 
+/* Op i's kernel of dur (tag) in a DataParallel backward, on GPU 0 (*k0) and
+ * on the replica (*k1), each dispatched by its device's autograd thread (cpu,
+ * cpu1) and run after task t (the outputs' gather). */
+static void dp_replicas(struct bld *b, double dur, double disp, int i, int tag, int t, int *k0, int *k1)
+{
+	int c = host_work(b, b->cpu, disp, i, T_DISPATCH);
+
+	*k0 = des_work(b->d, b->gpu, dur, i, tag);
+	dep(b, c, *k0);
+	dep(b, t, *k0);
+	c = host_work(b, b->cpu1, disp, i, T_DISPATCH);
+	*k1 = des_work(b->d, b->gpu1, dur, i, tag);
+	dep(b, c, *k1);
+	dep(b, t, *k1);
+}
+
 /* The recomputation before graph unit gu's backward under DataParallel: each
  * replica's autograd thread (cpu on GPU 0, cpu1 on the replica) runs the
  * region's forward again on its device, as torch.utils.checkpoint does inside
  * a replica's module (recomputes() names the ops, as for every strategy).
- * Each kernel waits for the gathered outputs' gather t, as the backward's do. */
+ * Each kernel waits for the outputs' gather t, as the backward's do. */
 static void dp_recompute(struct bld *b, int gu, int t)
 {
-	int i, c, k, f = b->ss->gfirst[gu], l = b->ss->glast[gu];
+	int i, k0, k1, f = b->ss->gfirst[gu], l = b->ss->glast[gu];
 
 	if (gu == 0 || f < 0 || b->recompute == RECOMPUTE_NONE)
 		return;
-	for (i = f; i <= l; i++) {
-		if (!recomputes(b, i) || b->ss->tf[i] <= 0)
-			continue;
-		c = host_work(b, b->cpu, b->disp_f, i, T_DISPATCH);
-		k = des_work(b->d, b->gpu, b->ss->tf[i], i, T_RECOMP);
-		dep(b, c, k);
-		dep(b, t, k);
-		c = host_work(b, b->cpu1, b->disp_f, i, T_DISPATCH);
-		k = des_work(b->d, b->gpu1, b->ss->tf[i], i, T_RECOMP);
-		dep(b, c, k);
-		dep(b, t, k);
-	}
+	for (i = f; i <= l; i++)
+		if (recomputes(b, i) && b->ss->tf[i] > 0)
+			dp_replicas(b, b->ss->tf[i], b->disp_f, i, T_RECOMP, t, &k0, &k1);
 }
 
 /* One micro-step of DataParallel: GPU 0 (rank 0) and a replica (rank 1) run
@@ -1405,16 +1412,8 @@ static void dp_microstep(struct bld *b)
 			continue;
 		if (o->unit > 0 && b->ss->glast[o->unit] == i)
 			dp_recompute(b, o->unit, t);
-		if (b->ss->tb[i] <= 0)
-			continue;
-		c = host_work(b, b->cpu, b->disp_b, i, T_DISPATCH);
-		k0 = des_work(b->d, b->gpu, b->ss->tb[i], i, T_BWD);
-		dep(b, c, k0);
-		dep(b, t, k0);
-		c = host_work(b, b->cpu1, b->disp_b, i, T_DISPATCH);
-		k1 = des_work(b->d, b->gpu1, b->ss->tb[i], i, T_BWD);
-		dep(b, c, k1);
-		dep(b, t, k1);
+		if (b->ss->tb[i] > 0)
+			dp_replicas(b, b->ss->tb[i], b->disp_b, i, T_BWD, t, &k0, &k1);
 	}
 	cut_pass_end(b, 1);
 	t = collective(b, b->pg, COLL_REDUCE, &b->gdp, params * b->gcomm, k0, -1, T_REDUCE);
