@@ -602,6 +602,7 @@ int sweep_write_heatmap_data(const struct sweep *sw, const struct sweep_result *
 void sweep_emu_text(char *buf, size_t n, const struct mem_emu_counts *k)
 {
 	snprintf(buf, n, "%ld max-batch searches (%ld remembered from a tape met before), %ld replays, %ld "
-		 "events, %ld alloc/free pairs probed, %ld peaks for breakdowns (%ld remembered)", k->searches,
-		 k->remembered, k->replays, k->events, k->probed, k->peaks, k->peaks_known);
+		 "events (%ld copies of periodic runs made at once instead), %ld alloc/free pairs probed, %ld peaks "
+		 "for breakdowns (%ld remembered)", k->searches, k->remembered, k->replays, k->events, k->skipped,
+		 k->probed, k->peaks, k->peaks_known);
 }

@@ -413,6 +413,11 @@ static int64_t limit(const struct alloc *a)
 	return a->c.allowed > 0 && a->c.allowed < a->c.capacity ? a->c.allowed : a->c.capacity;
 }
 
+int64_t alloc_limit(const struct alloc *a)
+{
+	return limit(a);
+}
+
 
 /* map_block: maps pages from the start of unmapped block h to cover size;
  * the mapped part joins free neighbours. Returns 0 when the device is full. */
@@ -619,6 +624,91 @@ void alloc_empty_cache(struct alloc *a)
 			else if (!is_split(a, a->scratch[i]))
 				release_block(a, a->scratch[i]);
 	}
+}
+
+static int by_address(const void *x, const void *y, void *ctx)
+{
+	const struct alloc *a = ctx;
+	int64_t u = a->b[*(const int *)x].addr, v = a->b[*(const int *)y].addr;
+
+	return (u > v) - (u < v);
+}
+
+int alloc_free_blocks(struct alloc *a, int *h, int cap, int by_addr)
+{
+	const struct alloc_set *s;
+	struct pos p;
+	int pool, n = 0;
+
+	if (!by_addr) {
+		for (pool = 1; pool >= 0; pool--)
+			for (s = &a->free_[pool], p = class_first(s, 0); p.c >= 0; p = next_pos(s, p), n++)
+				if (n < cap)
+					h[n] = at(s, p);
+		return n;
+	}
+	if (vec_grow((void **)&a->scratch, &a->capscratch, a->free_[0].count + a->free_[1].count + 1,
+		     sizeof *a->scratch))
+		return -1;
+	for (pool = 0; pool < 2; pool++)
+		for (s = &a->free_[pool], p = class_first(s, 0); p.c >= 0; p = next_pos(s, p))
+			a->scratch[n++] = at(s, p);
+	qsort_r(a->scratch, (size_t)n, sizeof *a->scratch, by_address, a);
+	if (cap > 0)
+		memcpy(h, a->scratch, (size_t)(n < cap ? n : cap) * sizeof *h);
+	return n;
+}
+
+/* Block h (of the pool, mapped, out of every set) cut into n pieces of
+ * size[k] from its address on, used[k] allocated and the others free; their
+ * handles into out. Returns 0 or -1 (host memory). */
+static int pieces(struct alloc *a, int h, int n, const int64_t *size, const int8_t *used, int *out)
+{
+	int pool = a->b[h].small, k, x, prev = h;
+	int64_t addr = a->b[h].addr;
+
+	a->b[h].size = size[0];
+	out[0] = h;
+	for (k = 1; k < n; k++) {
+		addr += size[k - 1];
+		if ((x = new_block(a, pool, addr, size[k], 1)) < 0)
+			return -1;
+		link_after(a, prev, x);
+		out[k] = prev = x;
+	}
+	for (k = 0; k < n; k++)
+		if (used[k]) {
+			a->b[out[k]].allocated = 1;
+			a->allocated += size[k];
+		} else if (set_insert(a, &a->free_[pool], out[k], 1)) {
+			return -1;
+		}
+	if (a->allocated > a->peak_allocated)
+		a->peak_allocated = a->allocated;
+	if (a->reserved > a->peak_reserved)
+		a->peak_reserved = a->reserved;
+	return 0;
+}
+
+int alloc_carve(struct alloc *a, int h, int n, const int64_t *size, const int8_t *used, int *out)
+{
+	set_erase(a, &a->free_[a->b[h].small], h, 1);
+	return pieces(a, h, n, size, used, out);
+}
+
+int alloc_segment_carved(struct alloc *a, int small, int n, const int64_t *size, const int8_t *used, int *out)
+{
+	int64_t total = 0;
+	int k, h;
+
+	for (k = 0; k < n; k++)
+		total += size[k];
+	if ((h = new_block(a, small, a->next_addr, total, 1)) < 0)
+		return -1;
+	a->next_addr += total;
+	a->reserved += total;
+	a->segments++;
+	return pieces(a, h, n, size, used, out);
 }
 
 /* garbage_collect_cached_blocks: unsplit large-pool blocks at least as old as

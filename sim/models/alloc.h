@@ -143,4 +143,23 @@ void alloc_free(struct alloc *a, int h);
 /* Returns every unsplit free block to the device (torch.cuda.empty_cache()). */
 void alloc_empty_cache(struct alloc *a);
 
+/* What a's segments may hold in all: the capacity, or the fraction's maximum. */
+int64_t alloc_limit(const struct alloc *a);
+
+/* a's free blocks, their handles into h (room for cap), in the pools' (size,
+ * address) order (small pool's first), or sorted by address (by_addr 1);
+ * returns how many there are (more than cap: h holds the first cap), or -1
+ * when the host has no memory to sort them. */
+int alloc_free_blocks(struct alloc *a, int *h, int cap, int by_addr);
+
+/* Free block h cut into n pieces of size[k] (summing to its size) from its
+ * address on, used[k] allocated (as a malloc leaves a block) and the others
+ * free; out[k] their handles. Returns 0 or -1 (host memory: a unusable). */
+int alloc_carve(struct alloc *a, int h, int n, const int64_t *size, const int8_t *used, int *out);
+
+/* A new segment (of the small pool: small 1) above every other, of the n
+ * pieces' bytes, cut as alloc_carve cuts; reserved bytes and segments
+ * counted. Returns 0 or -1 (host memory). */
+int alloc_segment_carved(struct alloc *a, int small, int n, const int64_t *size, const int8_t *used, int *out);
+
 #endif
