@@ -355,9 +355,9 @@ Test(loader, binary_named_before_any_line_is_parsed)
 	};
 	static const struct cfg_table t = {keys, 1};
 	static const char *const texts[] = {
-		"j\xa9" "nk = 1\n[s]\nk = v\nab\x01" "cd\n",  /* a key outside any section */
-		"[s]\nk = v\n[nope]\nab\x00" "cd",       /* an unknown section */
-		"[s]\nno equals sign\n\nab\x7f",        /* a syntax error */
+		"j\251nk = 1\n[s]\nk = v\nab\001cd\n",  /* a key outside any section */
+		"[s]\nk = v\n[nope]\nab\000cd",       /* an unknown section */
+		"[s]\nno equals sign\n\nab\177",        /* a syntax error */
 	};
 	static const size_t lens[] = {25, 22, 23};  /* the NUL is inside the second */
 	char got[CFG_STR_MAX], file[] = "(test)";
