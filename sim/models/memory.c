@@ -999,6 +999,23 @@ static int emu_make_period(struct mem_emu *m, struct emu_period *x, int n)
 	return 0;
 }
 
+static void emu_period_free(struct emu_period *x)
+{
+	free(x->fb0);
+	free(x->free1);
+	free(x->made);
+	free(x->push);
+	free(x->reg);
+	free(x->psize);
+	free(x->pused);
+	free(x->ph);
+	free(x->pof);
+	free(x->cur);
+	free(x->next);
+	free(x->rof);
+	free(x->sego);
+}
+
 /* Extends a replay over a periodic run r of its tape t at b, from q at the
  * start of copy SKIP_WARM: when the allocator's state repeats with a period
  * of P copies, the periods but the last are made at once instead of replayed
@@ -1962,21 +1979,7 @@ void mem_plan_free(struct mem_plan *p)
 		free(p->emu->rep);
 		free(p->emu->top);
 		free(p->emu->depth);
-		free(p->emu->per.fb0);
-		free(p->emu->per.free1);
-
-		free(p->emu->per.reg);
-		free(p->emu->per.psize);
-		free(p->emu->per.pused);
-		free(p->emu->per.ph);
-		free(p->emu->per.pof);
-		free(p->emu->per.cur);
-		free(p->emu->per.next);
-		free(p->emu->per.rof);
-		free(p->emu->per.sego);
-		free(p->emu->per.made);
-		free(p->emu->per.push);
-
+		emu_period_free(&p->emu->per);
 		free(p->emu->below);
 		if (p->emu->known)
 			free(p->emu->known->e);
