@@ -11,6 +11,11 @@
  * packed into whole segments (no fragmentation beyond the last segment), which
  * is what cudaMalloc must provide. Memory outside the allocator (CUDA context,
  * NCCL buffers) is added as is.
+ *
+ * On GPUs the caching allocator is also emulated (alloc.h): a tape is replayed
+ * through it at each micro-batch the search tries, searches and peaks are
+ * remembered by a digest of what they read, and a periodic run's copies whose
+ * allocator state repeats are made at once instead of replayed (emu_skip).
  */
 #include "memory.h"
 
@@ -666,6 +671,12 @@ static int emu_loop(const struct mem_plan *p, int t, int64_t b, struct emu_pos *
 
 /* ---- periodic runs: the allocator's copies extended --------------------------------- */
 
+/* emu_skip reads the counts at 2 SKIP_MAXP + 1 copy starts after SKIP_WARM
+ * copies, then one period, and makes periods only when two whole ones are
+ * left after it: a run of fewer than SKIP_REPS copies (2 + 8 + 1 + 2 for the
+ * shortest period) never gains, and is not tried. SKIP_MAXP is the step
+ * model's longest period (STEP_BLOCK_MAXP); the bench scenario's forward has
+ * 4 (four checkpointed inputs fill a segment). */
 #define SKIP_REPS 16           /* copies a run needs for emu_skip to be tried */
 #define SKIP_WARM 2            /* copies replayed before the allocator's counts are read */
 #define SKIP_MAXP 4            /* longest period looked for, in copies */

@@ -9,7 +9,9 @@
  * dependencies the framework's hooks create:
  *   dp      nn.DataParallel: parameter broadcast from GPU 0 every forward,
  *           forward outputs gathered on GPU 0, gradients reduced to GPU 0,
- *           the optimizer on GPU 0 (two simulated ranks: GPU 0 and a replica);
+ *           the optimizer on GPU 0 (two simulated ranks: GPU 0 and a replica),
+ *           each replica's backward, with its checkpointed regions' recompute,
+ *           on its device's autograd thread;
  *   ddp     bucketed all-reduce launched as buckets fill during backward
  *           (first bucket 1 MiB, then ddp_bucket_mb), none on no_sync micro-steps;
  *   zero1   reduce-scatter after backward, sharded optimizer, all-gather;
