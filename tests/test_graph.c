@@ -2,6 +2,7 @@
  * test_graph.c — structure of the model graph.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -209,4 +210,92 @@ Test(graph, parameter_tensors_as_pytorch_lists_them)
 	graph_free(&g);
 	graph_free(&l);
 	graph_free(&l2);
+}
+
+/* Graphs g and h alike in every op, tensor and block, each number's bits. */
+static void same_graph(const struct graph *g, const struct graph *h, const char *what)
+{
+	int i;
+
+	cr_assert_eq(g->nops, h->nops, "%s", what);
+	cr_assert_eq(g->nt, h->nt, "%s", what);
+	cr_assert_eq(g->nblocks, h->nblocks, "%s", what);
+	for (i = 0; i < g->nops; i++)
+		cr_assert_eq(memcmp(&g->ops[i], &h->ops[i], sizeof g->ops[i]), 0, "%s: op %d", what, i);
+	for (i = 0; i < g->nt; i++)
+		cr_assert_eq(memcmp(&g->t[i], &h->t[i], sizeof g->t[i]), 0, "%s: tensor %d", what, i);
+	cr_assert_eq(memcmp(g->block_first, h->block_first, (size_t)g->nblocks * sizeof *g->block_first), 0, "%s", what);
+	cr_assert_eq(memcmp(g->block_in, h->block_in, (size_t)g->nblocks * sizeof *g->block_in), 0, "%s", what);
+	cr_assert_eq(memcmp(g->same, h->same, (size_t)g->nops * sizeof *g->same), 0, "%s", what);
+	cr_assert_eq(memcmp(g->pt, h->pt, (size_t)g->nops * sizeof *g->pt), 0, "%s", what);
+	cr_assert(!memcmp(&g->params, &h->params, sizeof g->params) &&
+		  !memcmp(&g->params_rank, &h->params_rank, sizeof g->params_rank) &&
+		  !memcmp(&g->flops_fwd, &h->flops_fwd, sizeof g->flops_fwd) &&
+		  !memcmp(&g->flops_bwd, &h->flops_bwd, sizeof g->flops_bwd) &&
+		  !memcmp(&g->buffer_bytes, &h->buffer_bytes, sizeof g->buffer_bytes) && g->input == h->input,
+		  "%s", what);
+}
+
+/* graph_build copies each stack's blocks from the fourth on (the third moved
+ * one block on) where graph_build_whole builds each op by op: the same graph,
+ * every bit, for every model of the catalog under every flavour, PyTorch
+ * version, autocast, attention kernel, dropout, KV cache, tensor-parallel
+ * degree and sequence length the builder branches on. A copy that moved a
+ * reference it should have kept (T5's position bias, made in the first
+ * block; the stack's causal mask; the encoder's output), or kept the next
+ * block's reads and saves of a block's output from it, breaks it. */
+Test(graph, copied_blocks_are_the_blocks_built, .timeout = 120)
+{
+	static const struct {
+		int flavor, fwv, autocast, act, attn, kv;
+		double dropout;
+	} v[] = {
+		{GRAPH_EAGER, FWV_CURRENT, 1, 2, AK_EAGER, 0, 0.1},
+		{GRAPH_EAGER, FWV_CURRENT, 0, 2, AK_FLASH2, 1, 0},
+		{GRAPH_EAGER, FWV_CURRENT, 1, 2, AK_MEM_EFFICIENT, 1, 0.1},
+		{GRAPH_EAGER, FWV_1_13, 1, 2, AK_EAGER, 1, 0.1},
+		{GRAPH_EAGER, FWV_CURRENT, 0, 4, AK_EAGER, 0, 0},
+		{GRAPH_SHARDCAST, FWV_CURRENT, 0, 2, AK_FLASH2, 0, 0},
+		{GRAPH_SHARDCAST, FWV_CURRENT, 1, 2, AK_EAGER, 0, 0.1},
+	};
+	struct dirent *d;
+	DIR *dir = opendir("models/nn");
+	int models = 0, copied = 0, built = 0;
+
+	cr_assert(dir, "models/nn: run from the repository's root");
+	while ((d = readdir(dir))) {
+		struct model m;
+		struct err e = {0};
+		char name[256], what[512];
+		size_t n = strlen(d->d_name);
+		int j, tp;
+
+		if (n < 5 || strcmp(d->d_name + n - 4, ".ini"))
+			continue;
+		snprintf(name, sizeof name, "%.*s", (int)(n - 4), d->d_name);
+		cr_assert_eq(model_load(name, &m, NULL, 0, &e), 0, "%s: %s", name, e.msg);
+		models++;
+		for (j = 0; j < (int)(sizeof v / sizeof v[0]); j++)
+			for (tp = 1; tp <= 2; tp++) {
+				struct graph g, h;
+				struct graph_opts o = {j % 2 ? 512 : 1024, 128, v[j].dropout, tp, v[j].flavor, v[j].act,
+						       v[j].autocast, v[j].attn, v[j].fwv, v[j].kv};
+				if (m.heads % tp || m.kv_heads % tp || m.ffn % tp || m.vocab % tp)
+					continue;
+				snprintf(what, sizeof what, "%s variant %d tp %d", name, j, tp);
+				cr_assert_eq(graph_build(&g, &m, &o, &e), 0, "%s: %s", what, e.msg);
+				cr_assert_eq(graph_build_whole(&h, &m, &o, &e), 0, "%s: %s", what, e.msg);
+				same_graph(&g, &h, what);
+				cr_expect_eq(h.copied, 0);
+				copied += g.copied;
+				built++;
+				graph_free(&g);
+				graph_free(&h);
+			}
+	}
+	closedir(dir);
+	cr_expect_geq(models, 30, "%d models", models);
+	/* every stack of four or more blocks copies all but three: more blocks
+	 * copied than graphs built many times over */
+	cr_expect_gt(copied, 10 * built, "%d blocks copied in %d graphs", copied, built);
 }

@@ -50,6 +50,12 @@ struct bld {
 	int xbias;      /* T5 cross-attention's zero position bias, -1 none */
 	double S;       /* tokens of the current stack */
 	struct err *e;
+	int whole;      /* 1: every block built (graph_build_whole), none copied */
+	struct copied {  /* per stack: ops start .. start + n - 1 are copies of the per
+			    ops from tmpl on, block after block (same_ops) */
+		int start, n, tmpl, per;
+	} copies[2];
+	int ncopies;
 };
 
 /* dst = a b c (any may be NULL) cut to n - 1 bytes, as snprintf "%s%s%s" would. */
@@ -726,31 +732,246 @@ static int causal_mask(struct bld *b, int stack)
 	return t;
 }
 
+/* ---- repeated blocks, copied --------------------------------------------------------------- */
+
+/* One block as the builder left it (its ops and tensors, before the next block
+ * read anything of it), the range it took, its input and output, and the
+ * builder's state after it. */
+struct block_shot {
+	struct gop *ops;
+	struct gtensor *t;
+	int op0, nops, t0, nt;
+	int in, out;
+	int module, mask, pbias, xbias;
+	double S;
+};
+
+/* A block's references to tensors: relative ones (its own tensors, the
+ * previous block's output) move by the block's tensors from block to block;
+ * absolute ones (the stack's causal mask, T5's position biases built in its
+ * first block, the encoder's output) stay. */
+struct block_refs {
+	unsigned char *rel;     /* (nops x GRAPH_REFS) 1: relative */
+	int cap;
+};
+#define GRAPH_REFS (GRAPH_MAX_IN + 1 + GRAPH_MAX_SAVED)
+
+static int shot_take(struct block_shot *k, const struct bld *b, int op0, int t0, int in, int out)
+{
+	const struct graph *g = b->g;
+
+	k->op0 = op0;
+	k->nops = g->nops - op0;
+	k->t0 = t0;
+	k->nt = g->nt - t0;
+	k->in = in;
+	k->out = out;
+	k->module = b->module;
+	k->mask = b->mask;
+	k->pbias = b->pbias;
+	k->xbias = b->xbias;
+	k->S = b->S;
+	k->ops = malloc((size_t)(k->nops > 0 ? k->nops : 1) * sizeof *k->ops);
+	k->t = malloc((size_t)(k->nt > 0 ? k->nt : 1) * sizeof *k->t);
+	if (!k->ops || !k->t)
+		return -1;
+	memcpy(k->ops, g->ops + op0, (size_t)k->nops * sizeof *k->ops);
+	memcpy(k->t, g->t + t0, (size_t)k->nt * sizeof *k->t);
+	return 0;
+}
+
+static void shot_free(struct block_shot *k)
+{
+	free(k->ops);
+	free(k->t);
+	k->ops = NULL;
+	k->t = NULL;
+}
+
+/* The references of op o, slot by slot (GRAPH_REFS: inputs, output, saved);
+ * -1 where the slot is unused. */
+static void op_refs(const struct gop *o, int *r)
+{
+	int k;
+
+	for (k = 0; k < GRAPH_MAX_IN; k++)
+		r[k] = k < o->nin ? o->in[k] : -1;
+	r[GRAPH_MAX_IN] = o->out;
+	for (k = 0; k < GRAPH_MAX_SAVED; k++)
+		r[GRAPH_MAX_IN + 1 + k] = k < o->nsaved ? o->saved[k] : -1;
+}
+
+static void op_set_refs(struct gop *o, const int *r)
+{
+	int k;
+
+	for (k = 0; k < o->nin; k++)
+		o->in[k] = r[k];
+	o->out = r[GRAPH_MAX_IN];
+	for (k = 0; k < o->nsaved; k++)
+		o->saved[k] = r[GRAPH_MAX_IN + 1 + k];
+}
+
+/* Op index x of a block, -1 kept, moved by d ops. */
+static inline int moved(int x, int d)
+{
+	return x >= 0 ? x + d : x;
+}
+
+/* Whether block y is block x one block on: the same ops and tensors, every
+ * op and tensor index moved by x's counts, each reference relative (moved)
+ * or absolute (the same, made before x), and the builder in the same state
+ * after each. Fills f->rel with which references are relative. */
+static int block_next(const struct block_shot *x, const struct block_shot *y, struct block_refs *f)
+{
+	int dop = x->nops, dt = x->nt, j, k, r1[GRAPH_REFS], r2[GRAPH_REFS];
+	struct gop o;
+	struct gtensor t;
+
+	if (y->nops != x->nops || y->nt != x->nt || y->op0 != x->op0 + dop || y->t0 != x->t0 + dt ||
+	    y->in != x->in + dt || y->out != x->out + dt || y->module != x->module || y->mask != x->mask ||
+	    y->pbias != x->pbias || y->xbias != x->xbias || memcmp(&y->S, &x->S, sizeof x->S))
+		return 0;
+	if (x->in < x->t0 - dt || x->in >= x->t0)  /* x's input: the block before's output */
+		return 0;
+	if (vec_grow((void **)&f->rel, &f->cap, dop * GRAPH_REFS + 1, 1))
+		return 0;
+	for (j = 0; j < dop; j++) {
+		op_refs(&x->ops[j], r1);
+		op_refs(&y->ops[j], r2);
+		for (k = 0; k < GRAPH_REFS; k++) {
+			if (r1[k] >= x->t0 - dt && r2[k] == r1[k] + dt)
+				f->rel[j * GRAPH_REFS + k] = 1;
+			else if (r2[k] == r1[k] && r1[k] < x->t0)
+				f->rel[j * GRAPH_REFS + k] = 0;
+			else
+				return 0;
+		}
+		memcpy(&o, &x->ops[j], sizeof o);
+		o.layer = y->ops[j].layer;
+		o.unit = y->ops[j].unit;
+		op_set_refs(&o, r2);
+		if (x->ops[j].layer < 0 || y->ops[j].layer != x->ops[j].layer + 1 ||
+		    y->ops[j].unit != x->ops[j].unit + 1 || memcmp(&o, &y->ops[j], sizeof o))
+			return 0;
+	}
+	for (j = 0; j < dt; j++) {
+		memcpy(&t, &x->t[j], sizeof t);
+		t.producer = moved(t.producer, dop);
+		t.last_fwd_use = moved(t.last_fwd_use, dop);
+		t.first_saver = moved(t.first_saver, dop);
+		if (x->t[j].producer < x->op0 || memcmp(&t, &y->t[j], sizeof t))
+			return 0;
+	}
+	return 1;
+}
+
+/* Block n of the stack as block shot y moved n - layer(y) blocks on (y one
+ * block on from the one before it: block_next), its reads and saves of
+ * tensors before it taken as the builder takes them (op, save). Returns its
+ * output, or -1 (out of memory). */
+static int block_copy(struct bld *b, const struct block_shot *y, const struct block_refs *f, int x, int n)
+{
+	struct graph *g = b->g;
+	int s = n - y->ops[0].layer, dop = s * y->nops, dt = s * y->nt, j, k, r[GRAPH_REFS], idx, t0;
+
+	if (mark_block(b, x) < 0 || vec_grow((void **)&g->ops, &g->capops, g->nops + y->nops, sizeof *g->ops) ||
+	    vec_grow((void **)&g->t, &g->capt, g->nt + y->nt, sizeof *g->t))
+		return -1;
+	g->copied++;
+	t0 = g->nt;
+	for (j = 0; j < y->nt; j++) {
+		struct gtensor *t = &g->t[g->nt++];
+		*t = y->t[j];
+		t->producer = moved(t->producer, dop);
+		t->last_fwd_use = moved(t->last_fwd_use, dop);
+		t->first_saver = moved(t->first_saver, dop);
+	}
+	for (j = 0; j < y->nops; j++) {
+		struct gop *o = &g->ops[idx = g->nops++];
+		*o = y->ops[j];
+		o->layer = n;
+		o->unit += s;
+		op_refs(o, r);
+		for (k = 0; k < GRAPH_REFS; k++)
+			if (f->rel[j * GRAPH_REFS + k])
+				r[k] = moved(r[k], dt);
+		op_set_refs(o, r);
+		for (k = 0; k < o->nin; k++)  /* a read of a tensor before the block (op) */
+			if (o->in[k] < t0)
+				g->t[o->in[k]].last_fwd_use = idx;
+		for (k = 0; k < o->nsaved; k++)  /* a save of one (save) */
+			if (o->saved[k] < t0 && (g->t[o->saved[k]].first_saver < 0 || g->t[o->saved[k]].first_saver > idx))
+				g->t[o->saved[k]].first_saver = idx;
+	}
+	return y->out + dt;
+}
+
+/* The blocks of a stack. From the fourth on, a block is a copy of the third
+ * moved on (block_copy) when the third is the second moved on (block_next):
+ * the builder reads nothing of a block's index but whether it is the first
+ * (position_bias), so each later block would be built the same. graph_build_whole
+ * builds every one (tests/test_graph.c compares the two on every model). */
 static int stack_blocks(struct bld *b, int x, long nlayers, int stack, int enc_out, double S_enc)
 {
+	struct block_shot k[2] = {{0}};
+	struct block_refs f = {0};
 	long l;
+	int op0, t0, in, copy = 0, rc = 0;
 
 	b->pbias = b->xbias = -1;
 	b->mask = causal_mask(b, stack);
 	for (l = 0; l < nlayers; l++) {
 		b->stack = stack;
 		b->layer = (int)l;
+		if (copy) {
+			if ((x = block_copy(b, &k[1], &f, x, (int)l)) < 0)
+				goto fail;
+			continue;
+		}
+		op0 = b->g->nops;
+		t0 = b->g->nt;
+		in = x;
 		if (mark_block(b, x) < 0)
-			return -1;
+			goto fail;
 		b->unit = b->g->nblocks;
 		if (b->m->family == FAM_ENCODER)
 			x = postnorm_block(b, x);
 		else
 			x = prenorm_block(b, x, enc_out, S_enc, stack == 0);
+		if (x < 0 || b->whole || l < 1 || l > 2 || !b->g->ops || !b->g->t)
+			continue;
+		if (shot_take(&k[l - 1], b, op0, t0, in, x))
+			goto fail;
+		copy = l == 2 && block_next(&k[0], &k[1], &f);
+		if (copy && nlayers > 3 && b->ncopies < 2)
+			b->copies[b->ncopies++].start = -1;  /* filled below, after the copies */
+		/* room for the copies at once: one realloc, not one per doubling */
+		if (copy && (vec_grow((void **)&b->g->ops, &b->g->capops, b->g->nops + (int)(nlayers - 3) * k[1].nops,
+				      sizeof *b->g->ops) ||
+			     vec_grow((void **)&b->g->t, &b->g->capt, b->g->nt + (int)(nlayers - 3) * k[1].nt,
+				      sizeof *b->g->t)))
+			goto fail;
 	}
+	if (copy && nlayers > 3 && b->copies[b->ncopies - 1].start < 0)
+		b->copies[b->ncopies - 1] = (struct copied){k[1].op0 + k[1].nops, (int)(nlayers - 3) * k[1].nops,
+								    k[1].op0, k[1].nops};
 	b->layer = -1;
 	b->unit = 0;
-	if (b->m->final_norm) {
+	if (b->m->final_norm && x >= 0) {
 		x = norm(b, stack ? "enc.final_norm" : "final_norm", x);
 		if (b->m->family == FAM_ENCODER_DECODER)
 			x = dropout(b, stack ? "enc.final_drop" : "final_drop", x);
 	}
-	return x;
+	rc = x;
+out:
+	shot_free(&k[0]);
+	shot_free(&k[1]);
+	free(f.rel);
+	return rc;
+fail:
+	rc = -1;
+	goto out;
 }
 
 /* Hugging Face's language-model loss over the logits, as PyTorch runs it:
@@ -938,10 +1159,14 @@ static uint64_t op_hash(const struct graph *g, const struct gop *o)
 }
 
 /* g->same: each op's first of its kind (same_op), through an open-addressing
- * table of the first ops. Returns 0 or -1 (out of memory). */
-static int same_ops(struct graph *g)
+ * table of the first ops; an op of a copied block (b->copies) takes its
+ * template's: it is the template's op, bit for bit, so its probe passes the
+ * slots the template's passed, all taken since, to the template's first (the
+ * template itself when it was the first of its kind). Returns 0 or -1 (out
+ * of memory). */
+static int same_ops(const struct bld *b, struct graph *g)
 {
-	int size = 16, i, j, h, *first;
+	int size = 16, i, j, h, c, *first;
 
 	while (size < 2 * g->nops)
 		size *= 2;
@@ -954,6 +1179,13 @@ static int same_ops(struct graph *g)
 	for (h = 0; h < size; h++)
 		first[h] = -1;
 	for (i = 0; i < g->nops; i++) {
+		for (c = 0; c < b->ncopies; c++)
+			if (i >= b->copies[c].start && i < b->copies[c].start + b->copies[c].n)
+				break;
+		if (c < b->ncopies) {
+			g->same[i] = g->same[b->copies[c].tmpl + (i - b->copies[c].start) % b->copies[c].per];
+			continue;
+		}
 		for (h = (int)(op_hash(g, &g->ops[i]) & (uint64_t)(size - 1)); (j = first[h]) >= 0;
 		     h = (h + 1) & (size - 1))
 			if (same_op(g, &g->ops[j], &g->ops[i]))
@@ -1000,8 +1232,8 @@ static int param_table(struct graph *g, const struct model *m)
 	return 0;
 }
 
-int graph_build(struct graph *g, const struct model *m, const struct graph_opts *o,
-		struct err *e)
+static int build(struct graph *g, const struct model *m, const struct graph_opts *o, int whole,
+		 struct err *e)
 {
 	struct bld b = {0};
 	int ids, x, enc = -1, i;
@@ -1016,6 +1248,7 @@ int graph_build(struct graph *g, const struct model *m, const struct graph_opts 
 	b.m = m;
 	b.o = o;
 	b.e = e;
+	b.whole = whole;
 	b.eager = o->flavor == GRAPH_EAGER;
 	b.A = o->act_bytes;
 	b.U = o->autocast && b.eager ? 4 : o->act_bytes;
@@ -1047,7 +1280,7 @@ int graph_build(struct graph *g, const struct model *m, const struct graph_opts 
 		classifier_and_loss(&b, x);
 	else
 		head_and_loss(&b, x);
-	if ((!g->block_first && g->nblocks) || same_ops(g) || param_table(g, m))
+	if ((!g->block_first && g->nblocks) || same_ops(&b, g) || param_table(g, m))
 		goto nomem;
 	if (b.old && m->family == FAM_DECODER && m->positions == POS_LEARNED)
 		/* transformers 4.26's GPT2Attention buffers: the uint8 causal
@@ -1068,6 +1301,16 @@ int graph_build(struct graph *g, const struct model *m, const struct graph_opts 
 	return 0;
 nomem:
 	return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the model graph");
+}
+
+int graph_build(struct graph *g, const struct model *m, const struct graph_opts *o, struct err *e)
+{
+	return build(g, m, o, 0, e);
+}
+
+int graph_build_whole(struct graph *g, const struct model *m, const struct graph_opts *o, struct err *e)
+{
+	return build(g, m, o, 1, e);
 }
 
 void graph_free(struct graph *g)

@@ -141,6 +141,7 @@ struct graph {
 				   and inputs and output of the same sizes (a transformer's blocks
 				   repeat their ops); i for the first of its kind */
 	double buffer_bytes;    /* the module's non-parameter buffers (bytes, whole model) */
+	int copied;             /* blocks copied from the one before (graph_build), not built */
 	struct gparams *pt;     /* (nops) each op's parameter tensors (graph_op_params): one
 				   compact table, read op by op by every walk over the model states */
 };
@@ -175,6 +176,10 @@ static inline double graph_tensor_bytes(const struct graph *g, int i)
  * graph_free (also after an error). */
 int graph_build(struct graph *g, const struct model *m, const struct graph_opts *o,
 		struct err *e);
+
+/* graph_build with every block built op by op, none copied from the one
+ * before (tests compare the two). */
+int graph_build_whole(struct graph *g, const struct model *m, const struct graph_opts *o, struct err *e);
 
 void graph_free(struct graph *g);
 
