@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "graph.h"
+#include "period.h"
 
 static void build(struct graph *g, const char *name, struct graph_opts o)
 {
@@ -236,6 +237,24 @@ static void same_graph(const struct graph *g, const struct graph *h, const char 
 		  "%s", what);
 }
 
+/* Every block of each of g's alike ranges (graph.alike) alike op for op with
+ * the range's first (period.h), which period_find takes without comparing. */
+static void alike_blocks_alike(const struct graph *g, const char *what)
+{
+	int k, b, i;
+
+	for (k = 0; k < g->nalike; k++) {
+		const int lo = g->alike[k][0], hi = g->alike[k][1];
+		cr_assert(lo >= 1 && hi <= g->nblocks && hi - lo >= 2, "%s", what);
+		for (b = lo + 1; b < hi; b++) {
+			int d = g->block_first[b] - g->block_first[lo];
+			cr_assert_eq(d, (b - lo) * (g->block_first[lo + 1] - g->block_first[lo]), "%s block %d", what, b);
+			for (i = g->block_first[lo]; i < g->block_first[lo + 1]; i++)
+				cr_assert(period_ops_alike(g, i, i + d), "%s: op %d and %d", what, i, i + d);
+		}
+	}
+}
+
 /* graph_build copies each stack's blocks from the fourth on (the third moved
  * one block on) where graph_build_whole builds each op by op: the same graph,
  * every bit, for every model of the catalog under every flavour, PyTorch
@@ -287,6 +306,8 @@ Test(graph, copied_blocks_are_the_blocks_built, .timeout = 120)
 				cr_assert_eq(graph_build_whole(&h, &m, &o, &e), 0, "%s: %s", what, e.msg);
 				same_graph(&g, &h, what);
 				cr_expect_eq(h.copied, 0);
+				cr_expect_eq(h.nalike, 0);
+				alike_blocks_alike(&g, what);
 				copied += g.copied;
 				built++;
 				graph_free(&g);

@@ -953,6 +953,10 @@ static int stack_blocks(struct bld *b, int x, long nlayers, int stack, int enc_o
 				      sizeof *b->g->t)))
 			goto fail;
 	}
+	if (copy && b->g->nalike < 2) {  /* the second block on: one block moved on */
+		b->g->alike[b->g->nalike][0] = b->g->nblocks - (int)nlayers + 1;
+		b->g->alike[b->g->nalike++][1] = b->g->nblocks;
+	}
 	if (copy && nlayers > 3 && b->copies[b->ncopies - 1].start < 0)
 		b->copies[b->ncopies - 1] = (struct copied){k[1].op0 + k[1].nops, (int)(nlayers - 3) * k[1].nops,
 								    k[1].op0, k[1].nops};

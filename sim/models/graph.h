@@ -142,6 +142,10 @@ struct graph {
 				   repeat their ops); i for the first of its kind */
 	double buffer_bytes;    /* the module's non-parameter buffers (bytes, whole model) */
 	int copied;             /* blocks copied from the one before (graph_build), not built */
+	int alike[2][2];        /* per stack whose blocks were copied: blocks alike[k][0] ..
+				   alike[k][1] - 1 are one block moved on, bit for bit but for
+				   their indices (its second, third and the copies); nalike */
+	int nalike;
 	struct gparams *pt;     /* (nops) each op's parameter tensors (graph_op_params): one
 				   compact table, read op by op by every walk over the model states */
 };

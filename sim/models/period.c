@@ -33,15 +33,18 @@ int period_ops_alike(const struct graph *g, int i, int j)
 	return 1;
 }
 
-/* Whether block b + p repeats block b, dop ops further on. */
+/* Whether block b + p repeats block b, dop ops further on. Blocks the graph
+ * built as one block moved on (graph.alike) are alike op for op. */
 static int block_repeats(const struct graph *g, const double *key, int b, int p, int dop)
 {
-	int f = g->block_first[b], l = life_block_last(g, b), i;
+	int f = g->block_first[b], l = life_block_last(g, b), i, k, same = 0;
 
 	if (g->block_first[b + p] != f + dop || life_block_last(g, b + p) != l + dop)
 		return 0;
+	for (k = 0; k < g->nalike; k++)
+		same |= b >= g->alike[k][0] && b + p < g->alike[k][1];
 	for (i = f; i <= l; i++)
-		if (!period_ops_alike(g, i, i + dop) || (key && key[i] != key[i + dop]))
+		if ((!same && !period_ops_alike(g, i, i + dop)) || (key && key[i] != key[i + dop]))
 			return 0;
 	return 1;
 }
