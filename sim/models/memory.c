@@ -1734,20 +1734,6 @@ int64_t mem_max_batch(const struct mem_plan *p, int *binding)
 
 /* ---- building ------------------------------------------------------------------- */
 
-/* The most the events outside the allocator hold at once (mem_tape.outside). */
-static void tape_outside(struct mem_tape *t)
-{
-	int64_t o = 0;
-	int i;
-
-	t->outside = 0;
-	for (i = 0; i < t->n; i++)
-		if (!t->ev[i].pooled) {  /* setup's fixed costs (context, NCCL): no per-sample part */
-			o += t->ev[i].sign * t->ev[i].fixed;
-			t->outside = o > t->outside ? o : t->outside;
-		}
-}
-
 int mem_plan_build(struct mem_plan *p, const struct scenario *s, const struct graph *g,
 		   const struct fw_profile *pf, struct err *e)
 {
@@ -1769,7 +1755,7 @@ static void tape_reuse(struct mem_tape *t, const struct mem_tape *old)
 	t->pn = old->n;
 	t->pnrun = old->nrun;
 	t->n = t->nrun = t->gpu = t->cut = 0;
-	t->outside = 0;
+	t->outside = t->outside_now = 0;
 }
 
 /* The emulation's scratch of plan p, made if p has none, for new tapes:
@@ -1838,7 +1824,6 @@ int mem_plan_rebuild(struct mem_plan *p, const struct scenario *s, const struct 
 	p->host = host;
 	p->unfit = p->tape[0].cut || p->tape[1].cut;
 	for (i = 0; !rc && !p->unfit && i < p->ntapes; i++) {
-		tape_outside(&p->tape[i]);
 		if (memrun_again(&p->tape[i], g))
 			rc = err_set(e, ERR_SYSTEM, NULL, 0, "out of memory building the memory timeline");
 	}

@@ -192,6 +192,7 @@ struct mem_tape {
 				  runs run still holds (pnrun): memrun_again */
 	int pn, pcap, pnrun;
 	int64_t outside;       /* bytes: the most the events outside the allocator hold (fixed) */
+	int64_t outside_now;   /* bytes: what they hold after the events so far (the walk's) */
 	int cut;               /* 1: the walk stopped where its events so far could not hold one
 				  sample on the device (mem_plan.stop_unfit; memwalk.h
 				  MEMWALK_STOP_UNFIT): the events are those, without runs */

@@ -96,6 +96,10 @@ static inline void memwalk_event(struct wk *w, int sign, int cat, int what, int 
 		return;
 	if (t->n == t->cap && memwalk_grow(w))
 		return;
+	if (!pooled) {  /* outside the allocator (mem_tape.outside): its fixed bytes */
+		t->outside_now += sign * fixed;
+		t->outside = t->outside_now > t->outside ? t->outside_now : t->outside;
+	}
 	t->ev[t->n++] = (struct mem_event){
 		.fixed = fixed, .per_sample = ps, .op = op, .what = (int16_t)what, .cat = (int8_t)cat,
 		.sign = (int8_t)sign, .phase = (int8_t)w->phase, .micro = (int8_t)w->micro,
