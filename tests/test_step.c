@@ -12,6 +12,7 @@
 
 #include "coll.h"
 #include "compute.h"
+#include "eager.h"
 #include "predict.h"
 #include "scenario.h"
 #include "step.h"
@@ -1190,4 +1191,53 @@ Test(step, bound_terms_sum_as_des_stream_bounds, .timeout = 120)
 		graph_free(&g);
 		scenario_free(&s);
 	}
+}
+
+/* The kernel tables of a step (eager extras, internal copies) hold for every
+ * op what eager.h computes of it alone, also where kernel_tables took an op
+ * of a copied block from its template (graph_alike_op): Llama (rotary q and
+ * k, RMSNorm), GPT-2 (gelu_new, Conv1D's biases, the 1.13 stack's causal
+ * slices), T5 (two stacks, relative position bias), BERT and MPT (flash-attn's
+ * varlen kernels on unpadded tokens), with fused and eager attention. */
+Test(step, kernel_tables_of_copied_blocks_are_their_own)
+{
+	static const char *const sets[][5] = {
+		{"model.name=llama-2-7b", "training.attention=flash", "training.precision=bf16", "model.seq_len=512", NULL},
+		{"model.name=gpt2-medium", "training.precision=bf16", "training.attention=eager", NULL, NULL},
+		{"model.name=gpt2", "training.framework_version=1.13", NULL, NULL, NULL},
+		{"model.name=t5-small", "training.attention=eager", NULL, NULL, NULL},
+		{"model.name=bert-base", "model.seq_len=512", NULL, NULL, NULL},
+		{"model.name=mpt-1b-2k", "training.attention=flash", "training.precision=bf16", "model.seq_len=256", NULL},
+	};
+	int v, m, n, copied = 0;
+
+	for (v = 0; v < (int)(sizeof sets / sizeof sets[0]); v++) {
+		struct scenario s;
+		struct graph g;
+		struct graph_opts o;
+		struct step_sim ss;
+		struct step_result r;
+		struct err e = {0};
+		for (n = 0; n < 5 && sets[v][n]; n++)
+			;
+		cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets[v], n, &e), 0, "%s", e.msg);
+		predict_graph_opts(&s, &o);
+		cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+		cr_assert_eq(step_sim_create(&ss), 0);
+		ss.full = 1;
+		cr_assert_eq(step_simulate(&ss, &s, &g, 1, &r, &e), 0, "%s", e.msg);
+		for (m = 0; m < g.nops; m++) {
+			struct eager_extra x;
+			eager_extra(&g, &s.model, m, &x);
+			if (s.model.flash_unpad && g.o.flavor == GRAPH_EAGER)
+				eager_varlen(&g, m, &x);
+			cr_expect_eq(memcmp(&x, &ss.ex[m], sizeof x), 0, "%s: op %d", sets[v][0], m);
+			cr_expect_eq(ss.internal[m], eager_internal(&g, m), "%s: op %d", sets[v][0], m);
+			copied += graph_alike_op(&g, m) >= 0;
+		}
+		step_sim_delete(&ss);
+		graph_free(&g);
+		scenario_free(&s);
+	}
+	cr_expect_gt(copied, 500, "%d ops taken from a template", copied);
 }

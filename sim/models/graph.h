@@ -181,6 +181,23 @@ static inline double graph_tensor_bytes(const struct graph *g, int i)
 int graph_build(struct graph *g, const struct model *m, const struct graph_opts *o,
 		struct err *e);
 
+/* The op at op i's place in the first block of its alike range (graph.alike)
+ * when i lies in a later block of it but the last, -1 otherwise: what is
+ * computed of an op alone (its fields, its tensors' sizes, the names and
+ * kinds of the ops beside it in its block) is that op's. */
+static inline int graph_alike_op(const struct graph *g, int i)
+{
+	int k, f, len;
+
+	for (k = 0; k < g->nalike; k++) {
+		f = g->block_first[g->alike[k][0]];
+		len = g->block_first[g->alike[k][0] + 1] - f;
+		if (i >= f + len && i < f + (g->alike[k][1] - g->alike[k][0] - 1) * len)
+			return f + (i - f) % len;
+	}
+	return -1;
+}
+
 /* graph_build with every block built op by op, none copied from the one
  * before (tests compare the two). */
 int graph_build_whole(struct graph *g, const struct model *m, const struct graph_opts *o, struct err *e);

@@ -1592,9 +1592,14 @@ static int varlen(const struct bld *b)
  * kernel times (op_classes): what op_times reads besides the graph. */
 static void kernel_tables(struct bld *b)
 {
-	int m;
+	int m, a;
 
 	for (m = 0; m < b->g->nops; m++) {
+		if ((a = graph_alike_op(b->g, m)) >= 0) {  /* an op of a copied block: its template's */
+			b->ss->ex[m] = b->ss->ex[a];
+			b->ss->internal[m] = b->ss->internal[a];
+			continue;
+		}
 		eager_extra(b->g, &b->s->model, m, &b->ss->ex[m]);
 		if (varlen(b))
 			eager_varlen(b->g, m, &b->ss->ex[m]);
