@@ -873,7 +873,7 @@ static int block_next(const struct block_shot *x, const struct block_shot *y, st
 static int block_copy(struct bld *b, const struct block_shot *y, const struct block_refs *f, int x, int n)
 {
 	struct graph *g = b->g;
-	int s = n - y->ops[0].layer, dop = s * y->nops, dt = s * y->nt, j, k, r[GRAPH_REFS], idx, t0;
+	int s = n - y->ops[0].layer, dop = s * y->nops, dt = s * y->nt, j, k, idx, t0, sv;
 
 	if (mark_block(b, x) < 0 || vec_grow((void **)&g->ops, &g->capops, g->nops + y->nops, sizeof *g->ops) ||
 	    vec_grow((void **)&g->t, &g->capt, g->nt + y->nt, sizeof *g->t))
@@ -889,20 +889,21 @@ static int block_copy(struct bld *b, const struct block_shot *y, const struct bl
 	}
 	for (j = 0; j < y->nops; j++) {
 		struct gop *o = &g->ops[idx = g->nops++];
+		const unsigned char *rel = f->rel + j * GRAPH_REFS;  /* op_refs' slots */
 		*o = y->ops[j];
 		o->layer = n;
 		o->unit += s;
-		op_refs(o, r);
-		for (k = 0; k < GRAPH_REFS; k++)
-			if (f->rel[j * GRAPH_REFS + k])
-				r[k] = moved(r[k], dt);
-		op_set_refs(o, r);
-		for (k = 0; k < o->nin; k++)  /* a read of a tensor before the block (op) */
-			if (o->in[k] < t0)
+		for (k = 0; k < o->nin; k++) {
+			o->in[k] += rel[k] ? dt : 0;
+			if (o->in[k] < t0)  /* a read of a tensor before the block (op) */
 				g->t[o->in[k]].last_fwd_use = idx;
-		for (k = 0; k < o->nsaved; k++)  /* a save of one (save) */
-			if (o->saved[k] < t0 && (g->t[o->saved[k]].first_saver < 0 || g->t[o->saved[k]].first_saver > idx))
-				g->t[o->saved[k]].first_saver = idx;
+		}
+		o->out = rel[GRAPH_MAX_IN] ? moved(o->out, dt) : o->out;
+		for (k = 0; k < o->nsaved; k++) {
+			sv = o->saved[k] += rel[GRAPH_MAX_IN + 1 + k] ? dt : 0;
+			if (sv < t0 && (g->t[sv].first_saver < 0 || g->t[sv].first_saver > idx))  /* a save of one (save) */
+				g->t[sv].first_saver = idx;
+		}
 	}
 	return y->out + dt;
 }
