@@ -81,7 +81,7 @@ SIM_LIB_SRCS := sim/core/err.c sim/core/units.c sim/core/cfg.c sim/inputs/catalo
                 sim/drivers/results.c sim/models/profile.c sim/models/memwalk.c sim/models/memstrat.c sim/models/memfsdp2.c sim/models/memory.c \
                 sim/models/failures.c sim/models/ckpt.c sim/models/job.c sim/models/jobrun.c sim/drivers/record.c sim/models/calib.c \
                 sim/drivers/sweep.c sim/drivers/sweep_eval.c sim/drivers/sweep_out.c sim/models/alloc.c sim/core/progress.c sim/models/memrun.c sim/core/heap.c \
-                sim/models/period.c
+                sim/models/period.c sim/models/wrap.c
 SIMULATE_SRCS := sim/cmd/simulate_main.c
 RESULTS_SRCS := sim/cmd/results_main.c
 BENCH_STEP_SRCS := bench/bench_step.c

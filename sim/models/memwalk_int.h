@@ -7,12 +7,8 @@
 
 #include "life.h"
 #include "memwalk.h"
+#include "wrap.h"
 
-struct wunit {
-	int first, last;     /* op range */
-	int64_t elems;       /* parameters it owns (per TP rank) */
-	int root;
-};
 
 struct wk {
 	const struct scenario *s;
@@ -45,7 +41,7 @@ struct wk {
 	char *pg;             /* (nops x GRAPH_OP_PTENSORS) per-tensor gradient allocated */
 	char *castl;          /* autocast weight copy live */
 	/* units (MECH_UNITS) and per-op fetch (MECH_ZERO3) */
-	struct wunit *u;
+	struct wrap_unit *u;  /* wrap.h's units (wrap_units_build) */
 	int nu, capu;
 	int *uown;            /* per op: unit owning its parameters */
 	int *ufoff, *ufirst;  /* units whose first op is op i, ascending (CSR over ops) */
