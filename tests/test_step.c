@@ -16,6 +16,7 @@
 #include "predict.h"
 #include "scenario.h"
 #include "step.h"
+#include "wrap.h"
 
 #define MAXSET 16
 
@@ -1240,4 +1241,77 @@ Test(step, kernel_tables_of_copied_blocks_are_their_own)
 		scenario_free(&s);
 	}
 	cr_expect_gt(copied, 500, "%d ops taken from a template", copied);
+}
+
+/* The step gathers FSDP's units as the memory walk wraps them (wrap.h, one
+ * definition): each unit owning parameters, and no other, has its
+ * all-gathers, each of the unit's elements at the same bytes per element.
+ * Block units (transformer_based_wrap), the root alone (no_wrap), and
+ * size_based_wrap's: GPT-2's Linear layers inside its stack's unit at 1e6
+ * parameters (a block holds 7.1 million but 0.6 million once its Linear
+ * layers are wrapped), T5's two stacks at 1e8 (a block holds 50-67 million,
+ * a stack 1.2 billion), Llama 2 7B under TP 2 at 1.5e8 (a block's 202 million
+ * are 101 million per rank, below it: the root and the stack, the threshold
+ * being per rank as in the walk). Before wrap.h the step wrapped blocks alone,
+ * over all ranks' parameters: 13, 1, 13, 1 and 33 units. */
+Test(step, fsdp_gathers_the_units_the_walk_wraps)
+{
+	static const char *const sets[][6] = {
+		{"training.strategy=fsdp", "cluster.gpus_per_node=8", NULL, NULL, NULL, NULL},
+		{"training.strategy=fsdp", "cluster.gpus_per_node=8", "training.fsdp_auto_wrap_policy=no_wrap", NULL, NULL,
+		 NULL},
+		{"training.strategy=fsdp", "cluster.gpus_per_node=8", "training.fsdp_auto_wrap_policy=size_based_wrap",
+		 "training.fsdp_min_num_params=1e6", NULL, NULL},
+		{"training.strategy=fsdp", "cluster.gpus_per_node=8", "training.fsdp_auto_wrap_policy=size_based_wrap",
+		 "training.fsdp_min_num_params=1e8", "model.name=t5-3b", "model.seq_len=256"},
+		{"training.strategy=fsdp", "cluster.gpus_per_node=8", "training.fsdp_auto_wrap_policy=size_based_wrap",
+		 "training.fsdp_min_num_params=1.5e8", "model.name=llama-2-7b", "training.tensor_parallel=2"},
+	};
+	static const int units[] = {13, 1, 12 * 3 + 2, 3, 2};  /* with parameters, the root's included */
+	int v, n, u, i;
+
+	for (v = 0; v < (int)(sizeof sets / sizeof sets[0]); v++) {
+		struct scenario s;
+		struct graph g;
+		struct graph_opts o;
+		struct step_sim ss;
+		struct step_result r;
+		struct wrap_units wu;
+		struct err e = {0};
+		double per = 0, *bytes;
+		int owning = 0;
+		for (n = 0; n < 6 && sets[v][n]; n++)
+			;
+		cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets[v], n, &e), 0, "%s", e.msg);
+		predict_graph_opts(&s, &o);
+		cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+		cr_assert_eq(wrap_units_build(&wu, &g, s.plan.wrap, s.plan.wrap_min_params), 0);
+		cr_assert_eq(step_sim_create(&ss), 0);
+		ss.full = 1;
+		cr_assert_eq(step_simulate(&ss, &s, &g, 1, &r, &e), 0, "%s", e.msg);
+		bytes = calloc((size_t)wu.n, sizeof *bytes);
+		cr_assert(bytes);
+		for (i = 0; i < ss.d.ntasks; i++) {
+			const struct des_task *t = &ss.d.tasks[i];
+			if (t->coll < 0 || strcmp(step_task_kind(t), "all-gather") || t->label < 0)
+				continue;
+			cr_assert_lt(t->label, wu.n, "variant %d: all-gather of unit %d", v, t->label);
+			bytes[t->label] = ss.d.colls[t->coll].c.bytes;
+		}
+		for (u = 0; u < wu.n; u++) {
+			owning += wu.u[u].elems > 0;
+			cr_expect_eq(bytes[u] > 0, wu.u[u].elems > 0, "variant %d unit %d (ops %d-%d, %lld elements)", v, u,
+				     wu.u[u].first, wu.u[u].last, (long long)wu.u[u].elems);
+			if (bytes[u] > 0 && per == 0)
+				per = bytes[u] / (double)wu.u[u].elems;
+			if (bytes[u] > 0)
+				cr_expect_float_eq(bytes[u] / (double)wu.u[u].elems, per, 1e-9 * per, "variant %d unit %d", v, u);
+		}
+		cr_expect_eq(owning, units[v], "variant %d: %d units own parameters", v, owning);
+		free(bytes);
+		wrap_units_free(&wu);
+		step_sim_delete(&ss);
+		graph_free(&g);
+		scenario_free(&s);
+	}
 }

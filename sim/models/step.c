@@ -81,6 +81,7 @@
 #include "eager.h"
 #include "life.h"
 #include "period.h"
+#include "wrap.h"
 #include "units.h"
 #include "vec.h"
 
@@ -575,48 +576,84 @@ static int grow_units(struct step_sim *ss, int n)
 	return 0;
 }
 
-/* FSDP units from the wrap policy: transformer_based_wrap wraps every block;
- * size_based_wrap wraps a block when it holds at least fsdp_min_num_params (the
- * blocks' ModuleList is never wrapped, FSDP's exclude_wrap_modules; wrapping of
- * modules inside a block is not modelled); no_wrap leaves one unit. What no
- * block takes stays in the root. */
+/* FSDP units from the wrap policy, as wrap.h defines them for every model
+ * (the memory walk's units too): the root, then every block
+ * (transformer_based_wrap), none (no_wrap), or what size_based_wrap wraps,
+ * nested (a stack around its Linear layers); each unit's parameters are those
+ * it owns. unit_of: each op's innermost unit. */
 static int fsdp_units(struct bld *b)
 {
 	const struct graph *g = b->g;
-	int i, n = 1, *map = b->ss->unit_of;
-	int wrap = b->p->wrap;
-	double minp = b->p->wrap_min_params;
+	struct wrap_units wu;
+	int i, u, *map = b->ss->unit_of;
 
-	if (grow_units(b->ss, g->nblocks + 1))
+	if (wrap_units_build(&wu, g, b->p->wrap, b->p->wrap_min_params))
 		return -1;
+	if (grow_units(b->ss, wu.n) || vec_grow((void **)&b->ss->unx, &b->ss->capunx, 2 * wu.n, sizeof *b->ss->unx)) {
+		wrap_units_free(&wu);
+		return -1;
+	}
 	b->u = b->ss->units;
-	memset(b->u, 0, sizeof *b->u);
-	b->u[0].root = 1;
+	for (u = 0; u < wu.n; u++) {
+		memset(&b->u[u], 0, sizeof b->u[u]);
+		b->u[u].first = wu.u[u].first;
+		b->u[u].last = wu.u[u].last;
+		b->u[u].root = wu.u[u].root;
+		b->u[u].params = (double)wu.u[u].elems;
+		b->u[u].ag = -1;
+	}
+	memcpy(b->ss->unx, wu.next, 2 * (size_t)wu.n * sizeof *wu.next);
 	for (i = 0; i < g->nops; i++)
 		map[i] = 0;
-	for (i = 0; i < g->nblocks && wrap != WRAP_NONE; i++) {
-		int f = b->ss->gfirst[i + 1], l = b->ss->glast[i + 1], j;
-		double p = 0;
-		for (j = f; j <= l; j++)
-			p += g->ops[j].params;
-		if (wrap == WRAP_SIZE && p * b->tp < minp)
-			continue;
-		memset(&b->u[n], 0, sizeof b->u[n]);
-		b->u[n].first = f;
-		b->u[n].last = l;
-		for (j = f; j <= l; j++)
-			map[j] = n;
-		n++;
+	for (u = 1; u < wu.n; u++)  /* nested units come after the units around them... */
+		for (i = wu.u[u].first; i <= wu.u[u].last; i++)
+			if (map[i] == 0 || (wu.u[map[i]].first <= wu.u[u].first && wu.u[u].last <= wu.u[map[i]].last))
+				map[i] = u;  /* ...or before: the innermost wins */
+	b->nu = wu.n;
+	wrap_units_free(&wu);
+	return 0;
+}
+
+/* Units a before b in a list of those starting (or ending) at one op: the
+ * outer first (the longer range; of two alike, the later made: wrap.c makes
+ * the inner first). */
+static int outer_first(const void *x, const void *y, void *ctx)
+{
+	const struct step_unit *u = ctx;
+	int a = *(const int *)x, b = *(const int *)y, la = u[a].last - u[a].first, lb = u[b].last - u[b].first;
+
+	return la != lb ? (la < lb) - (la > lb) : (a < b) - (a > b);
+}
+
+/* ss->us / ss->ue: the units starting and ending at each op, outer first.
+ * Returns 0 or -1 (out of memory). */
+static int unit_lists(struct bld *b)
+{
+	struct step_sim *ss = b->ss;
+	int n = b->g->nops, i, u, pass, *off, *list;
+
+	if (vec_grow((void **)&ss->uso, &ss->capuso, n + 1, sizeof *ss->uso) ||
+	    vec_grow((void **)&ss->ueo, &ss->capueo, n + 1, sizeof *ss->ueo) ||
+	    vec_grow((void **)&ss->us, &ss->capus, b->nu + 1, sizeof *ss->us) ||
+	    vec_grow((void **)&ss->ue, &ss->capue, b->nu + 1, sizeof *ss->ue))
+		return -1;
+	for (pass = 0; pass < 2; pass++) {
+		off = pass ? ss->ueo : ss->uso;
+		list = pass ? ss->ue : ss->us;
+		memset(off, 0, (size_t)(n + 1) * sizeof *off);
+		for (u = 0; u < b->nu; u++)
+			off[(pass ? b->u[u].last : b->u[u].first) + 1]++;
+		for (i = 0; i < n; i++)
+			off[i + 1] += off[i];
+		for (u = 0; u < b->nu; u++)
+			list[off[pass ? b->u[u].last : b->u[u].first]++] = u;
+		for (i = n; i > 0; i--)  /* the counting sort moved each start on: back */
+			off[i] = off[i - 1];
+		off[0] = 0;
+		for (i = 0; i < n; i++)
+			if (off[i + 1] - off[i] > 1)
+				qsort_r(list + off[i], (size_t)(off[i + 1] - off[i]), sizeof *list, outer_first, b->u);
 	}
-	b->u[0].first = 0;
-	b->u[0].last = g->nops - 1;
-	for (i = 0; i < n; i++)
-		b->u[i].params = 0;
-	for (i = 0; i < g->nops; i++)
-		b->u[map[i]].params += g->ops[i].params;
-	for (i = 0; i < n; i++)
-		b->u[i].ag = -1;
-	b->nu = n;
 	return 0;
 }
 
@@ -736,10 +773,19 @@ static void wait_gather(struct bld *b, int u)
 	un->copied = 1;
 }
 
-/* The unit after u in forward (dir = +1) or backward (dir = -1) order, -1 none. */
+/* The unit after u in forward (dir = +1) or backward (dir = -1) order, -1
+ * none: FSDP's units in wrap.h's order (an outer unit before those inside
+ * it), past those a shorter step leaves out; ZeRO-3's modules by op. */
 static int next_unit(const struct bld *b, int u, int dir)
 {
 	int i = dir > 0 ? b->u[u].last + 1 : b->u[u].first - 1;
+
+	if (b->wrapped) {
+		int v = b->ss->unx[2 * u + (dir > 0)];
+		while (v >= 0 && skipped(b, dir > 0 ? b->u[v].first : b->u[v].last))
+			v = b->ss->unx[2 * v + (dir > 0)];
+		return v;
+	}
 
 	if (b->u[u].root)  /* the root encloses everything: its next is the first unit */
 		i = dir > 0 ? 0 : b->g->nops - 1;
@@ -972,24 +1018,25 @@ static long long rel(const struct bld *b, int t, int base)
 static void snap_units(const struct bld *b, struct snap *sn, int first, int p, int base, int tag)
 {
 	const struct graph *g = b->g;
-	int i, u, lo, hi;
+	int i, k, u, lo, hi;
 
 	if (!b->has_units || first < 0 || first + p > g->nblocks)
 		return;
 	lo = g->block_first[first];
 	hi = life_block_last(g, first + p - 1);
-	for (i = lo; i <= hi; i++) {
-		u = b->ss->unit_of[i];
-		if (u < 0 || b->u[u].root || b->u[u].first != i)
-			continue;
-		if (sn->nu == SNAP_UNITS) {
-			sn->over = 1;
-			return;
+	for (i = lo; i <= hi; i++)
+		for (k = b->ss->uso[i]; k < b->ss->uso[i + 1]; k++) {
+			u = b->ss->us[k];
+			if (b->u[u].root)
+				continue;
+			if (sn->nu == SNAP_UNITS) {
+				sn->over = 1;
+				return;
+			}
+			sn->u[sn->nu][0] = i - lo + tag;
+			sn->u[sn->nu][1] = b->u[u].gathered;
+			sn->u[sn->nu++][2] = rel(b, b->u[u].ag, base);
 		}
-		sn->u[sn->nu][0] = i - lo + tag;
-		sn->u[sn->nu][1] = b->u[u].gathered;
-		sn->u[sn->nu++][2] = rel(b, b->u[u].ag, base);
-	}
 }
 
 /* The builder's state at a boundary whose next period starts at block ahead
@@ -1084,23 +1131,22 @@ static int fwd_kernel(struct bld *b, int i, int tag)
 static void forward(struct bld *b)
 {
 	const struct graph *g = b->g;
-	int i, k = -1;
+	int i, j, k = -1;
 
 	for (i = 0; i < g->nops; i++) {
 		const struct gop *o = &g->ops[i];
-		int u = b->has_units ? b->ss->unit_of[i] : -1;
 		if (b->cut)
 			cut_check(b, i, 0);
 		if (skipped(b, i))
 			continue;
-		if (u >= 0 && (b->u[u].first == i || (b->u[u].root && i == 0)))
-			pre_forward(b, u);
+		for (j = b->has_units ? b->ss->uso[i] : 0; j < (b->has_units ? b->ss->uso[i + 1] : 0); j++)
+			pre_forward(b, b->ss->us[j]);  /* outer first */
 		if (b->ss->tf[i] > 0)
 			k = fwd_kernel(b, i, T_FWD);
 		if (tp_forward_allreduce(b, o))
 			tp_allreduce(b, o->out >= 0 ? graph_tensor_bytes(g, o->out) : 0, k, i);
-		if (u >= 0 && b->u[u].last == i)
-			post_forward(b, u, k);
+		for (j = b->has_units ? b->ss->ueo[i + 1] - 1 : -1; j >= (b->has_units ? b->ss->ueo[i] : 0); j--)
+			post_forward(b, b->ss->ue[j], k);  /* inner first */
 	}
 	cut_pass_end(b, 0);
 }
@@ -1149,19 +1195,19 @@ static void backward(struct bld *b, int sync)
 {
 	const struct graph *g = b->g;
 	double bw = b->mem_bw * b->ce->memory_efficiency;
-	int i, k = -1, add = grad_add(b);
+	int i, j, k = -1, add = grad_add(b);
 
 	for (i = g->nops - 1; i >= 0; i--) {
 		const struct gop *o = &g->ops[i];
-		int u = b->has_units ? b->ss->unit_of[i] : -1;
 		if (b->cut)
 			cut_check(b, i, 1);
 		if (skipped(b, i))
 			continue;
 		/* FSDP2's root has a pre-backward hook (it prefetches the last
-		 * block, and gathers the root if it was resharded) */
-		if (u >= 0 && b->u[u].last == i && (!b->u[u].root || b->per_param))
-			pre_backward(b, u);
+		 * block, and gathers the root if it was resharded); outer first */
+		for (j = b->has_units ? b->ss->ueo[i] : 0; j < (b->has_units ? b->ss->ueo[i + 1] : 0); j++)
+			if (!b->u[b->ss->ue[j]].root || b->per_param)
+				pre_backward(b, b->ss->ue[j]);
 		if (o->unit > 0 && b->ss->glast[o->unit] == i)
 			recompute(b, o->unit);
 		if (b->ss->tb[i] > 0)
@@ -1172,8 +1218,9 @@ static void backward(struct bld *b, int sync)
 		grad_ready(b, i, k, sync);
 		if (b->ss->tpb[i] > 0)
 			tp_allreduce(b, b->ss->tpx[i], k, i);
-		if (u >= 0 && b->u[u].first == i && !b->u[u].root)
-			post_backward(b, u, k);
+		for (j = b->has_units ? b->ss->uso[i + 1] - 1 : -1; j >= (b->has_units ? b->ss->uso[i] : 0); j--)
+			if (!b->u[b->ss->us[j]].root)
+				post_backward(b, b->ss->us[j], k);  /* inner first */
 	}
 	cut_pass_end(b, 1);
 	if (b->wrapped)
@@ -1684,7 +1731,7 @@ static int build(struct bld *b)
 	graph_units(b);
 	if (b->p->reduce == REDUCE_DDP)
 		ddp_buckets(b);
-	if ((b->wrapped && fsdp_units(b)) || (b->modules && zero3_units(b)))
+	if ((b->wrapped && fsdp_units(b)) || (b->modules && zero3_units(b)) || (b->has_units && unit_lists(b)))
 		return -1;
 	if (b->p->opt_groups == OPT_PER_UNIT)
 		b->opt_tensors = b->nu;
@@ -1817,6 +1864,11 @@ void step_sim_delete(struct step_sim *ss)
 	free(ss->gfirst);
 	free(ss->glast);
 	free(ss->units);
+	free(ss->uso);
+	free(ss->us);
+	free(ss->ueo);
+	free(ss->ue);
+	free(ss->unx);
 	free(ss->skip);
 	if (ss->blk) {
 		if (ss->blk->made)

@@ -19,7 +19,9 @@
  *           optimizer, all-gather;
  *   zero3   per-module all-gather before forward and again before backward with
  *           prefetch up to stage3_prefetch_bucket_size, bucketed reduce-scatter;
- *   fsdp    per-unit all-gather (wrap policy; forward prefetch, backward_pre /
+ *   fsdp    per-unit all-gather (wrap.h's units, nested under size_based_wrap:
+ *           an outer unit's hooks before an inner one's going in, after it going
+ *           out; forward prefetch, backward_pre /
  *           backward_post / none, the two-in-flight rate limiter), reduce-scatter
  *           in post-backward; shard_grad_op keeps units gathered between forward
  *           and backward; hybrid shards inside a node and all-reduces the shard
@@ -87,6 +89,11 @@ struct step_sim {
 	int capg;
 	struct step_unit *units;
 	int capunits;
+	int *uso, *us, *ueo, *ue;   /* the units starting at op i, us[uso[i] .. uso[i + 1]), and
+				       ending there (ue, ueo), outer first (unit_lists) */
+	int capuso, capueo, capus, capue;
+	int *unx, capunx;           /* (2 nu) FSDP: each unit's next in backward [2u] and in
+				       forward [2u + 1] order (wrap.h), -1 none */
 	/* what the graph in d was built for (step_resimulate) */
 	int built;                  /* 1: d holds a graph built by step_simulate */
 	const struct graph *bg;
