@@ -1194,6 +1194,25 @@ Test(step, bound_terms_sum_as_des_stream_bounds, .timeout = 120)
 	}
 }
 
+/* Minimal.ini with the overrides sets[0 .. max) (NULL ends them early), its
+ * graph, and one step simulated at micro-batch 1 with every block. */
+static void step_of(const char *const *sets, int max, struct scenario *s, struct graph *g, struct step_sim *ss)
+{
+	struct graph_opts o;
+	struct step_result r;
+	struct err e = {0};
+	int n;
+
+	for (n = 0; n < max && sets[n]; n++)
+		;
+	cr_assert_eq(scenario_load(s, "tests/good/minimal.ini", sets, n, &e), 0, "%s", e.msg);
+	predict_graph_opts(s, &o);
+	cr_assert_eq(graph_build(g, &s->model, &o, &e), 0, "%s", e.msg);
+	cr_assert_eq(step_sim_create(ss), 0);
+	ss->full = 1;
+	cr_assert_eq(step_simulate(ss, s, g, 1, &r, &e), 0, "%s", e.msg);
+}
+
 /* The kernel tables of a step (eager extras, internal copies) hold for every
  * op what eager.h computes of it alone, also where kernel_tables took an op
  * of a copied block from its template (graph_alike_op): Llama (rotary q and
@@ -1210,23 +1229,13 @@ Test(step, kernel_tables_of_copied_blocks_are_their_own)
 		{"model.name=bert-base", "model.seq_len=512", NULL, NULL, NULL},
 		{"model.name=mpt-1b-2k", "training.attention=flash", "training.precision=bf16", "model.seq_len=256", NULL},
 	};
-	int v, m, n, copied = 0;
+	int v, m, copied = 0;
 
 	for (v = 0; v < (int)(sizeof sets / sizeof sets[0]); v++) {
 		struct scenario s;
 		struct graph g;
-		struct graph_opts o;
 		struct step_sim ss;
-		struct step_result r;
-		struct err e = {0};
-		for (n = 0; n < 5 && sets[v][n]; n++)
-			;
-		cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets[v], n, &e), 0, "%s", e.msg);
-		predict_graph_opts(&s, &o);
-		cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
-		cr_assert_eq(step_sim_create(&ss), 0);
-		ss.full = 1;
-		cr_assert_eq(step_simulate(&ss, &s, &g, 1, &r, &e), 0, "%s", e.msg);
+		step_of(sets[v], 5, &s, &g, &ss);
 		for (m = 0; m < g.nops; m++) {
 			struct eager_extra x;
 			eager_extra(&g, &s.model, m, &x);
@@ -1268,27 +1277,17 @@ Test(step, fsdp_gathers_the_units_the_walk_wraps)
 		 "training.fsdp_min_num_params=1.5e8", "model.name=llama-2-7b", "training.tensor_parallel=2"},
 	};
 	static const int units[] = {13, 1, 12 * 3 + 2, 3, 2};  /* with parameters, the root's included */
-	int v, n, u, i;
+	int v, u, i;
 
 	for (v = 0; v < (int)(sizeof sets / sizeof sets[0]); v++) {
 		struct scenario s;
 		struct graph g;
-		struct graph_opts o;
 		struct step_sim ss;
-		struct step_result r;
 		struct wrap_units wu;
-		struct err e = {0};
 		double per = 0, *bytes;
 		int owning = 0;
-		for (n = 0; n < 6 && sets[v][n]; n++)
-			;
-		cr_assert_eq(scenario_load(&s, "tests/good/minimal.ini", sets[v], n, &e), 0, "%s", e.msg);
-		predict_graph_opts(&s, &o);
-		cr_assert_eq(graph_build(&g, &s.model, &o, &e), 0, "%s", e.msg);
+		step_of(sets[v], 6, &s, &g, &ss);
 		cr_assert_eq(wrap_units_build(&wu, &g, s.plan.wrap, s.plan.wrap_min_params), 0);
-		cr_assert_eq(step_sim_create(&ss), 0);
-		ss.full = 1;
-		cr_assert_eq(step_simulate(&ss, &s, &g, 1, &r, &e), 0, "%s", e.msg);
 		bytes = calloc((size_t)wu.n, sizeof *bytes);
 		cr_assert(bytes);
 		for (i = 0; i < ss.d.ntasks; i++) {
