@@ -315,8 +315,9 @@ Test(graph, copied_blocks_are_the_blocks_built, .timeout = 120)
 			}
 	}
 	closedir(dir);
-	cr_expect_geq(models, 30, "%d models", models);
-	/* every stack of four or more blocks copies all but three: more blocks
-	 * copied than graphs built many times over */
+	cr_expect_geq(models, 30, "%d models", models);  /* 34 in models/nn today */
+	/* every stack of four or more blocks copies all but three: measured 13,335
+	 * blocks copied in 427 graphs (31 a graph); 10 a graph tells the copies
+	 * were made, none would be without them */
 	cr_expect_gt(copied, 10 * built, "%d blocks copied in %d graphs", copied, built);
 }

@@ -1249,6 +1249,9 @@ Test(step, kernel_tables_of_copied_blocks_are_their_own)
 		graph_free(&g);
 		scenario_free(&s);
 	}
+	/* measured: 2,078 ops over the six (every block of a stack between its
+	 * second and its last, e.g. 29 of Llama 2 7B's 32); with no copies it
+	 * would be 0, so 500 tells the path was taken */
 	cr_expect_gt(copied, 500, "%d ops taken from a template", copied);
 }
 

@@ -51,11 +51,6 @@ struct bld {
 	double S;       /* tokens of the current stack */
 	struct err *e;
 	int whole;      /* 1: every block built (graph_build_whole), none copied */
-	struct copied {  /* per stack: ops start .. start + n - 1 are copies of the per
-			    ops from tmpl on, block after block (same_ops) */
-		int start, n, tmpl, per;
-	} copies[2];
-	int ncopies;
 };
 
 /* dst = a b c (any may be NULL) cut to n - 1 bytes, as snprintf "%s%s%s" would. */
@@ -945,8 +940,6 @@ static int stack_blocks(struct bld *b, int x, long nlayers, int stack, int enc_o
 		if (shot_take(&k[l - 1], b, op0, t0, in, x))
 			goto fail;
 		copy = l == 2 && block_next(&k[0], &k[1], &f);
-		if (copy && nlayers > 3 && b->ncopies < 2)
-			b->copies[b->ncopies++].start = -1;  /* filled below, after the copies */
 		/* room for the copies at once: one realloc, not one per doubling */
 		if (copy && (vec_grow((void **)&b->g->ops, &b->g->capops, b->g->nops + (int)(nlayers - 3) * k[1].nops,
 				      sizeof *b->g->ops) ||
@@ -958,9 +951,6 @@ static int stack_blocks(struct bld *b, int x, long nlayers, int stack, int enc_o
 		b->g->alike[b->g->nalike][0] = b->g->nblocks - (int)nlayers + 1;
 		b->g->alike[b->g->nalike++][1] = b->g->nblocks;
 	}
-	if (copy && nlayers > 3 && b->copies[b->ncopies - 1].start < 0)
-		b->copies[b->ncopies - 1] = (struct copied){k[1].op0 + k[1].nops, (int)(nlayers - 3) * k[1].nops,
-								    k[1].op0, k[1].nops};
 	b->layer = -1;
 	b->unit = 0;
 	if (b->m->final_norm && x >= 0) {
@@ -1164,14 +1154,14 @@ static uint64_t op_hash(const struct graph *g, const struct gop *o)
 }
 
 /* g->same: each op's first of its kind (same_op), through an open-addressing
- * table of the first ops; an op of a copied block (b->copies) takes its
+ * table of the first ops; an op of an alike block (graph_alike_op) takes its
  * template's: it is the template's op, bit for bit, so its probe passes the
  * slots the template's passed, all taken since, to the template's first (the
  * template itself when it was the first of its kind). Returns 0 or -1 (out
  * of memory). */
-static int same_ops(const struct bld *b, struct graph *g)
+static int same_ops(struct graph *g)
 {
-	int size = 16, i, j, h, c, *first;
+	int size = 16, i, j, h, a, *first;
 
 	while (size < 2 * g->nops)
 		size *= 2;
@@ -1184,11 +1174,8 @@ static int same_ops(const struct bld *b, struct graph *g)
 	for (h = 0; h < size; h++)
 		first[h] = -1;
 	for (i = 0; i < g->nops; i++) {
-		for (c = 0; c < b->ncopies; c++)
-			if (i >= b->copies[c].start && i < b->copies[c].start + b->copies[c].n)
-				break;
-		if (c < b->ncopies) {
-			g->same[i] = g->same[b->copies[c].tmpl + (i - b->copies[c].start) % b->copies[c].per];
+		if ((a = graph_alike_op(g, i)) >= 0) {
+			g->same[i] = g->same[a];
 			continue;
 		}
 		for (h = (int)(op_hash(g, &g->ops[i]) & (uint64_t)(size - 1)); (j = first[h]) >= 0;
@@ -1285,7 +1272,7 @@ static int build(struct graph *g, const struct model *m, const struct graph_opts
 		classifier_and_loss(&b, x);
 	else
 		head_and_loss(&b, x);
-	if ((!g->block_first && g->nblocks) || same_ops(&b, g) || param_table(g, m))
+	if ((!g->block_first && g->nblocks) || same_ops(g) || param_table(g, m))
 		goto nomem;
 	if (b.old && m->family == FAM_DECODER && m->positions == POS_LEARNED)
 		/* transformers 4.26's GPT2Attention buffers: the uint8 causal

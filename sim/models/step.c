@@ -580,12 +580,13 @@ static int grow_units(struct step_sim *ss, int n)
  * (the memory walk's units too): the root, then every block
  * (transformer_based_wrap), none (no_wrap), or what size_based_wrap wraps,
  * nested (a stack around its Linear layers); each unit's parameters are those
- * it owns. unit_of: each op's innermost unit. */
+ * it owns. The hooks find them by op (unit_lists), prefetch by wrap.h's
+ * order (ss->unx). */
 static int fsdp_units(struct bld *b)
 {
 	const struct graph *g = b->g;
 	struct wrap_units wu;
-	int i, u, *map = b->ss->unit_of;
+	int u;
 
 	if (wrap_units_build(&wu, g, b->p->wrap, b->p->wrap_min_params))
 		return -1;
@@ -603,12 +604,6 @@ static int fsdp_units(struct bld *b)
 		b->u[u].ag = -1;
 	}
 	memcpy(b->ss->unx, wu.next, 2 * (size_t)wu.n * sizeof *wu.next);
-	for (i = 0; i < g->nops; i++)
-		map[i] = 0;
-	for (u = 1; u < wu.n; u++)  /* nested units come after the units around them... */
-		for (i = wu.u[u].first; i <= wu.u[u].last; i++)
-			if (map[i] == 0 || (wu.u[map[i]].first <= wu.u[u].first && wu.u[u].last <= wu.u[map[i]].last))
-				map[i] = u;  /* ...or before: the innermost wins */
 	b->nu = wu.n;
 	wrap_units_free(&wu);
 	return 0;
@@ -625,8 +620,8 @@ static int outer_first(const void *x, const void *y, void *ctx)
 	return la != lb ? (la < lb) - (la > lb) : (a < b) - (a > b);
 }
 
-/* ss->us / ss->ue: the units starting and ending at each op, outer first.
- * Returns 0 or -1 (out of memory). */
+/* ss->us / ss->ue: the units starting and ending at each op, outer first
+ * (none without units). Returns 0 or -1 (out of memory). */
 static int unit_lists(struct bld *b)
 {
 	struct step_sim *ss = b->ss;
@@ -786,10 +781,6 @@ static int next_unit(const struct bld *b, int u, int dir)
 			v = b->ss->unx[2 * v + (dir > 0)];
 		return v;
 	}
-
-	if (b->u[u].root)  /* the root encloses everything: its next is the first unit */
-		i = dir > 0 ? 0 : b->g->nops - 1;
-
 	for (; i >= 0 && i < b->g->nops; i += dir) {
 		int v = b->ss->unit_of[i];
 		if (v >= 0 && v != u && !skipped(b, i))
@@ -1139,13 +1130,13 @@ static void forward(struct bld *b)
 			cut_check(b, i, 0);
 		if (skipped(b, i))
 			continue;
-		for (j = b->has_units ? b->ss->uso[i] : 0; j < (b->has_units ? b->ss->uso[i + 1] : 0); j++)
+		for (j = b->ss->uso[i]; j < b->ss->uso[i + 1]; j++)
 			pre_forward(b, b->ss->us[j]);  /* outer first */
 		if (b->ss->tf[i] > 0)
 			k = fwd_kernel(b, i, T_FWD);
 		if (tp_forward_allreduce(b, o))
 			tp_allreduce(b, o->out >= 0 ? graph_tensor_bytes(g, o->out) : 0, k, i);
-		for (j = b->has_units ? b->ss->ueo[i + 1] - 1 : -1; j >= (b->has_units ? b->ss->ueo[i] : 0); j--)
+		for (j = b->ss->ueo[i + 1] - 1; j >= b->ss->ueo[i]; j--)
 			post_forward(b, b->ss->ue[j], k);  /* inner first */
 	}
 	cut_pass_end(b, 0);
@@ -1205,7 +1196,7 @@ static void backward(struct bld *b, int sync)
 			continue;
 		/* FSDP2's root has a pre-backward hook (it prefetches the last
 		 * block, and gathers the root if it was resharded); outer first */
-		for (j = b->has_units ? b->ss->ueo[i] : 0; j < (b->has_units ? b->ss->ueo[i + 1] : 0); j++)
+		for (j = b->ss->ueo[i]; j < b->ss->ueo[i + 1]; j++)
 			if (!b->u[b->ss->ue[j]].root || b->per_param)
 				pre_backward(b, b->ss->ue[j]);
 		if (o->unit > 0 && b->ss->glast[o->unit] == i)
@@ -1218,7 +1209,7 @@ static void backward(struct bld *b, int sync)
 		grad_ready(b, i, k, sync);
 		if (b->ss->tpb[i] > 0)
 			tp_allreduce(b, b->ss->tpx[i], k, i);
-		for (j = b->has_units ? b->ss->uso[i + 1] - 1 : -1; j >= (b->has_units ? b->ss->uso[i] : 0); j--)
+		for (j = b->ss->uso[i + 1] - 1; j >= b->ss->uso[i]; j--)
 			if (!b->u[b->ss->us[j]].root)
 				post_backward(b, b->ss->us[j], k);  /* inner first */
 	}
@@ -1731,7 +1722,9 @@ static int build(struct bld *b)
 	graph_units(b);
 	if (b->p->reduce == REDUCE_DDP)
 		ddp_buckets(b);
-	if ((b->wrapped && fsdp_units(b)) || (b->modules && zero3_units(b)) || (b->has_units && unit_lists(b)))
+	if (!b->has_units)
+		b->nu = 0;
+	if ((b->wrapped && fsdp_units(b)) || (b->modules && zero3_units(b)) || unit_lists(b))
 		return -1;
 	if (b->p->opt_groups == OPT_PER_UNIT)
 		b->opt_tensors = b->nu;

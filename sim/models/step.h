@@ -83,7 +83,7 @@ struct step_sim {
 	double *kmt;                /* (nkm x 2 nkop) their forward and backward times */
 	int capkmt;
 	struct compute_eff kce;
-	int *unit_of;               /* (nops) gather unit of the op, -1 none */
+	int *unit_of;               /* (nops) ZeRO-3: the module of the op, -1 none */
 	int capops;
 	int *gfirst, *glast;        /* (nblocks + 1) first and last op of each graph unit */
 	int capg;
