@@ -1188,6 +1188,21 @@ Test(step, bound_terms_sum_as_des_stream_bounds, .timeout = 120)
 						     (long long)mbs[j], k, bd.stream[k], want[k]);
 			}
 		}
+		/* the fallback for a graph with a kernel off the compute streams
+		 * (ss.bok 0; no strategy builds one today, so it is forced on the
+		 * graph kept): the graph re-timed at the micro-batch and summed by
+		 * des_stream_bounds itself, its kernels not told apart */
+		ss.bok = 0;
+		cr_assert_eq(step_bound(&ss, &s, &g, 5, &bd, &e), 0, "%s", e.msg);
+		cr_assert(!ss.bok, "%s: the graph kept, not rebuilt", families[c][0]);
+		cr_assert_eq(step_resimulate(&ss, &s, &g, 5, &r, &e), 0, "%s", e.msg);
+		des_stream_bounds(&ss.d, want, STEP_BOUND_STREAMS, &nwant);
+		cr_assert_eq(bd.nstream, nwant, "%s", families[c][0]);
+		for (k = 0; k < nwant; k++) {
+			cr_expect_eq(memcmp(&bd.stream[k], &want[k], sizeof want[k]), 0,
+				     "%s fallback stream %d: %.17g vs %.17g", families[c][0], k, bd.stream[k], want[k]);
+			cr_expect_eq(bd.kern[k], 0, "%s fallback stream %d", families[c][0], k);
+		}
 		step_sim_delete(&ss);
 		graph_free(&g);
 		scenario_free(&s);
