@@ -29,10 +29,11 @@ from a CUDA run is substituted, each listed in SUBSTITUTIONS:
   _alloc_storage resize a flat parameter's storage to 0 and back) do not pass
   the dispatcher: memtrace.Tracker patches UntypedStorage.resize_ to see them.
 
-FSDP with fp16/bf16 is MixedPrecision(param_dtype = reduce_dtype =
-buffer_dtype = the 16-bit type) without autocast, as the simulator's pytorch
-profile assumes (sim/drivers/predict.c); DDP with fp16/bf16 runs under autocast like a
-single GPU.
+FSDP with fp16/bf16 is MixedPrecision(param_dtype = buffer_dtype = the
+16-bit type) without autocast, as the simulator's pytorch profile assumes
+(sim/drivers/predict.c), and reduce_dtype the scenario's fsdp_reduce_dtype (by
+default the 16-bit type too; plan.c fsdp_reduction); DDP with fp16/bf16 runs
+under autocast like a single GPU.
 """
 from __future__ import annotations
 
@@ -55,6 +56,9 @@ SUBSTITUTIONS: List[Dict[str, str]] = [
 ]
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+
+# the scenario's names of dtypes (precision, fsdp_reduce_dtype but its "default")
+DTYPES: Dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class Unsupported(Exception):
@@ -259,9 +263,12 @@ def fsdp(model: torch.nn.Module, t: Dict[str, Any], amp_dtype: Optional[torch.dt
                                    min_num_params=int(t["fsdp_min_num_params"]))
     prefetch = {"backward_pre": F.BackwardPrefetch.BACKWARD_PRE,
                 "backward_post": F.BackwardPrefetch.BACKWARD_POST, "none": None}
+    # reduce_dtype: the scenario's fsdp_reduce_dtype, by default the compute
+    # dtype (MixedPrecision's fields left None keep the parameters' fp32)
+    reduce = DTYPES.get(t.get("fsdp_reduce_dtype", "default"), amp_dtype)
     mp = None
-    if amp_dtype is not None:
-        mp = F.MixedPrecision(param_dtype=amp_dtype, reduce_dtype=amp_dtype, buffer_dtype=amp_dtype)
+    if amp_dtype is not None or reduce is not None:
+        mp = F.MixedPrecision(param_dtype=amp_dtype, reduce_dtype=reduce, buffer_dtype=amp_dtype)
     return F.FullyShardedDataParallel(
         model, sharding_strategy=getattr(F.ShardingStrategy, strategies[t["fsdp_sharding_strategy"]]),
         auto_wrap_policy=policy, backward_prefetch=prefetch[t["fsdp_backward_prefetch"]],

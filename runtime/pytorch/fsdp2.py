@@ -42,6 +42,8 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from dist import DTYPES
+
 SUBSTITUTIONS: List[Dict[str, str]] = [
     {"what": "FSDP2: a fake process group of world size N and a device mesh over it; "
              "collectives move no data",
@@ -53,9 +55,6 @@ SUBSTITUTIONS: List[Dict[str, str]] = [
              "resizes of the unsharded parameters traced",
      "source": "torch/distributed/fsdp/_fully_shard/_fsdp_param.py (alloc_storage, free_storage)"},
 ]
-
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-
 
 class Unsupported(Exception):
     """An FSDP2 setting this tracer does not run."""

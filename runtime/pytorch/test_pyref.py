@@ -103,6 +103,28 @@ class Models(unittest.TestCase):
         pyref.check(spec)
 
 
+class Fsdp1(unittest.TestCase):
+    @unittest.skipUnless(dist.TORCH2, "the tracer runs FSDP1 on torch >= 2 only")
+    def test_reduce_dtype_is_the_scenarios(self) -> None:
+        # MixedPrecision(reduce_dtype): fsdp_reduce_dtype, or by default the
+        # compute dtype (the simulator's plan.c fsdp_reduction reads the same
+        # key); an fp32 reduce casts each unit's unsharded bf16 gradient to
+        # fp32 before the reduce-scatter, which the trace must show
+        for key, want in (("default", torch.bfloat16), ("fp32", torch.float32), ("fp16", torch.float16)):
+            t = dict(tiny()["training"], strategy="fsdp", precision="bf16", fsdp_reduce_dtype=key,
+                     fsdp_sharding_strategy="full_shard", fsdp_auto_wrap_policy="transformer_based_wrap",
+                     fsdp_min_num_params=0, fsdp_backward_prefetch="backward_pre", fsdp_forward_prefetch=0,
+                     fsdp_limit_all_gathers=1)
+            model, _ = hfmodels.build(tiny()["model"], 0.0, "eager", "meta")
+            dist.init_process_group(4)
+            try:
+                runner = dist.fsdp(model, t, torch.bfloat16, 4)
+                self.assertEqual(runner.mixed_precision.param_dtype, torch.bfloat16, key)
+                self.assertEqual(runner.mixed_precision.reduce_dtype, want, key)
+            finally:
+                dist.destroy()
+
+
 class Fsdp2(unittest.TestCase):
     @unittest.skipUnless(fsdp2.available(), "torch < 2.4 has no fully_shard")
     def test_rank0_holds_padded_dim0_chunks(self) -> None:
