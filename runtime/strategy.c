@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wrap.h"
+
 void strat_opts_from(struct strat_opts *o, const struct scenario *s)
 {
 	const struct scn_training *t = &s->s.training;
@@ -379,35 +381,47 @@ static int h_bwd_post(void *ctx, int op, struct err *e)
 
 /* ---- setup ---------------------------------------------------------------- */
 
+/* FSDP's units, as wrap.h defines them for every model (the memory walk's and
+ * the step's): the root and, under transformer_based_wrap, each block. The
+ * canonical layout (model_rt.c) keeps each block's parameters together, so a
+ * unit's flat parameter is a contiguous range of it; size_based_wrap's nested
+ * units would need a layout of their own and are refused. */
 static int make_units(struct strat *s, struct err *e)
 {
 	struct rtm *m = &s->m;
+	struct wrap_units wu;
 	int nb = s->o.plan.wrap == WRAP_NONE ? 0 : m->g.nblocks, u, p, i;
 
 	if (s->o.plan.wrap == WRAP_SIZE)
 		return err_set(e, ERR_INPUT, NULL, 0,
 			       "fsdp_auto_wrap_policy = size_based_wrap is not implemented by the runtime; use "
 			       "transformer_based_wrap or no_wrap");
-	s->nu = nb + 1;
+	if (wrap_units_build(&wu, &m->g, s->o.plan.wrap, s->o.plan.wrap_min_params))
+		return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
+	for (i = 0; i < m->g.nops && wu.n == nb + 1; i++)  /* unit u owns the layout's unit u */
+		if (m->g.ops[i].params > 0 && wu.own[i] != (nb ? m->g.ops[i].unit : 0))
+			break;
+	if (wu.n != nb + 1 || i < m->g.nops) {
+		wrap_units_free(&wu);
+		return err_set(e, ERR_SYSTEM, NULL, 0, "the wrap units are not the runtime layout's units");
+	}
+	s->nu = wu.n;
 	s->u = calloc((size_t)s->nu, sizeof *s->u);
 	s->punit = malloc((size_t)m->np * sizeof *s->punit);
-	if (!s->u || !s->punit)
+	if (!s->u || !s->punit) {
+		wrap_units_free(&wu);
 		return err_set(e, ERR_SYSTEM, NULL, 0, "out of host memory");
-	s->u[0].first = 0;
-	s->u[0].last = m->g.nops - 1;
-	for (u = 1; u < s->nu; u++) {
-		s->u[u].first = m->g.block_first[u - 1];
-		for (i = s->u[u].first; i + 1 < m->g.nops && m->g.ops[i + 1].unit == u; i++)
-			;
-		s->u[u].last = i;
 	}
 	for (u = 0; u < s->nu; u++) {
+		s->u[u].first = wu.u[u].first;
+		s->u[u].last = wu.u[u].last;
 		s->u[u].cstart = nb ? m->unit_goff[u] : 0;
 		s->u[u].n = nb ? m->unit_n[u] : m->nparams;
 		s->u[u].sh = (s->u[u].n + (size_t)s->N - 1) / (size_t)s->N;
 		s->u[u].soff = s->S;
 		s->S += s->u[u].sh;
 	}
+	wrap_units_free(&wu);
 	for (p = 0; p < m->np; p++)
 		s->punit[p] = nb ? m->p[p].unit : 0;
 	return 0;
