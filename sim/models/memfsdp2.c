@@ -254,22 +254,11 @@ void memfsdp2_bwd_pre(struct wk *w, int i)
 /* The per-parameter gradients of unit u (PyTorch), freed after the copy-in. */
 static void grads_out(struct wk *w, int u, int op)
 {
-	int p, i, k, n;
-	int64_t sz[GRAPH_OP_PTENSORS];
-
 	if (!pt(w)) {
 		release(w, MEM_GRADS, W_UNSHARDED_GRAD, op, w->ush[u] * w->N * w->wug);
 		return;
 	}
-	for (p = w->uooff[u + 1] - 1; p >= w->uooff[u]; p--) {
-		i = w->uops[p];
-		n = graph_op_params(w->g, i, sz);
-		for (k = 0; k < n; k++)
-			if (w->pg[i * GRAPH_OP_PTENSORS + k]) {
-				release(w, MEM_GRADS, W_UNSHARDED_GRAD, op, sz[k] * w->wug);
-				w->pg[i * GRAPH_OP_PTENSORS + k] = 0;
-			}
-	}
+	memstrat_unit_grads_free(w, u, op);
 }
 
 /* foreach_reduce's output: the sharded .grad itself when the reduce dtype is

@@ -326,19 +326,9 @@ void memstrat_grad_shard(struct wk *w, int u, int op, int64_t bytes)
 static void pt_reduce(struct wk *w, int u, int op)
 {
 	int64_t sh = shard(w, w->u[u].elems), flat = sh * w->N * w->wug, cast = sh * w->N * w->wfc;
-	int i, k, n, p;
-	int64_t sz[GRAPH_OP_PTENSORS];
 
 	alloc(w, MEM_BUFFERS, W_RS_OUT, op, flat);
-	for (p = w->uooff[u + 1] - 1; p >= w->uooff[u]; p--) {  /* u's ops, descending */
-		i = w->uops[p];
-		n = graph_op_params(w->g, i, sz);
-		for (k = 0; k < n; k++)
-			if (w->pg[i * GRAPH_OP_PTENSORS + k]) {
-				release(w, MEM_GRADS, W_UNSHARDED_GRAD, op, sz[k] * w->wug);
-				w->pg[i * GRAPH_OP_PTENSORS + k] = 0;
-			}
-	}
+	memstrat_unit_grads_free(w, u, op);
 	if (cast)
 		alloc(w, MEM_BUFFERS, W_RS_OUT, op, cast);
 	if (w->N > 1 && w->wrs)
@@ -1080,6 +1070,22 @@ int memstrat_opt_temp_kind(const struct wk *w)
 void memstrat_unit_grads(struct wk *w, int i)
 {
 	units_param_grads(w, i);
+}
+
+void memstrat_unit_grads_free(struct wk *w, int u, int op)
+{
+	int64_t sz[GRAPH_OP_PTENSORS];
+	int i, k, n, p;
+
+	for (p = w->uooff[u + 1] - 1; p >= w->uooff[u]; p--) {  /* u's ops, descending */
+		i = w->uops[p];
+		n = graph_op_params(w->g, i, sz);
+		for (k = 0; k < n; k++)
+			if (w->pg[i * GRAPH_OP_PTENSORS + k]) {
+				release(w, MEM_GRADS, W_UNSHARDED_GRAD, op, sz[k] * w->wug);
+				w->pg[i * GRAPH_OP_PTENSORS + k] = 0;
+			}
+	}
 }
 
 /* ---- configuration ----------------------------------------------------------- */

@@ -165,10 +165,14 @@ static inline int has_param_grads(const struct wk *w, int i)
 /* memstrat.c helpers the FSDP2 walk (memfsdp2.c) shares: the next unit in
  * forward (fwd = 1) or backward order, the unit op i's gradient lands in,
  * and which Adam step temporaries apply (enum opt_impl, OPTI_DEFAULT none).
- * An op's parameter tensors are the graph's (graph_op_params). */
+ * An op's parameter tensors are the graph's (graph_op_params).
+ * memstrat_unit_grads_free: unit u's per-parameter gradients (PyTorch's
+ * .grad of each, as the backward left them), freed at op, its ops
+ * descending. */
 int memstrat_next_unit(const struct wk *w, int u, int fwd);
 int memstrat_opt_temp_kind(const struct wk *w);
 void memstrat_unit_grads(struct wk *w, int i);
+void memstrat_unit_grads_free(struct wk *w, int u, int op);
 void memstrat_grad_shard(struct wk *w, int u, int op, int64_t bytes);
 
 /* memfsdp2.c: FSDP2's units (plan.h layout LAYOUT_PER_PARAM): per-parameter
