@@ -78,7 +78,7 @@ SIM_LIB_SRCS := sim/core/err.c sim/core/units.c sim/core/cfg.c sim/inputs/catalo
                 sim/inputs/scenario.c sim/models/plan.c sim/models/graph.c sim/models/life.c sim/drivers/predict.c sim/drivers/report.c sim/drivers/store.c \
                 sim/core/evq.c sim/models/coll.c sim/models/des.c sim/models/compute.c sim/models/eager.c sim/models/step.c \
                 sim/inputs/import.c sim/inputs/import_hf.c sim/inputs/import_accel.c sim/inputs/import_ds.c sim/drivers/launch.c \
-                sim/drivers/results.c sim/models/profile.c sim/models/memwalk.c sim/models/memstrat.c sim/models/memfsdp2.c sim/models/memory.c \
+                sim/drivers/results.c sim/models/profile.c sim/models/memwalk.c sim/models/memstrat.c sim/models/memfsdp2.c sim/models/memory.c sim/models/emu.c \
                 sim/models/failures.c sim/models/ckpt.c sim/models/job.c sim/models/jobrun.c sim/drivers/record.c sim/models/calib.c \
                 sim/drivers/sweep.c sim/drivers/sweep_eval.c sim/drivers/sweep_out.c sim/models/alloc.c sim/core/progress.c sim/models/memrun.c sim/core/heap.c \
                 sim/models/period.c sim/models/wrap.c

@@ -390,7 +390,7 @@ static void deepen(const char *path, int layers, char *what, size_t nwhat)
 }
 
 /* The caching allocator's replays with a periodic run's copies made at once
- * (memory.c emu_skip: the free blocks of a period's start cut as the period
+ * (emu.c emu_skip: the free blocks of a period's start cut as the period
  * read cut them, its segments made again, its blocks pushed) answer as
  * replays through every event (mem_plan.whole_replays, a plan of its own, so
  * that no replay remembered by one answers for the other): the largest

@@ -118,7 +118,7 @@ static inline int class_position(const struct alloc_key *v, int n, int64_t size,
  * bench/gpt3-175b-3072.ini's simulate has 120 classes in use over its two
  * allocators and their pools, which at VEC_FIRST (256) entries took 0.7 MB, a
  * fifth of its heap's peak (valgrind massif); with the search's class table
- * sized by the tape's first copies (memory.c emu_classes) the heap stays in
+ * sized by the tape's first copies (emu.c emu_classes) the heap stays in
  * one 2 MiB huge page (heap.h). 64 is as fast as 256 in process (8 and 32
  * were 3 % slower, arrays being regrown per plan: bench_simulate side by
  * side). */

@@ -221,7 +221,7 @@ struct mem_plan {
 	int unfit;              /* 1: a tape was cut: not even one sample fits (mem_max_batch 0),
 				   and nothing else may be asked of the plan */
 	int whole_replays;      /* tests: every replay goes through every event (no periods
-				   extended, memory.c emu_skip); 0 after a build */
+				   extended, emu.c emu_skip); 0 after a build */
 };
 
 /* The breakdown at the peak of one tape, at one micro-batch. */
@@ -328,7 +328,7 @@ struct mem_emu_counts {
 	long remembered;       /* of which answered by a search of the same digest */
 	long replays;          /* replays from the start (at the capacity or without a limit) */
 	long events;           /* events those replays went through */
-	long skipped;          /* copies of periodic runs made at once instead (memory.c emu_skip) */
+	long skipped;          /* copies of periodic runs made at once instead (emu.c emu_skip) */
 	long probed;           /* alloc/free pairs the cache served, replayed as alloc_probe */
 	long peaks;            /* peaks asked for (a breakdown's, mem_peak) */
 	long peaks_known;      /* of which answered by a peak of the same digest and b */
