@@ -179,10 +179,14 @@ static double largest_layer(const struct graph *g)
  * offload the estimator says 4L + 18P/N; the code it estimates keeps 16P/N
  * (2 + 2 + 12: the gradient partition is in the model dtype, engine.py
  * get_data_types) and adds an fp32 gradient copy of each sub-group during the
- * step, so 20P/N at the step when the partition is one sub-group. */
+ * step, so 20P/N at the step when the partition is one sub-group. The model's
+ * embeddings are untied (its largest layer the token table): the estimator
+ * counts one gradient of that layer, where autograd holds a tied table's
+ * output-projection gradient until the embedding's and sums the two out of
+ * place (memstrat.c tied_grad). */
 Test(memory, deepspeed_zero3_estimator)
 {
-	const char *sets[] = {"model.name=gpt2-xl", "training.strategy=zero3", "training.framework=deepspeed",
+	const char *sets[] = {"model.name=gpt-124m-llmfs", "training.strategy=zero3", "training.framework=deepspeed",
 			      "training.zero_reduce_bucket_size=1", "training.zero_prefetch_bucket_size=0",
 			      "training.zero_param_persistence_threshold=0", "training.offload=none"};
 	static const char *const offload[] = {"training.offload=optimizer_and_params",
@@ -1463,4 +1467,46 @@ Test(memory, zero3_prefetch_from_its_last_stop)
 	}
 	cr_expect_gt(n, 90);
 	cr_expect_eq(differ, 0);
+}
+
+/* A tied token table (GPT-2: the LM head shares the embedding's weight) gets
+ * its gradients through one AccumulateGrad, so autograd holds the head's,
+ * computed first in the backward, in that node's input buffer until the
+ * embedding's arrives, then sums the two out of place (aten::add) and hands
+ * the sum on: stolen as .grad in the first micro-step, added into .grad in
+ * place in the next. The PyTorch reference's trace of GPT-2 on one GPU (bf16
+ * autocast, 128 tokens, micro-batch 1, grad_accum 2; fp32 gradients of the
+ * 50,257 x 768 table, 154,389,504 B) shows exactly these table-sized events in
+ * each micro-step's backward, and no other: the head's (its fp32 cast), the
+ * embedding's, the sum, then frees of the head's and the embedding's, and in
+ * the second the sum's too; the CPU profiler of a real backward shows the
+ * add on torch 1.13 and 2.15 (memstrat.c tied_grad). */
+Test(memory, tied_table_gradients_are_held_and_summed_out_of_place)
+{
+	static const char *const sets[] = {"model.name=gpt2", "training.strategy=single", "cluster.gpus_per_node=1",
+					   "training.grad_accum=2", "training.optimizer=adamw"};
+	/* the traced order per micro-step: +1 alloc, -1 free; W_GRADS: the sum kept as .grad */
+	static const int sign[2][6] = {{+1, +1, +1, -1, -1, 0}, {+1, +1, +1, -1, -1, -1}};
+	struct ctx c;
+	const struct mem_tape *tp;
+	int64_t table = 50257LL * 768 * 4;
+	int i, m, n[2] = {0, 0}, grad_kept = 0;
+
+	load(&c, base, sets, 5);
+	tp = &c.p.tape[0];
+	for (i = 0; i < tp->n; i++) {
+		const struct mem_event *e = &tp->ev[i];
+		if (e->cat != MEM_GRADS || e->phase != MEM_BWD || e->fixed + e->per_sample != table)
+			continue;
+		m = e->micro;
+		cr_assert(m >= 0 && m < 2 && n[m] < 6 && sign[m][n[m]] != 0, "event %d: an extra table-sized gradient "
+			  "event (micro-step %d, %s)", i, m, mem_what_name(e->what));
+		cr_expect_eq(e->sign, sign[m][n[m]], "micro-step %d, its table-sized event %d", m, n[m]);
+		grad_kept += m == 0 && n[m] == 2 && e->what == W_GRADS;
+		n[m]++;
+	}
+	cr_expect_eq(n[0], 5, "micro-step 1: %d table-sized gradient events, traced 5", n[0]);
+	cr_expect_eq(n[1], 6, "micro-step 2: %d table-sized gradient events, traced 6", n[1]);
+	cr_expect_eq(grad_kept, 1, "the first micro-step's sum is the table's .grad");
+	drop(&c);
 }

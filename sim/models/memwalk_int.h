@@ -28,6 +28,8 @@ struct wk {
 	int64_t P;            /* parameters per rank (elements) */
 	int64_t table;        /* elements of the token table (per TP rank) */
 	int owner;            /* op owning the token table, -1 none */
+	int64_t tied_held;    /* bytes: the tied table's gradients autograd holds until the
+				 owner's arrives (memstrat.c tied_grad), 0 none */
 	int oom;
 	struct life lf;       /* the graph's lifetimes (life.h): regions, keepers, frees */
 	/* per tensor */
