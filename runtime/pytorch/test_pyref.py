@@ -107,9 +107,10 @@ class Fsdp1(unittest.TestCase):
     @unittest.skipUnless(dist.TORCH2, "the tracer runs FSDP1 on torch >= 2 only")
     def test_reduce_dtype_is_the_scenarios(self) -> None:
         # MixedPrecision(reduce_dtype): fsdp_reduce_dtype, or by default the
-        # compute dtype (the simulator's plan.c fsdp_reduction reads the same
-        # key); an fp32 reduce casts each unit's unsharded bf16 gradient to
-        # fp32 before the reduce-scatter, which the trace must show
+        # compute dtype, as the simulator's plan.c fsdp_reduction reads the
+        # same key; this checks the setting reaches FSDP (an fp32 reduce then
+        # casts each unit's bf16 gradient before its reduce-scatter, which the
+        # grid's fsdp8-full-gpt2-bf16-r32 traces)
         for key, want in (("default", torch.bfloat16), ("fp32", torch.float32), ("fp16", torch.float16)):
             t = dict(tiny()["training"], strategy="fsdp", precision="bf16", fsdp_reduce_dtype=key,
                      fsdp_sharding_strategy="full_shard", fsdp_auto_wrap_policy="transformer_based_wrap",

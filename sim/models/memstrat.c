@@ -712,19 +712,22 @@ static void pt_param_grads(struct wk *w, int i, int what, int exists, int free_n
 			w->pg[i * GRAPH_OP_PTENSORS + k] = 0;
 		}
 	}
-	if (o->tied && w->owner >= 0 && pt(w)) {  /* held for the owner's (tied_grad); autocast's 16-bit first */
+	if (!o->tied || w->owner < 0)
+		return;
+	if (pt(w)) {  /* autograd: held for the owner's (tied_grad); under autocast the 16-bit one first */
 		int64_t cast = o->kind == OP_MATMUL ? w->table * w->wcast : 0;
 		if (cast)
 			alloc(w, MEM_GRADS, W_WGRAD_TEMP, i, cast);
 		tied_grad(w, i, w->owner * GRAPH_OP_PTENSORS, w->table * w->wg, what, exists);
 		if (cast)
 			release(w, MEM_GRADS, W_WGRAD_TEMP, i, cast);
-	} else if (o->tied && w->owner >= 0) {  /* the shardcast runtime: into the table's gradient */
-		grad_one(w, i, w->owner * GRAPH_OP_PTENSORS, w->table, o->kind == OP_MATMUL, what, exists);
-		if (free_now && w->pg[w->owner * GRAPH_OP_PTENSORS]) {
-			release(w, MEM_GRADS, what, i, w->table * w->wg);
-			w->pg[w->owner * GRAPH_OP_PTENSORS] = 0;
-		}
+		return;
+	}
+	/* the shardcast runtime: straight into the table's gradient */
+	grad_one(w, i, w->owner * GRAPH_OP_PTENSORS, w->table, o->kind == OP_MATMUL, what, exists);
+	if (free_now && w->pg[w->owner * GRAPH_OP_PTENSORS]) {
+		release(w, MEM_GRADS, what, i, w->table * w->wg);
+		w->pg[w->owner * GRAPH_OP_PTENSORS] = 0;
 	}
 }
 
