@@ -88,6 +88,7 @@ static char *spec_json(const struct scenario *s, const struct pyref_opts *o)
 	cJSON_AddStringToObject(x, "recompute", scenario_enum_name("training", "activation_checkpointing", t->recompute));
 	cJSON_AddStringToObject(x, "offload", scenario_enum_name("training", "offload", t->offload));
 	cJSON_AddNumberToObject(x, "grad_accum", (double)t->grad_accum);
+	cJSON_AddBoolToObject(x, "no_sync", s->plan.no_sync);  /* resolved: plan.h */
 	cJSON_AddNumberToObject(x, "tensor_parallel", (double)t->tensor_parallel);
 	cJSON_AddStringToObject(x, "fsdp_sharding_strategy",
 				scenario_enum_name("training", "fsdp_sharding_strategy", t->fsdp_sharding));

@@ -1510,3 +1510,64 @@ Test(memory, tied_table_gradients_are_held_and_summed_out_of_place)
 	cr_expect_eq(grad_kept, 1, "the first micro-step's sum is the table's .grad");
 	drop(&c);
 }
+
+/* Bytes of what (W_*) live on tape t at micro-batch 1 just before micro-step
+ * 1's first event. */
+static int64_t live_at_second_micro_step(const struct mem_tape *tp, int what)
+{
+	int64_t live = 0;
+	int i;
+
+	for (i = 0; i < tp->n && tp->ev[i].micro < 1; i++)
+		if (tp->ev[i].what == what)
+			live += tp->ev[i].sign * (tp->ev[i].fixed + tp->ev[i].per_sample);
+	return live;
+}
+
+/* FSDP1 under no_sync (training.no_sync = true: Accelerate's and the HF
+ * Trainer's gradient accumulation): the first micro-step's backward reduces
+ * nothing, and each unit's flat gradient stays as its FlatParameter's .grad,
+ * unsharded (_post_backward_hook returns before _reduce_grad;
+ * prepare_gradient_for_backward keeps an unsharded .grad), in the compute
+ * dtype (bf16: 2 B per element of the unit padded to the 8 ranks). So what
+ * the next micro-step starts with is the whole model's gradients at 2 B per
+ * parameter, where the default (reduce every micro-step) holds only the fp32
+ * shards. shard_grad_op also keeps every unit gathered through a no_sync
+ * backward (_should_free_in_backward): the whole model's bf16 parameters,
+ * where full_shard and the default hold none. The PyTorch reference traces
+ * these tapes' peaks exactly (tests/pyref/grid.txt, the -ga2 cases). */
+Test(memory, fsdp_no_sync_keeps_unsharded_gradients)
+{
+	static const char *const full[] = {"training.strategy=fsdp", "training.grad_accum=2", "training.no_sync=true"};
+	static const char *const dflt[] = {"training.strategy=fsdp", "training.grad_accum=2"};
+	static const char *const sgo[] = {"training.strategy=fsdp", "training.grad_accum=2", "training.no_sync=true",
+					  "training.fsdp_sharding_strategy=shard_grad_op"};
+	struct ctx c;
+	double P;
+	/* llama-2-7b's 33 units (32 blocks, the root), each padded by fewer than 8 elements */
+	const double units = 33;
+	int64_t g, k;
+
+	load(&c, base, full, 3);
+	P = c.g.params_rank;
+	g = live_at_second_micro_step(&c.p.tape[0], W_UNSHARDED_GRAD);
+	cr_expect(fabs((double)g - 2 * P) <= 2.0 * 8 * units, "no_sync: %lld B of unsharded gradients held, "
+		  "2 x %.0f parameters expected", (long long)g, P);
+	cr_expect_eq(live_at_second_micro_step(&c.p.tape[0], W_GRAD_SHARD), 0, "nothing reduced yet");
+	k = live_at_second_micro_step(&c.p.tape[0], W_GATHERED);
+	cr_expect_eq(k, 0, "full_shard frees the gathered units in backward, no_sync or not");
+	drop(&c);
+
+	load(&c, base, dflt, 2);
+	g = live_at_second_micro_step(&c.p.tape[0], W_UNSHARDED_GRAD);
+	cr_expect_eq(g, 0, "the default reduces every micro-step: no unsharded gradient stays");
+	k = live_at_second_micro_step(&c.p.tape[0], W_GRAD_SHARD);
+	cr_expect(fabs((double)k - 4 * P / 8) <= 4.0 * units, "fp32 shards: %lld B", (long long)k);
+	drop(&c);
+
+	load(&c, base, sgo, 4);
+	k = live_at_second_micro_step(&c.p.tape[0], W_GATHERED);
+	cr_expect(fabs((double)k - 2 * P) <= 2.0 * 8 * units, "shard_grad_op under no_sync: %lld B gathered "
+		  "held, 2 x %.0f parameters expected", (long long)k, P);
+	drop(&c);
+}

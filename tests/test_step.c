@@ -28,6 +28,7 @@ struct run {
 	double grad_add;  /* s of AccumulateGrad tasks (their work, all streams) */
 	double recompute[2];  /* s of recomputation kernels on rank 0's and rank 1's streams */
 	int nrecompute;
+	int nrs, nag;     /* reduce-scatters and all-gathers issued */
 };
 
 /* Simulates minimal.ini with the n overrides. */
@@ -58,6 +59,10 @@ static void sim_list(struct run *out, const char *const *sets, int n)
 			out->recompute[ss.d.streams[ss.d.tasks[i].stream].rank != 0] += ss.d.tasks[i].dur;
 			out->nrecompute++;
 		}
+	for (i = 0; i < ss.d.ncolls; i++) {
+		out->nrs += ss.d.colls[i].c.op == COLL_REDUCE_SCATTER;
+		out->nag += ss.d.colls[i].c.op == COLL_ALLGATHER;
+	}
 	out->nstreams = ss.d.nstreams;
 	step_sim_delete(&ss);
 	graph_free(&g);
@@ -375,6 +380,44 @@ Test(step, ddp_accumulation_all_reduces_once)
 	cr_expect_float_eq(a4.r.comm, a1.r.comm, 1e-9 * a1.r.comm);
 	cr_expect_eq(a4.r.global_batch, 4 * a1.r.global_batch);
 	cr_expect_gt(a4.r.compute, 3.5 * a1.r.compute);
+}
+
+/* FSDP1 under no_sync (training.no_sync = true, plan.h): the post-backward
+ * hook returns before _reduce_grad on every micro-step but the last
+ * (torch/distributed/fsdp/_runtime_utils.py _post_backward_hook), so a step
+ * of four micro-steps reduce-scatters each unit once, where the default
+ * (Composer's, a plain loop's) does so four times; full_shard still gathers
+ * every unit in each forward and backward, while shard_grad_op keeps the
+ * gathered parameters through a no_sync backward (_should_free_in_backward)
+ * and so gathers only in the first micro-step's forward. */
+Test(step, fsdp_no_sync_reduces_once_and_shard_grad_op_gathers_once)
+{
+	struct run s1, s4, n4, g1, g4, gn4;
+
+	sim(&s1, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16", NULL);
+	sim(&s4, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16",
+	    "training.grad_accum=4", NULL);
+	sim(&n4, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16",
+	    "training.grad_accum=4", "training.no_sync=true", NULL);
+	cr_assert_gt(s1.nrs, 0);
+	cr_expect_eq(s4.nrs, 4 * s1.nrs);
+	cr_expect_eq(n4.nrs, s1.nrs);
+	cr_expect_eq(n4.nag, s4.nag);
+	cr_expect_eq(s4.nag, 4 * s1.nag);
+	cr_expect_lt(n4.r.comm, s4.r.comm);
+	basic_invariants(&n4, "full_shard no_sync");
+	sim(&g1, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16",
+	    "training.fsdp_sharding_strategy=shard_grad_op", NULL);
+	sim(&g4, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16",
+	    "training.fsdp_sharding_strategy=shard_grad_op", "training.grad_accum=4", NULL);
+	sim(&gn4, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16",
+	    "training.fsdp_sharding_strategy=shard_grad_op", "training.grad_accum=4", "training.no_sync=true", NULL);
+	cr_assert_gt(g1.nag, 0);
+	cr_expect_eq(g4.nag, 4 * g1.nag);
+	cr_expect_eq(gn4.nag, g1.nag);
+	cr_expect_eq(gn4.nrs, g1.nrs);
+	cr_expect_lt(gn4.r.time, g4.r.time);
+	basic_invariants(&gn4, "shard_grad_op no_sync");
 }
 
 Test(step, fsdp_backward_prefetch_hides_all_gathers)
@@ -794,6 +837,10 @@ static const char *const families[][5] = {
 	{"training.strategy=fsdp", "training.fsdp_sharding_strategy=hybrid_shard", "cluster.nodes=4",
 	 "cluster.inter_node=ib-hdr", NULL},
 	{"training.strategy=ddp", "training.tensor_parallel=2", "model.name=llama-tiny", "cluster.nodes=2", NULL},
+	{"training.strategy=fsdp", "training.no_sync=true", "training.precision=bf16", "cluster.nodes=2", NULL},
+	{"training.strategy=fsdp", "training.fsdp_sharding_strategy=shard_grad_op", "training.no_sync=true",
+	 "training.precision=bf16", NULL},
+	{"training.strategy=ddp", "training.no_sync=false", "cluster.nodes=2", NULL},
 };
 
 /* A step of more than STEP_ACCUM_FULL micro-steps is simulated with a few and

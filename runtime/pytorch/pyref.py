@@ -198,12 +198,14 @@ def retag_states(tracker: Tracker, params: List[torch.nn.Parameter], opt: torch.
 def step(spec: Dict[str, Any], runner: torch.nn.Module, params: List[torch.nn.Parameter],
          opt: torch.optim.Optimizer, k: str, b: int, device: str, trace: Trace,
          amp: Optional[cudasubst.Amp], scale: Optional[List[torch.Tensor]], probe: Any) -> None:
-    """One optimizer step: grad_accum micro-steps (no_sync but the last
-    under DDP/FSDP, as Accelerate and the HF Trainer do), the step, zero_grad
-    as the stack defaults (set_to_none from 2.0)."""
+    """One optimizer step: grad_accum micro-steps (those before the last in
+    the wrapper's no_sync() where the scenario's plan says so: DDP by
+    default, FSDP1 with no_sync = true), the step, zero_grad as the stack
+    defaults (set_to_none from 2.0)."""
     t, m = spec["training"], spec["model"]
+    no_sync = bool(t.get("no_sync", False)) and hasattr(runner, "no_sync")
     for micro in range(t["grad_accum"]):
-        sync = micro == t["grad_accum"] - 1 or not hasattr(runner, "no_sync")
+        sync = micro == t["grad_accum"] - 1 or not no_sync
         with (contextlib.nullcontext() if sync else runner.no_sync()):
             trace.phase = "input"
             batch = hfmodels.batch(k, m, b, spec["seq_len"], spec["target_len"], device)

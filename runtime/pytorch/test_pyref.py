@@ -126,6 +126,28 @@ class Fsdp1(unittest.TestCase):
                 dist.destroy()
 
 
+    @unittest.skipUnless(dist.TORCH2, "the tracer runs FSDP1 on torch >= 2 only")
+    def test_no_sync_keeps_unsharded_gradients(self) -> None:
+        # the scenario's resolved no_sync (runtime/pyref.c, plan.h): under
+        # FSDP1's no_sync() the first micro-step's post-backward hook returns
+        # before reducing, so each unit's flat gradient stays unsharded in
+        # bf16 (2 B per parameter), where reducing every micro-step leaves
+        # only the fp32 shards (4 B per parameter / 4 ranks): at the end of
+        # the second micro-step's forward the two differ by 1 B per parameter
+        # (gpt-tiny's 120,576, each unit padded to a multiple of 4 elements)
+        eof = {}
+        for no_sync in (True, False):
+            spec = dict(tiny(), world=4, dp=4, gpus_per_node=4, steps=1)
+            spec["training"] = dict(spec["training"], strategy="fsdp", precision="bf16", grad_accum=2,
+                                    no_sync=no_sync, fsdp_sharding_strategy="full_shard",
+                                    fsdp_auto_wrap_policy="transformer_based_wrap", fsdp_min_num_params=0,
+                                    fsdp_backward_prefetch="backward_pre", fsdp_forward_prefetch=0,
+                                    fsdp_limit_all_gathers=1)
+            eof[no_sync] = pyref.run(spec, 1, "meta")["end_of_forward_bytes"]
+        self.assertGreaterEqual(eof[True] - eof[False], 120576)
+        self.assertLessEqual(eof[True] - eof[False], 120576 + 4 * 3)
+
+
 class Fsdp2(unittest.TestCase):
     @unittest.skipUnless(fsdp2.available(), "torch < 2.4 has no fully_shard")
     def test_rank0_holds_padded_dim0_chunks(self) -> None:

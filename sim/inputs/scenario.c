@@ -24,6 +24,7 @@ static const char *const shardings[] = {"full_shard", "shard_grad_op", "no_shard
 					"hybrid_shard_zero2", NULL};
 static const char *const wraps[] = {"transformer_based_wrap", "size_based_wrap", "no_wrap", NULL};
 static const char *const fsdp_dtypes[] = {"default", "fp32", "bf16", "fp16", NULL};
+static const char *const no_syncs[] = {"default", "true", "false", NULL};
 static const char *const prefetches[] = {"backward_pre", "backward_post", "none", NULL};
 static const char *const offloads[] = {"none", "optimizer", "optimizer_and_params", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", NULL};
@@ -82,6 +83,7 @@ static const struct cfg_key keys[] = {
 	{"training", "optimizer", CFG_ENUM, 0, 0, 0, 0, "adamw", T(optimizer), optimizers, "optimizer"},
 	{"training", "micro_batch", CFG_INT, 0, CFG_AUTO, 1, 1e7, "auto", T(micro_batch), NULL, "samples per GPU per micro-step, or auto = the largest that fits"},
 	{"training", "grad_accum", CFG_INT, 0, 0, 1, 1e6, "1", T(grad_accum), NULL, "micro-steps per optimizer step"},
+	{"training", "no_sync", CFG_ENUM, 0, 0, 0, 0, "default", T(no_sync), no_syncs, "micro-steps before the last run in the wrapper's no_sync(), their gradients not reduced: default (ddp yes, as Composer, Accelerate and the HF Trainer do; fsdp no, as Composer and a plain loop do), true (FSDP1: Accelerate's and the HF Trainer's, which keep every unit's unsharded gradient), false (every micro-step reduces); ddp and fsdp_version 1 under framework pytorch only"},
 	{"training", "activation_checkpointing", CFG_ENUM, 0, 0, 0, 0, "none", T(recompute), recomputes, "recompute activations in backward"},
 	{"training", "tensor_parallel", CFG_INT, 0, 0, 1, 1024, "1", T(tensor_parallel), NULL, "Megatron-style tensor-parallel degree"},
 	{"training", "ddp_bucket_mb", CFG_NUM, 0, 0, 0.001, 1e6, "25", T(ddp_bucket_mb), NULL, "DDP bucket_cap_mb (MiB)"},

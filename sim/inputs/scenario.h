@@ -27,6 +27,9 @@ enum fsdp_prefetch { PREFETCH_BACKWARD_PRE, PREFETCH_BACKWARD_POST, PREFETCH_NON
 /* [training] fsdp_reduce_dtype: MixedPrecision's (FSDP1) or MixedPrecisionPolicy's (FSDP2)
  * reduce_dtype; default: FSDP1 the compute dtype, FSDP2 the parameters' own (fp32) */
 enum fsdp_dtype { FDT_DEFAULT, FDT_FP32, FDT_BF16, FDT_FP16 };
+/* [training] no_sync: whether micro-steps before the last run in the wrapper's
+ * no_sync() (DDP, FSDP1); default resolves per strategy (plan.c) */
+enum no_sync { NOSYNC_DEFAULT, NOSYNC_TRUE, NOSYNC_FALSE };
 enum offload { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER_AND_PARAMS };
 enum optimizer { OPT_SGD, OPT_SGD_MOMENTUM, OPT_ADAM, OPT_ADAMW };
 enum recompute { RECOMPUTE_NONE, RECOMPUTE_FULL, RECOMPUTE_SELECTIVE };
@@ -79,6 +82,7 @@ struct scn_training {
 	int optimizer;            /* enum optimizer */
 	int64_t micro_batch;      /* -1 = auto (largest that fits) */
 	int64_t grad_accum;
+	int no_sync;              /* enum no_sync */
 	int recompute;            /* activation_checkpointing: enum recompute */
 	int64_t tensor_parallel;
 	double ddp_bucket_mb;     /* MiB, as torch's bucket_cap_mb */

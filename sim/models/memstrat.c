@@ -171,11 +171,12 @@ static int build_units(struct wk *w, int policy)
 	w->ul = calloc((size_t)w->nu + 1, 1);
 	w->ugl = calloc((size_t)w->nu + 1, 1);
 	w->usg = calloc((size_t)w->nu + 1, 1);
+	w->ufg = calloc((size_t)w->nu + 1, 1);
 	w->agl = calloc((size_t)w->nu + 1, 1);
 	w->pfl = calloc((size_t)w->nu + 1, 1);
 	w->arl = calloc((size_t)w->nu + 1, 1);
 	w->ush = calloc((size_t)w->nu + 1, sizeof *w->ush);
-	if (!w->ul || !w->ugl || !w->usg || !w->agl || !w->pfl || !w->arl || !w->ush)
+	if (!w->ul || !w->ugl || !w->usg || !w->ufg || !w->agl || !w->pfl || !w->arl || !w->ush)
 		return -1;
 	shard_sizes(w);
 	return unit_index(w);
@@ -373,10 +374,36 @@ static void pt_reduce(struct wk *w, int u, int op)
 	if (cast)
 		release(w, MEM_BUFFERS, W_RS_OUT, op, cast);
 	release(w, MEM_BUFFERS, W_RS_OUT, op, flat);
+	if (w->ufg[u]) {  /* the .grad of the no_sync micro-steps, this one's added into it, reduced */
+		release(w, MEM_GRADS, W_UNSHARDED_GRAD, op, flat);
+		w->ufg[u] = 0;
+	}
 	if (w->wsg)
 		memstrat_grad_shard(w, u, op, sh * w->wsg);
 	if (w->N > 1 && w->wrs)
 		release(w, MEM_BUFFERS, W_RS_OUT, op, sh * w->wrs);
+}
+
+/* A no_sync micro-step's gradient of unit u (FSDP1 under no_sync, plan.h):
+ * autograd concatenates the per-parameter gradients into the flat gradient
+ * (SplitWithSizesBackward); AccumulateGrad keeps it as the flat parameter's
+ * .grad on the first micro-step and adds it into that .grad on the later
+ * ones, where it lives until the post-backward hook returns; the hook reshards
+ * and returns before reducing (_post_backward_hook, prepare_gradient_for_backward
+ * keeps an unsharded .grad). The last micro-step reduces the sum (pt_reduce). */
+static void pt_keep(struct wk *w, int u, int op)
+{
+	int64_t flat = shard(w, w->u[u].elems) * w->N * w->wug;
+
+	if (!w->ufg[u]) {
+		alloc(w, MEM_GRADS, W_UNSHARDED_GRAD, op, flat);
+		memstrat_unit_grads_free(w, u, op);
+		w->ufg[u] = 1;
+		return;
+	}
+	alloc(w, MEM_GRADS, W_WGRAD_TEMP, op, flat);
+	memstrat_unit_grads_free(w, u, op);
+	release(w, MEM_GRADS, W_WGRAD_TEMP, op, flat);
 }
 
 /* backward_post gathers the next unit once a unit's backward is done; the
@@ -408,11 +435,15 @@ static void units_bwd_post(struct wk *w, int i)
 				ugather(w, next_unit(w, u, 0), i);
 			continue;
 		}
-		ufree(w, u, i);
+		if (walk_syncs(w) || !w->pl->no_sync_keeps_gathered)
+			ufree(w, u, i);
 		if (prefetch_post(w, u))
 			ugather(w, next_unit(w, u, 0), i);
 		if (w->ugl[u]) {
-			pt_reduce(w, u, i);
+			if (walk_syncs(w))
+				pt_reduce(w, u, i);
+			else
+				pt_keep(w, u, i);
 			w->ugl[u] = 0;
 		}
 	}

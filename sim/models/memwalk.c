@@ -389,7 +389,7 @@ static void wk_free(struct wk *w)
 {
 	life_free(&w->lf);
 	free(w->fl); free(w->rl); free(w->gblk); free(w->bsz); free(w->bref);
-	free(w->pg); free(w->castl); free(w->u); free(w->uown); free(w->ul); free(w->ugl);
+	free(w->pg); free(w->castl); free(w->u); free(w->uown); free(w->ul); free(w->ugl); free(w->ufg);
 	free(w->usg); free(w->ush); free(w->agl); free(w->pfl); free(w->arl); free(w->G); free(w->pers); free(w->zl); free(w->after);
 	free(w->ufoff); free(w->ufirst); free(w->uloff); free(w->ulast); free(w->uooff); free(w->uops);
 	free(w->unext);

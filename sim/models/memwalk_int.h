@@ -52,6 +52,7 @@ struct wk {
 	int *unext;           /* (2 nu) per unit: the next unit in backward [2u] and forward
 				 [2u + 1] order, -1 none (memstrat.c next_unit) */
 	char *ul, *ugl, *usg; /* gathered, unsharded grad, grad shard allocated */
+	char *ufg;            /* FSDP1 no_sync: the unit's flat unsharded gradient kept (.grad) */
 	int64_t *ush;         /* per unit: elements of its shard (FSDP2: the sum of the
 				 per-parameter padded shards) */
 	char *agl, *pfl, *arl;/* FSDP2, per unit: all-gather buffer, post-forward shards,
@@ -150,6 +151,14 @@ static inline int act_what(const struct wk *w, int t)
 static inline int64_t shard(const struct wk *w, int64_t n)
 {
 	return cdiv(n, w->N);
+}
+
+/* Whether this micro-step's backward reduces its gradients: the last does,
+ * the others only without no_sync (plan.h). From w->micro, which a script's
+ * replay sets too. */
+static inline int walk_syncs(const struct wk *w)
+{
+	return w->micro == w->nmicro - 1 || !w->pl->no_sync;
 }
 
 /* PyTorch's or DeepSpeed's engine (per-tensor autograd gradients, their

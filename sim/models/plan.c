@@ -324,6 +324,15 @@ void plan_derive(struct plan *p, const struct scn_settings *st, int64_t world, d
 	plan_set_prefetch(p, t->fsdp_forward_prefetch, t->fsdp_backward_prefetch);
 	p->reduce = reduction(p);
 	p->ddp_bucket_view = p->reduce == REDUCE_DDP && t->ddp_gradient_as_bucket_view;
+	/* no_sync(): DDP's default (Composer, Accelerate and the HF Trainer wrap
+	 * the micro-steps before the last in it); FSDP1's only when asked
+	 * (Composer reduces every micro-step under FSDP, ddp_sync_context;
+	 * Accelerate's and the HF Trainer's GradientAccumulationPlugin default,
+	 * sync_each_batch = False, does not) */
+	p->no_sync = p->reduce == REDUCE_DDP ? t->no_sync != NOSYNC_FALSE
+		: p->reduce == REDUCE_UNITS && p->engine == FW_PYTORCH && p->fsdp_version == 1 &&
+		  t->no_sync == NOSYNC_TRUE;
+	p->no_sync_keeps_gathered = p->no_sync && p->units && p->gathers && !p->reshard_fwd;
 	p->allgather_after_step = p->zero_stage == 1 || p->zero_stage == 2;
 	optimizer(p, t, cc);
 	fsdp_reduction(p, t);
@@ -429,6 +438,9 @@ static int check(const struct scenario *s, struct err *e)
 		return e->code;
 	if (t->fsdp_reduce_dtype != FDT_DEFAULT && (t->strategy != STRAT_FSDP || t->framework != FW_PYTORCH))
 		return scenario_error(s, e, "training", "fsdp_reduce_dtype", "%s", "is PyTorch FSDP's MixedPrecision (strategy = fsdp, framework = pytorch); the others reduce in their gradients' dtype");
+	if (t->no_sync != NOSYNC_DEFAULT && !(t->framework == FW_PYTORCH && (t->strategy == STRAT_DDP ||
+	    (t->strategy == STRAT_FSDP && t->fsdp_version == 1))))
+		return scenario_error(s, e, "training", "no_sync", "%s", "is the no_sync() of PyTorch's DDP and FSDP1 (strategy = ddp, or fsdp with fsdp_version = 1; framework = pytorch); DeepSpeed reduces at its own accumulation boundary, FSDP2's set_requires_gradient_sync is not modelled");
 	if (s->gpu.peak[t->precision] <= 0) {
 		snprintf(d, sizeof d, "%s has no %s support (peak_%s = 0 in its catalog entry)", s->gpu.name,
 			 scenario_precision_name(t->precision), scenario_precision_name(t->precision));

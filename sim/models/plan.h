@@ -189,6 +189,16 @@ struct plan {
 	/* gradients and the step */
 	int reduce;              /* enum plan_reduce */
 	int ddp_bucket_view;     /* DDP gradients are views into the buckets */
+	int no_sync;             /* micro-steps before the last run in no_sync(): no gradient
+				    reduction (DDP by default; PyTorch FSDP1 when [training]
+				    no_sync = true, each unit then keeping its unsharded
+				    flat gradient, _post_backward_hook) */
+	int no_sync_keeps_gathered; /* FSDP1 under no_sync: a unit's gathered parameters stay
+				    after its backward where forward keeps them too
+				    (shard_grad_op, hybrid_shard_zero2:
+				    _should_free_in_backward), so the micro-steps after the
+				    first gather nothing: the first micro-step is unlike the
+				    others too */
 	int allgather_after_step;/* ZeRO-1/2: updated partitions all-gathered after the step */
 	int optimizer;           /* enum optimizer */
 	int opt_state_bytes;     /* fp32 optimizer state bytes per parameter (0, 4, 8) */

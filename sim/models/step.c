@@ -167,6 +167,7 @@ struct bld {
 	int lim[LIMITER_CAP], lhead, ltail;  /* FSDP free-event queue */
 	/* gradient bucket (zero2, zero3) */
 	double bucket;             /* elements accumulated */
+	int sync;                  /* this backward reduces its gradients (not a no_sync micro-step) */
 	/* periodic blocks (step.h) */
 	const unsigned char *skip; /* (nops) ops left out, NULL none */
 	struct cut *cut;           /* the boundaries compared around the blocks left out, NULL none */
@@ -927,16 +928,26 @@ static int flat_grad(struct bld *b, int u)
 		      k * b->disp_op, -1, T_FLAT);
 }
 
+/* A unit's post-backward hook: it frees the gathered parameters (but those a
+ * no_sync micro-step keeps, plan.h no_sync_keeps_gathered), prefetches under
+ * backward_post, and reduces the unit's gradient unless in no_sync
+ * (_post_backward_hook returns before _reduce_grad: the unsharded gradient
+ * stays for the next micro-step to add into). */
 static void post_backward(struct bld *b, int u, int last_kernel)
 {
 	if (b->wrapped) {
 		host_work(b, b->cpu, b->disp_ub, u, T_HOOKS);
-		if (b->p->gathers) {
+		if (b->p->gathers && (b->sync || !b->p->no_sync_keeps_gathered)) {
 			b->u[u].gathered = 0;
 			limiter_push(b, last_kernel);
 		}
 		if (b->p->bwd_prefetch == PREFETCH_BACKWARD_POST)
 			prefetch(b, u, -1);
+		if (!b->sync) {  /* autograd's concatenation into the flat gradient, kept (step.h) */
+			if (b->flat && b->u[u].params > 0)
+				kernel(b, pass_time(b, 2 * b->u[u].params * b->p->w.unsharded_grad), b->disp_op, -1, T_FLAT);
+			return;
+		}
 		if (b->flat && b->u[u].params > 0)
 			last_kernel = flat_grad(b, u);
 		reduce_grads(b, b->u[u].params, last_kernel, u);
@@ -1188,6 +1199,7 @@ static void backward(struct bld *b, int sync)
 	double bw = b->mem_bw * b->ce->memory_efficiency;
 	int i, j, k = -1, add = grad_add(b);
 
+	b->sync = sync;
 	for (i = g->nops - 1; i >= 0; i--) {
 		const struct gop *o = &g->ops[i];
 		if (b->cut)
@@ -1738,7 +1750,7 @@ static int build(struct bld *b)
 			continue;
 		}
 		forward(b);
-		backward(b, last);
+		backward(b, last || !b->p->no_sync);
 	}
 	if (b->p->reduce == REDUCE_AFTER_ACCUM)
 		zero1_reduce(b);

@@ -268,7 +268,9 @@ double step_bound_least(const struct step_bound *one, int64_t ga);
 
 /* Steps of many micro-steps. Every micro-step but the last is the same tasks
  * with the same dependencies (forward and backward without gradient
- * synchronisation, or with the same per-micro-step collectives), so once the
+ * synchronisation, or with the same per-micro-step collectives; FSDP1's
+ * shard_grad_op under no_sync gathers in the first micro-step only, a cost
+ * the steps of one and two micro-steps both hold once), so once the
  * state at a micro-step boundary repeats, each further micro-step adds the same
  * period to the step: T(n + 1) - T(n) is a constant, and likewise compute,
  * communication and exposed communication. A step of more than
@@ -320,7 +322,11 @@ int step_accumulate(int64_t ga, step_micro_fn sim, void *ctx, struct step_result
  * micro-step on the shard is also added to the saved one
  * (_accumulate_sharded_grad: 12 bytes per element of the shard, 8 to 16 % of
  * these passes at 8 ranks, less beyond), which would make the first
- * micro-step unlike the others (step_extend). */
+ * micro-step unlike the others (step_extend); likewise, under no_sync
+ * (plan.h), AccumulateGrad's in-place add of each later micro-step's flat
+ * gradient into the one kept (3 x n x the gradient's bytes, about one
+ * flat-gradient pass); the no_sync micro-steps issue the concatenation
+ * alone (their hook returns before _reduce_grad). */
 int step_flat_grad(const struct plan *p, double n, double *bytes);
 
 /* predict_run's entry: fills p->step at p->micro_batch (1 when the memory model
