@@ -288,6 +288,10 @@ Test(accelerate, the_shipped_llama_fsdp_config)
 	cr_expect_eq(t->recompute, RECOMPUTE_FULL, "fsdp_activation_checkpointing: true");
 	cr_expect_eq(t->precision, PREC_BF16);
 	cr_expect_eq(s.s.checkpoint.state_dict, CKPT_SHARDED, "SHARDED_STATE_DICT");
+	/* Accelerator.accumulate wraps every micro-step but the last in FSDP1's
+	 * no_sync() (GradientAccumulationPlugin sync_each_batch defaults to False) */
+	cr_expect_eq(t->no_sync, NOSYNC_TRUE);
+	cr_expect(s.plan.no_sync, "FSDP1 under Accelerate keeps its unsharded gradients");
 	cr_expect_eq(s.s.cluster.nodes, 2, "num_machines");
 	cr_expect_eq(s.s.cluster.gpus_per_node, 8, "num_processes 16 / num_machines 2");
 	cr_expect_eq(s.world, 16);
@@ -447,6 +451,7 @@ Test(accelerate, other_forms)
 	cr_expect_eq(t->fsdp_forward_prefetch, 0);
 	cr_expect_eq(s.plan.layout, LAYOUT_PER_PARAM);
 	cr_expect_eq(s.plan.reshard_root, 0);
+	cr_expect_eq(t->no_sync, NOSYNC_DEFAULT, "fully_shard has no no_sync()");
 	cr_expect_eq(s.imp->nnotes, 1, "fsdp_backward_prefetch ignored");
 	scenario_free(&s);
 	/* absent: the plugin's True, the root included; an FSDP1 strategy converted */

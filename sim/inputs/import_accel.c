@@ -22,6 +22,9 @@
  *   fsdp_auto_wrap_policy, fsdp_min_num_params, fsdp_backward_prefetch(_policy),
  *     fsdp_forward_prefetch, fsdp_activation_checkpointing -> the fsdp_* keys
  *   fsdp_state_dict_type -> [checkpoint] state_dict
+ *   FSDP1 -> no_sync true (Accelerator.accumulate's no_sync() before the last
+ *     micro-step; GradientAccumulationPlugin's sync_each_batch is the training
+ *     script's, not the YAML's: set no_sync = false for it)
  * A field the YAML leaves out takes Accelerate's default, which is not always
  * shardcast's: no backward prefetch, no auto wrap, a full state dict.
  */
@@ -268,6 +271,12 @@ static int fsdp(struct acc *a)
 			 &line, a->e))
 		return a->e->code;
 	if (version == 2 ? fsdp2(a, fs, line) : sharding(a, fs) || prefetch(a, fs))
+		return a->e->code;
+	/* Accelerator.accumulate wraps each micro-step but the last in the model's
+	 * no_sync() unless GradientAccumulationPlugin(sync_each_batch=True): FSDP1
+	 * keeps the unsharded gradients (plan.h no_sync); fully_shard has none */
+	if (version != 2 && ADD(a, 0, "distributed_type FSDP (Accelerator.accumulate's no_sync)", "training",
+				"no_sync", "true"))
 		return a->e->code;
 	if (wrap(a, fs))
 		return a->e->code;
