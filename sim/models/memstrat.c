@@ -706,38 +706,69 @@ static void zero3_step(struct wk *w)
 
 /* A gradient of n elements for parameter slot idx of op i: a fresh tensor is
  * stolen by AccumulateGrad when .grad is None (exists = 0), else it is a
- * temporary added in place. Under autocast a product's weight gradient is first
- * 16-bit and cast to fp32. */
-static void grad_one(struct wk *w, int i, int idx, int64_t n, int weight, int what, int exists)
+ * temporary added in place. cast: the bytes of the 16-bit gradient it was cast
+ * from (autocast), freed once the cast is made (ToCopyBackward's input goes
+ * before AccumulateGrad runs); 0 none. */
+static void grad_one(struct wk *w, int i, int idx, int64_t n, int what, int exists, int64_t cast)
 {
-	int cast = w->wcast && weight;
-
-	if (cast)
-		alloc(w, MEM_GRADS, W_WGRAD_TEMP, i, n * w->wcast);
 	if (exists || w->pg[idx]) {
 		alloc(w, MEM_GRADS, W_WGRAD_TEMP, i, n * w->wg);
+		if (cast)
+			release(w, MEM_GRADS, W_WGRAD_TEMP, i, cast);
 		release(w, MEM_GRADS, W_WGRAD_TEMP, i, n * w->wg);
 	} else {
 		alloc(w, MEM_GRADS, what, i, n * w->wg);
 		w->pg[idx] = 1;
+		if (cast)
+			release(w, MEM_GRADS, W_WGRAD_TEMP, i, cast);
 	}
-	if (cast)
-		release(w, MEM_GRADS, W_WGRAD_TEMP, i, n * w->wcast);
+}
+
+/* Whether op i's weight gradient comes 16-bit from an autocast product. */
+static int cast_grad(const struct wk *w, int i)
+{
+	return w->wcast && w->g->ops[i].kind == OP_MATMUL;
+}
+
+/* The 16-bit weight gradient an autocast product makes: its elements (the
+ * tied table's for a tied op); 0 none. */
+static int64_t cast_grad_elems(const struct wk *w, int i)
+{
+	int64_t sz[GRAPH_OP_PTENSORS];
+
+	if (!cast_grad(w, i))
+		return 0;
+	if (w->g->ops[i].tied && w->owner >= 0)
+		return w->table;
+	return graph_op_params(w->g, i, sz) > 0 ? sz[0] : 0;
 }
 
 /* Gradients of op i's parameters, one tensor each; free_now: copied into a
- * bucket and dropped at once (ZeRO-2, ZeRO-3). */
+ * bucket and dropped at once (ZeRO-2, ZeRO-3). Under autocast a product's
+ * weight gradient is made 16-bit here, beside its input gradient, and cast to
+ * fp32 only after the op's backward has released what it saved and its
+ * incoming gradient (pt_cast_grads, at H_BWD_POST): autograd's engine
+ * releases a node's saved variables and inputs when it returns, and
+ * ToCopyBackward, the weight cast's node, runs next (the PyTorch reference's
+ * traces: the lm_head's bf16 weight copy is freed before its fp32 gradient
+ * is made). */
 static void pt_param_grads(struct wk *w, int i, int what, int exists, int free_now)
 {
 	const struct gop *o = &w->g->ops[i];
 	int k, n;
-	int64_t sz[GRAPH_OP_PTENSORS];
+	int64_t sz[GRAPH_OP_PTENSORS], c = cast_grad_elems(w, i);
 
+	if (c && pt(w)) {
+		alloc(w, MEM_GRADS, W_WGRAD_TEMP, i, c * w->wcast);
+		w->cast_op = i;
+	}
 	n = graph_op_params(w->g, i, sz);
 	for (k = 0; k < n; k++) {
+		if (k == 0 && c && pt(w) && !o->tied)
+			continue;  /* the weight's, after the op's frees: pt_cast_grads */
 		if (!(pt(w) && k == 0 && i == w->owner &&
 		      tied_grad(w, i, i * GRAPH_OP_PTENSORS, sz[k] * w->wg, what, exists)))
-			grad_one(w, i, i * GRAPH_OP_PTENSORS + k, sz[k], k == 0 && o->kind == OP_MATMUL, what, exists);
+			grad_one(w, i, i * GRAPH_OP_PTENSORS + k, sz[k], what, exists, 0);
 		if (free_now && w->pg[i * GRAPH_OP_PTENSORS + k]) {
 			release(w, MEM_GRADS, what, i, sz[k] * w->wg);
 			w->pg[i * GRAPH_OP_PTENSORS + k] = 0;
@@ -745,20 +776,45 @@ static void pt_param_grads(struct wk *w, int i, int what, int exists, int free_n
 	}
 	if (!o->tied || w->owner < 0)
 		return;
-	if (pt(w)) {  /* autograd: held for the owner's (tied_grad); under autocast the 16-bit one first */
-		int64_t cast = o->kind == OP_MATMUL ? w->table * w->wcast : 0;
-		if (cast)
-			alloc(w, MEM_GRADS, W_WGRAD_TEMP, i, cast);
-		tied_grad(w, i, w->owner * GRAPH_OP_PTENSORS, w->table * w->wg, what, exists);
-		if (cast)
-			release(w, MEM_GRADS, W_WGRAD_TEMP, i, cast);
+	if (pt(w)) {  /* autograd: held for the owner's (tied_grad); under autocast after the op's frees */
+		if (!c)
+			tied_grad(w, i, w->owner * GRAPH_OP_PTENSORS, w->table * w->wg, what, exists);
 		return;
 	}
 	/* the shardcast runtime: straight into the table's gradient */
-	grad_one(w, i, w->owner * GRAPH_OP_PTENSORS, w->table, o->kind == OP_MATMUL, what, exists);
+	grad_one(w, i, w->owner * GRAPH_OP_PTENSORS, w->table, what, exists, 0);
 	if (free_now && w->pg[w->owner * GRAPH_OP_PTENSORS]) {
 		release(w, MEM_GRADS, what, i, w->table * w->wg);
 		w->pg[w->owner * GRAPH_OP_PTENSORS] = 0;
+	}
+}
+
+/* ToCopyBackward and AccumulateGrad of op i's 16-bit weight gradient, which
+ * pt_param_grads made: its fp32 copy becomes .grad, or is added into it (a
+ * tied op's is held for the owner's, tied_grad); the 16-bit one goes. */
+static void pt_cast_grads(struct wk *w, int i, int what, int exists, int free_now)
+{
+	const struct gop *o = &w->g->ops[i];
+	int64_t sz[GRAPH_OP_PTENSORS], c = cast_grad_elems(w, i) * w->wcast;
+
+	if (w->cast_op != i)
+		return;
+	w->cast_op = -1;
+	if (o->tied && w->owner >= 0) {
+		tied_grad(w, i, w->owner * GRAPH_OP_PTENSORS, w->table * w->wg, what, exists);
+		release(w, MEM_GRADS, W_WGRAD_TEMP, i, c);
+		return;
+	}
+	graph_op_params(w->g, i, sz);
+	if (!(i == w->owner && tied_grad(w, i, i * GRAPH_OP_PTENSORS, sz[0] * w->wg, what, exists))) {
+		grad_one(w, i, i * GRAPH_OP_PTENSORS, sz[0], what, exists, c);
+		c = 0;
+	}
+	if (c)
+		release(w, MEM_GRADS, W_WGRAD_TEMP, i, c);
+	if (free_now && w->pg[i * GRAPH_OP_PTENSORS]) {
+		release(w, MEM_GRADS, what, i, sz[0] * w->wg);
+		w->pg[i * GRAPH_OP_PTENSORS] = 0;
 	}
 }
 
@@ -1098,6 +1154,16 @@ void memstrat_param_grads(struct wk *w, int i)
 
 void memstrat_bwd_post(struct wk *w, int i)
 {
+	if (w->cast_op == i) {  /* autocast's weight gradients, after the op's frees (pt_param_grads) */
+		if (w->mech == MECH_DP)
+			pt_cast_grads(w, i, W_REPLICA_GRADS, 0, 0);
+		else if (w->mech == MECH_REPL)
+			pt_cast_grads(w, i, W_GRADS, bucket_view(w) || w->keep_grads, 0);
+		else if (w->mech == MECH_ZERO12)
+			pt_cast_grads(w, i, W_GRADS, 0, w->zstage == 2);
+		else if (w->mech == MECH_ZERO3)
+			pt_cast_grads(w, i, W_GRADS, 0, 1);
+	}
 	if (per_param(w))
 		memfsdp2_bwd_post(w, i);
 	else if (w->mech == MECH_UNITS)
@@ -1208,6 +1274,7 @@ int memstrat_configure(struct wk *w)
 	w->ndp = s->world;
 	w->P = (int64_t)g->params_rank;
 	w->owner = -1;
+	w->cast_op = -1;
 	for (i = 0; i < g->nops && w->owner < 0; i++)
 		if (g->ops[i].kind == OP_EMBED && g->ops[i].nin == 1 && !g->ops[i].tied)
 			w->owner = i;

@@ -19,7 +19,9 @@
  *    (accumulate_grad.h).
  *  - autocast (torch.amp): a matmul casts its fp32 weight to 16 bits and saves
  *    the copy for backward; the 16-bit weight gradient is cast back to fp32 by
- *    ToCopyBackward before AccumulateGrad. The casts are cached until the
+ *    ToCopyBackward before AccumulateGrad, once the product's node has released
+ *    its saved tensors (the copy among them) and its incoming gradient
+ *    (memstrat.c pt_cast_grads). The casts are cached until the
  *    outermost autocast region exits (after the loss, which the model computes
  *    inside it), also those a checkpointed region does not save
  *    (aten/src/ATen/autocast_mode.cpp, cached_casts).

@@ -30,6 +30,8 @@ struct wk {
 	int owner;            /* op owning the token table, -1 none */
 	int64_t tied_held;    /* bytes: the tied table's gradients autograd holds until the
 				 owner's arrives (memstrat.c tied_grad), 0 none */
+	int cast_op;          /* op whose autocast weight gradient awaits its fp32 cast, -1 none
+				 (memstrat.c pt_param_grads, pt_cast_grads) */
 	int oom;
 	struct life lf;       /* the graph's lifetimes (life.h): regions, keepers, frees */
 	/* per tensor */
