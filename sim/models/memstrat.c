@@ -355,18 +355,41 @@ void memstrat_grad_shard(struct wk *w, int u, int op, int64_t bytes)
 	release(w, MEM_GRADS, W_WGRAD_TEMP, op, bytes);
 }
 
-/* PyTorch's post-backward reduction of unit u: the per-parameter gradients are
- * copied into one flat reduce-scatter input, reduced into a shard in the reduce
- * dtype, cast to fp32 and accumulated into the sharded .grad. A reduce_dtype
- * unlike the gradients' adds a cast copy of the flat gradient, which lives
- * with it until the reduction is done (_post_backward_hook keeps the autograd
- * gradient until then). */
+/* Autograd's end of unit u's backward (PyTorch FSDP1): SplitWithSizesBackward
+ * concatenates the per-parameter gradients into one flat gradient and frees
+ * them, and AccumulateGrad takes it, all before the post-backward hook runs
+ * (the hook is AccumulateGrad's; the PyTorch reference's traces: the cat, then
+ * the gathered parameters freed). The flat gradient becomes .grad (and, on a
+ * micro-step that reduces, the reduction's input: pt_reduce), or under no_sync
+ * (plan.h) is kept as .grad, unsharded, for the later micro-steps to add into:
+ * theirs is a temporary added into it, which lives until the hook returns
+ * (_post_backward_hook returns before _reduce_grad; prepare_gradient_for_backward
+ * keeps an unsharded .grad). Returns 1 when the flat gradient is such a
+ * temporary. */
+static int pt_flatten(struct wk *w, int u, int op, int sync)
+{
+	int64_t flat = shard(w, w->u[u].elems) * w->N * w->wug;
+	int temp = w->ufg[u];
+
+	if (sync)
+		alloc(w, MEM_BUFFERS, W_RS_OUT, op, flat);
+	else
+		alloc(w, MEM_GRADS, temp ? W_WGRAD_TEMP : W_UNSHARDED_GRAD, op, flat);
+	memstrat_unit_grads_free(w, u, op);
+	w->ufg[u] |= !sync;
+	return temp;
+}
+
+/* PyTorch's post-backward reduction of unit u, whose flat gradient pt_flatten
+ * made: reduced into a shard in the reduce dtype, cast to fp32 and accumulated
+ * into the sharded .grad. A reduce_dtype unlike the gradients' adds a cast
+ * copy of the flat gradient, which lives with it until the reduction is done
+ * (_post_backward_hook keeps the autograd gradient until then); a .grad kept
+ * by no_sync micro-steps, into which this one's was added, goes with it. */
 static void pt_reduce(struct wk *w, int u, int op)
 {
 	int64_t sh = shard(w, w->u[u].elems), flat = sh * w->N * w->wug, cast = sh * w->N * w->wfc;
 
-	alloc(w, MEM_BUFFERS, W_RS_OUT, op, flat);
-	memstrat_unit_grads_free(w, u, op);
 	if (cast)
 		alloc(w, MEM_BUFFERS, W_RS_OUT, op, cast);
 	if (w->N > 1 && w->wrs)
@@ -382,28 +405,6 @@ static void pt_reduce(struct wk *w, int u, int op)
 		memstrat_grad_shard(w, u, op, sh * w->wsg);
 	if (w->N > 1 && w->wrs)
 		release(w, MEM_BUFFERS, W_RS_OUT, op, sh * w->wrs);
-}
-
-/* A no_sync micro-step's gradient of unit u (FSDP1 under no_sync, plan.h):
- * autograd concatenates the per-parameter gradients into the flat gradient
- * (SplitWithSizesBackward); AccumulateGrad keeps it as the flat parameter's
- * .grad on the first micro-step and adds it into that .grad on the later
- * ones, where it lives until the post-backward hook returns; the hook reshards
- * and returns before reducing (_post_backward_hook, prepare_gradient_for_backward
- * keeps an unsharded .grad). The last micro-step reduces the sum (pt_reduce). */
-static void pt_keep(struct wk *w, int u, int op)
-{
-	int64_t flat = shard(w, w->u[u].elems) * w->N * w->wug;
-
-	if (!w->ufg[u]) {
-		alloc(w, MEM_GRADS, W_UNSHARDED_GRAD, op, flat);
-		memstrat_unit_grads_free(w, u, op);
-		w->ufg[u] = 1;
-		return;
-	}
-	alloc(w, MEM_GRADS, W_WGRAD_TEMP, op, flat);
-	memstrat_unit_grads_free(w, u, op);
-	release(w, MEM_GRADS, W_WGRAD_TEMP, op, flat);
 }
 
 /* backward_post gathers the next unit once a unit's backward is done; the
@@ -435,17 +436,17 @@ static void units_bwd_post(struct wk *w, int i)
 				ugather(w, next_unit(w, u, 0), i);
 			continue;
 		}
-		if (walk_syncs(w) || !w->pl->no_sync_keeps_gathered)
+		int sync = walk_syncs(w), had = w->ugl[u], temp = had && pt_flatten(w, u, i, sync);
+
+		if (sync || !w->pl->no_sync_keeps_gathered)  /* the hook: reshard, prefetch, reduce */
 			ufree(w, u, i);
 		if (prefetch_post(w, u))
 			ugather(w, next_unit(w, u, 0), i);
-		if (w->ugl[u]) {
-			if (walk_syncs(w))
-				pt_reduce(w, u, i);
-			else
-				pt_keep(w, u, i);
-			w->ugl[u] = 0;
-		}
+		if (had && sync)
+			pt_reduce(w, u, i);
+		else if (temp)
+			release(w, MEM_GRADS, W_WGRAD_TEMP, i, shard(w, w->u[u].elems) * w->N * w->wug);
+		w->ugl[u] = 0;
 	}
 }
 
