@@ -737,7 +737,8 @@ Test(periodic, step_blocks_every_strategy_and_network, .timeout = 300)
 		{"training.strategy=fsdp", "training.offload=optimizer_and_params"},
 		{"training.strategy=fsdp", "training.tensor_parallel=2"},
 		{"training.strategy=ddp", "training.activation_checkpointing=full"},
-		{"training.strategy=fsdp", "training.activation_checkpointing=selective"}};
+		{"training.strategy=fsdp", "training.activation_checkpointing=selective"},
+		{"training.strategy=fsdp", "training.fsdp_forward_prefetch=true"}};
 	static const char *const nets[][2] = {{"cluster.intra_node=nvlink3", "cluster.inter_node=ib-hdr"},
 					      {"cluster.intra_node=pcie4", "cluster.inter_node=roce-200"},
 					      {"cluster.intra_node=nvlink4", "cluster.inter_node=eth-100"}};

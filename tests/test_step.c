@@ -841,6 +841,7 @@ static const char *const families[][5] = {
 	{"training.strategy=fsdp", "training.fsdp_sharding_strategy=shard_grad_op", "training.no_sync=true",
 	 "training.precision=bf16", NULL},
 	{"training.strategy=ddp", "training.no_sync=false", "cluster.nodes=2", NULL},
+	{"training.strategy=fsdp", "training.fsdp_forward_prefetch=true", "training.precision=bf16", "cluster.nodes=2", NULL},
 };
 
 /* A step of more than STEP_ACCUM_FULL micro-steps is simulated with a few and

@@ -414,7 +414,26 @@ static int prefetch_post(const struct wk *w, int u)
 	return w->bwd_prefetch == PREFETCH_BACKWARD_POST && !w->u[u].root;
 }
 
-/* The units starting at op i in descending order. */
+/* The end of unit u's backward at op i under PyTorch: autograd's flat
+ * gradient (pt_flatten), then the post-backward hook: reshard (but what a
+ * no_sync micro-step keeps gathered), prefetch, reduce. */
+static void pt_post(struct wk *w, int u, int i)
+{
+	int sync = walk_syncs(w), had = w->ugl[u], temp = had && pt_flatten(w, u, i, sync);
+
+	if (sync || !w->pl->no_sync_keeps_gathered)
+		ufree(w, u, i);
+	if (prefetch_post(w, u))
+		ugather(w, next_unit(w, u, 0), i);
+	if (had && sync)
+		pt_reduce(w, u, i);
+	else if (temp)
+		release(w, MEM_GRADS, W_WGRAD_TEMP, i, shard(w, w->u[u].elems) * w->N * w->wug);
+	w->ugl[u] = 0;
+}
+
+/* The units starting at op i in descending order; under forward prefetch
+ * (plan.h post_lag) each one's end after the backward of the one before it. */
 static void units_bwd_post(struct wk *w, int i)
 {
 	int p, u;
@@ -436,17 +455,19 @@ static void units_bwd_post(struct wk *w, int i)
 				ugather(w, next_unit(w, u, 0), i);
 			continue;
 		}
-		int sync = walk_syncs(w), had = w->ugl[u], temp = had && pt_flatten(w, u, i, sync);
-
-		if (sync || !w->pl->no_sync_keeps_gathered)  /* the hook: reshard, prefetch, reduce */
-			ufree(w, u, i);
-		if (prefetch_post(w, u))
-			ugather(w, next_unit(w, u, 0), i);
-		if (had && sync)
-			pt_reduce(w, u, i);
-		else if (temp)
-			release(w, MEM_GRADS, W_WGRAD_TEMP, i, shard(w, w->u[u].elems) * w->N * w->wug);
-		w->ugl[u] = 0;
+		if (!w->pl->post_lag) {
+			pt_post(w, u, i);
+			continue;
+		}
+		/* forward prefetch: the unit before this one in backward is done now,
+		 * this one after the next unit's ops (the root's last, before its own) */
+		if (w->ulag >= 0)
+			pt_post(w, w->ulag, i);
+		w->ulag = -1;
+		if (w->u[u].root)
+			pt_post(w, u, i);
+		else
+			w->ulag = u;
 	}
 }
 
@@ -1276,6 +1297,7 @@ int memstrat_configure(struct wk *w)
 	w->P = (int64_t)g->params_rank;
 	w->owner = -1;
 	w->cast_op = -1;
+	w->ulag = -1;
 	for (i = 0; i < g->nops && w->owner < 0; i++)
 		if (g->ops[i].kind == OP_EMBED && g->ops[i].nin == 1 && !g->ops[i].tied)
 			w->owner = i;

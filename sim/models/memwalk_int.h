@@ -55,6 +55,8 @@ struct wk {
 				 [2u + 1] order, -1 none (memstrat.c next_unit) */
 	char *ul, *ugl, *usg; /* gathered, unsharded grad, grad shard allocated */
 	char *ufg;            /* FSDP1 no_sync: the unit's flat unsharded gradient kept (.grad) */
+	int ulag;             /* FSDP1 forward prefetch: the unit whose end of backward waits for the
+				 next unit's ops (plan.h post_lag), -1 none */
 	int64_t *ush;         /* per unit: elements of its shard (FSDP2: the sum of the
 				 per-parameter padded shards) */
 	char *agl, *pfl, *arl;/* FSDP2, per unit: all-gather buffer, post-forward shards,

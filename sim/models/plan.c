@@ -322,6 +322,7 @@ void plan_derive(struct plan *p, const struct scn_settings *st, int64_t world, d
 	if (p->fsdp_version == 2)
 		fsdp2(p, t);
 	plan_set_prefetch(p, t->fsdp_forward_prefetch, t->fsdp_backward_prefetch);
+	p->post_lag = p->fwd_prefetch && p->fsdp_version == 1 && p->engine == FW_PYTORCH;
 	p->reduce = reduction(p);
 	p->ddp_bucket_view = p->reduce == REDUCE_DDP && t->ddp_gradient_as_bucket_view;
 	/* no_sync(): DDP's default (Composer, Accelerate and the HF Trainer wrap

@@ -176,6 +176,13 @@ struct plan {
 	int wrap;                /* enum fsdp_wrap of the units */
 	double wrap_min_params;  /* size_based_wrap threshold (parameters) */
 	int fwd_prefetch;        /* FSDP forward_prefetch */
+	int post_lag;            /* PyTorch FSDP1 with forward_prefetch: a unit's post-backward
+				    work (its flat gradient's concatenation and the hook: reshard,
+				    reduce) runs after the backward of the unit before it in
+				    forward order (autograd runs ready nodes by sequence number, and
+				    the prefetch makes the unit's views before that unit's forward:
+				    SplitWithSizesBackward is then older than its ops); the root's
+				    comes last, after the first block's */
 	int bwd_prefetch;        /* enum fsdp_prefetch (FSDP; PREFETCH_NONE otherwise) */
 	int limit_all_gathers;   /* FSDP's rate limiter */
 	int fsdp_version;        /* 1 FullyShardedDataParallel, 2 fully_shard; 0 not FSDP */

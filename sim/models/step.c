@@ -168,6 +168,8 @@ struct bld {
 	/* gradient bucket (zero2, zero3) */
 	double bucket;             /* elements accumulated */
 	int sync;                  /* this backward reduces its gradients (not a no_sync micro-step) */
+	int lag;                   /* the unit whose post-backward waits for the next unit's backward
+				      (plan.h post_lag), -1 none */
 	/* periodic blocks (step.h) */
 	const unsigned char *skip; /* (nops) ops left out, NULL none */
 	struct cut *cut;           /* the boundaries compared around the blocks left out, NULL none */
@@ -1193,6 +1195,20 @@ static int grad_add(const struct bld *b)
 	return b->p->zero_grad_keeps;
 }
 
+/* Unit u's backward is done at kernel k: its post-backward now, or under
+ * forward prefetch (plan.h post_lag) after the next unit's backward, when the
+ * one waiting goes. */
+static void unit_done(struct bld *b, int u, int k)
+{
+	if (!b->p->post_lag) {
+		post_backward(b, u, k);
+		return;
+	}
+	if (b->lag >= 0)
+		post_backward(b, b->lag, k);
+	b->lag = u;
+}
+
 static void backward(struct bld *b, int sync)
 {
 	const struct graph *g = b->g;
@@ -1200,6 +1216,7 @@ static void backward(struct bld *b, int sync)
 	int i, j, k = -1, add = grad_add(b);
 
 	b->sync = sync;
+	b->lag = -1;
 	for (i = g->nops - 1; i >= 0; i--) {
 		const struct gop *o = &g->ops[i];
 		if (b->cut)
@@ -1223,9 +1240,12 @@ static void backward(struct bld *b, int sync)
 			tp_allreduce(b, b->ss->tpx[i], k, i);
 		for (j = b->ss->uso[i + 1] - 1; j >= b->ss->uso[i]; j--)
 			if (!b->u[b->ss->us[j]].root)
-				post_backward(b, b->ss->us[j], k);  /* inner first */
+				unit_done(b, b->ss->us[j], k);  /* inner first */
 	}
 	cut_pass_end(b, 1);
+	if (b->lag >= 0)
+		post_backward(b, b->lag, k);
+	b->lag = -1;
 	if (b->wrapped)
 		post_backward(b, 0, k);
 	if (b->p->reduce == REDUCE_BUCKETS && b->bucket > 0) {
