@@ -1088,8 +1088,12 @@ static void cut_check(struct bld *b, int i, int dir)
 		behind = k == 0 ? c->hi : ahead + c->p;
 	}
 	snapshot(b, &c->sn[k], ahead, behind);
-	if (b->ss->cut_n < 16)
+	if (b->ss->cut_n < 16) {
 		b->ss->cut_bnd[b->ss->cut_n][k] = b->d->ntasks;
+		b->ss->cut_zone[b->ss->cut_n] = c->zone;
+		if (k == (dir ? 0 : 2))  /* forward: the cut follows the periods; backward: precedes them */
+			b->ss->cut_post[b->ss->cut_n] = b->d->ntasks;
+	}
 	c->n[dir] = ++k;
 	if (k == 3 && (memcmp(&c->sn[0], &c->sn[1], sizeof c->sn[0]) ||
 		       memcmp(&c->sn[1], &c->sn[2], sizeof c->sn[0]) || c->sn[0].over))
@@ -2214,6 +2218,35 @@ struct cut_run {
  * stream running ahead (an NCCL stream all-gathering ahead of the compute)
  * fails: where its collectives land against the compute, the exposed
  * communication, would move from period to period. */
+/* Whether, in pass j of the shorter step, a task issued after the cut waited
+ * on a device stream for one issued before the repeating blocks. The snapshots
+ * take such an old task for done before the blocks it would delay (rel); one
+ * still running when the stream's first task after the cut is ready (a large
+ * bucket's all-reduce backed up on a slow network) ends at a time the blocks
+ * left out do not move, so the full step would not grow by their periods. */
+static int old_tasks_wait(const struct step_sim *sub, int j, double eps)
+{
+	const struct des *d = &sub->d;
+	const struct des_task *t = d->tasks;
+	double old_end[DES_MAX_STREAMS];
+	int seen[DES_MAX_STREAMS] = {0}, i, st;
+
+	for (st = 0; st < d->nstreams; st++)
+		old_end[st] = -1;
+	for (i = 0; i < sub->cut_zone[j] && i < d->ntasks; i++)
+		if (t[i].end > old_end[t[i].stream])
+			old_end[t[i].stream] = t[i].end;
+	for (i = sub->cut_post[j]; i < d->ntasks; i++) {
+		st = t[i].stream;
+		if (seen[st] || d->streams[st].cls == DES_CPU)
+			continue;
+		seen[st] = 1;
+		if (old_end[st] >= 0 && t[i].start <= old_end[st] + eps)
+			return 1;
+	}
+	return 0;
+}
+
 static int cut_timing(const struct step_sim *sub, struct cut_run *cr, unsigned char *src)
 {
 	const struct des *d = &sub->d;
@@ -2238,6 +2271,8 @@ static int cut_timing(const struct step_sim *sub, struct cut_run *cr, unsigned c
 		}
 		cr->tol[j] = STEP_PERIOD_TOL * cr->P[j] + eps;
 		if (!(cr->P[j] > cr->tol[j]))
+			return 0;
+		if (old_tasks_wait(sub, j, eps))
 			return 0;
 		end = j + 1 < sub->cut_n ? sub->cut_bnd[j + 1][0] : d->ntasks;
 		for (i = b0; i < b0 + n; i++) {

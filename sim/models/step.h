@@ -145,6 +145,8 @@ struct step_sim {
 				       around the cut, forward and backward */
 	int cut_n;                  /* passes (forward, backward of each micro-step) seen */
 	int cut_bnd[16][3];         /* tasks issued at each pass's three boundaries */
+	int cut_zone[16];           /* tasks issued before each pass's repeating blocks */
+	int cut_post[16];           /* the first task issued after each pass's cut */
 	int cut_mk[16][8][3];       /* each pass's marked tasks: the first of its first period on
 				       each device stream, its mark and its counterpart's (-1 none) */
 };
