@@ -267,6 +267,20 @@ static void units_bwd_pre(struct wk *w, int i)
 	}
 }
 
+/* DDP with gradient_as_bucket_view on a micro-step that reduces: the reducer
+ * copies a .grad that is not its bucket's view into the bucket and points .grad
+ * at the view (reducer.cpp mark_variable_ready_dense). Such a .grad is one a
+ * no_sync micro-step made: zero_grad(set_to_none) left .grad None, so
+ * AccumulateGrad stole a fresh tensor there (repl_grad_exists). It goes once
+ * this micro-step's gradient has been added into it (slot idx, bytes). */
+static void to_view(struct wk *w, int i, int idx, int64_t bytes, int what)
+{
+	if (!w->pg[idx] || w->mech != MECH_REPL || !w->pl->ddp_bucket_view || w->keep_grads || !walk_syncs(w))
+		return;
+	release(w, MEM_GRADS, what, i, bytes);
+	w->pg[idx] = 0;
+}
+
 /* A token table tied to other ops (an output projection, T5's decoder
  * embedding sharing the encoder's): its gradients reach one AccumulateGrad,
  * and autograd holds them in that node's input buffer until the last, the
@@ -303,8 +317,10 @@ static int tied_grad(struct wk *w, int i, int idx, int64_t bytes, int what, int 
 	release(w, MEM_GRADS, W_WGRAD_TEMP, i, w->tied_held);
 	release(w, MEM_GRADS, W_WGRAD_TEMP, i, bytes);
 	w->tied_held = owner ? 0 : bytes;  /* the sum, held, or handed on */
-	if (owner && exists)
+	if (owner && exists) {
 		release(w, MEM_GRADS, W_WGRAD_TEMP, i, bytes);  /* added into .grad */
+		to_view(w, i, idx, bytes, what);
+	}
 	return 1;
 }
 
@@ -738,6 +754,7 @@ static void grad_one(struct wk *w, int i, int idx, int64_t n, int what, int exis
 		if (cast)
 			release(w, MEM_GRADS, W_WGRAD_TEMP, i, cast);
 		release(w, MEM_GRADS, W_WGRAD_TEMP, i, n * w->wg);
+		to_view(w, i, idx, n * w->wg, what);
 	} else {
 		alloc(w, MEM_GRADS, what, i, n * w->wg);
 		w->pg[idx] = 1;
@@ -901,6 +918,14 @@ static void ddp_buckets(struct wk *w, int sign, int cat)
 static int bucket_view(const struct wk *w)
 {
 	return w->pl->ddp_bucket_view;
+}
+
+/* Whether a replica's .grad is there before this micro-step's gradient: kept
+ * by zero_grad (PyTorch 1.13), or DDP's bucket view on a micro-step that
+ * reduces; not on a no_sync one after zero_grad(set_to_none) (to_view). */
+static int repl_grad_exists(const struct wk *w)
+{
+	return w->keep_grads || (bucket_view(w) && walk_syncs(w));
 }
 
 static void repl_setup(struct wk *w)
@@ -1156,7 +1181,7 @@ void memstrat_param_grads(struct wk *w, int i)
 	switch (w->mech) {
 	case MECH_REPL:
 		if (pt(w))
-			pt_param_grads(w, i, W_GRADS, bucket_view(w) || w->keep_grads, 0);
+			pt_param_grads(w, i, W_GRADS, repl_grad_exists(w), 0);
 		break;
 	case MECH_DP:
 		pt_param_grads(w, i, W_REPLICA_GRADS, 0, 0);
@@ -1180,7 +1205,7 @@ void memstrat_bwd_post(struct wk *w, int i)
 		if (w->mech == MECH_DP)
 			pt_cast_grads(w, i, W_REPLICA_GRADS, 0, 0);
 		else if (w->mech == MECH_REPL)
-			pt_cast_grads(w, i, W_GRADS, bucket_view(w) || w->keep_grads, 0);
+			pt_cast_grads(w, i, W_GRADS, repl_grad_exists(w), 0);
 		else if (w->mech == MECH_ZERO12)
 			pt_cast_grads(w, i, W_GRADS, 0, w->zstage == 2);
 		else if (w->mech == MECH_ZERO3)
