@@ -2208,16 +2208,6 @@ struct cut_run {
 	int drift;                 /* some task ran ahead */
 };
 
-/* Whether the shorter step in sub ran its two periods before (forward) or
- * after (backward) the cut alike: in each pass every task of the second starts
- * and ends one period after its counterpart in the first (the largest shift,
- * that of the slowest stream), or less on the host thread, launching further
- * ahead of the GPUs each period: allowed when nothing that keeps the period
- * ever waits for it, directly or through others, from that pass on (with more
- * periods it would be further ahead still and waited for no more). A device
- * stream running ahead (an NCCL stream all-gathering ahead of the compute)
- * fails: where its collectives land against the compute, the exposed
- * communication, would move from period to period. */
 /* Whether, in pass j of the shorter step, a task issued after the cut waited
  * on a device stream for one issued before the repeating blocks. The snapshots
  * take such an old task for done before the blocks it would delay (rel); one
@@ -2247,6 +2237,16 @@ static int old_tasks_wait(const struct step_sim *sub, int j, double eps)
 	return 0;
 }
 
+/* Whether the shorter step in sub ran its two periods before (forward) or
+ * after (backward) the cut alike: in each pass every task of the second starts
+ * and ends one period after its counterpart in the first (the largest shift,
+ * that of the slowest stream), or less on the host thread, launching further
+ * ahead of the GPUs each period: allowed when nothing that keeps the period
+ * ever waits for it, directly or through others, from that pass on (with more
+ * periods it would be further ahead still and waited for no more). A device
+ * stream running ahead (an NCCL stream all-gathering ahead of the compute)
+ * fails: where its collectives land against the compute, the exposed
+ * communication, would move from period to period. */
 static int cut_timing(const struct step_sim *sub, struct cut_run *cr, unsigned char *src)
 {
 	const struct des *d = &sub->d;
