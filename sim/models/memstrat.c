@@ -267,6 +267,19 @@ static void units_bwd_pre(struct wk *w, int i)
 	}
 }
 
+static int bucket_view(const struct wk *w)
+{
+	return w->pl->ddp_bucket_view;
+}
+
+/* Whether a replica's .grad is there before this micro-step's gradient: kept
+ * by zero_grad (PyTorch 1.13), or DDP's bucket view on a micro-step that
+ * reduces; not on a no_sync one after zero_grad(set_to_none) (to_view). */
+static int repl_grad_exists(const struct wk *w)
+{
+	return w->keep_grads || (bucket_view(w) && walk_syncs(w));
+}
+
 /* DDP with gradient_as_bucket_view on a micro-step that reduces: the reducer
  * copies a .grad that is not its bucket's view into the bucket and points .grad
  * at the view (reducer.cpp mark_variable_ready_dense). Such a .grad is one a
@@ -275,7 +288,7 @@ static void units_bwd_pre(struct wk *w, int i)
  * this micro-step's gradient has been added into it (slot idx, bytes). */
 static void to_view(struct wk *w, int i, int idx, int64_t bytes, int what)
 {
-	if (!w->pg[idx] || w->mech != MECH_REPL || !w->pl->ddp_bucket_view || w->keep_grads || !walk_syncs(w))
+	if (!w->pg[idx] || w->mech != MECH_REPL || !bucket_view(w) || w->keep_grads || !walk_syncs(w))
 		return;
 	release(w, MEM_GRADS, what, i, bytes);
 	w->pg[idx] = 0;
@@ -371,6 +384,12 @@ void memstrat_grad_shard(struct wk *w, int u, int op, int64_t bytes)
 	release(w, MEM_GRADS, W_WGRAD_TEMP, op, bytes);
 }
 
+/* Bytes of unit u's flat unsharded gradient (its shard padded, times the ranks). */
+static int64_t unit_flat(const struct wk *w, int u)
+{
+	return shard(w, w->u[u].elems) * w->N * w->wug;
+}
+
 /* Autograd's end of unit u's backward (PyTorch FSDP1): SplitWithSizesBackward
  * concatenates the per-parameter gradients into one flat gradient and frees
  * them, and AccumulateGrad takes it, all before the post-backward hook runs
@@ -384,7 +403,7 @@ void memstrat_grad_shard(struct wk *w, int u, int op, int64_t bytes)
  * temporary. */
 static int pt_flatten(struct wk *w, int u, int op, int sync)
 {
-	int64_t flat = shard(w, w->u[u].elems) * w->N * w->wug;
+	int64_t flat = unit_flat(w, u);
 	int temp = w->ufg[u];
 
 	if (sync)
@@ -404,7 +423,7 @@ static int pt_flatten(struct wk *w, int u, int op, int sync)
  * by no_sync micro-steps, into which this one's was added, goes with it. */
 static void pt_reduce(struct wk *w, int u, int op)
 {
-	int64_t sh = shard(w, w->u[u].elems), flat = sh * w->N * w->wug, cast = sh * w->N * w->wfc;
+	int64_t sh = shard(w, w->u[u].elems), flat = unit_flat(w, u), cast = sh * w->N * w->wfc;
 
 	if (cast)
 		alloc(w, MEM_BUFFERS, W_RS_OUT, op, cast);
@@ -444,7 +463,7 @@ static void pt_post(struct wk *w, int u, int i)
 	if (had && sync)
 		pt_reduce(w, u, i);
 	else if (temp)
-		release(w, MEM_GRADS, W_WGRAD_TEMP, i, shard(w, w->u[u].elems) * w->N * w->wug);
+		release(w, MEM_GRADS, W_WGRAD_TEMP, i, unit_flat(w, u));
 	w->ugl[u] = 0;
 }
 
@@ -461,7 +480,7 @@ static void units_bwd_post(struct wk *w, int i)
 			if (w->ugl[u]) {
 				if (w->wstage)  /* reduce-scatter output staged for the host */
 					alloc(w, MEM_BUFFERS, W_STAGING, i, sh * w->wg);
-				release(w, MEM_GRADS, W_UNSHARDED_GRAD, i, sh * w->N * w->wug);
+				release(w, MEM_GRADS, W_UNSHARDED_GRAD, i, unit_flat(w, u));
 				if (w->wstage)
 					release(w, MEM_BUFFERS, W_STAGING, i, sh * w->wg);
 				w->ugl[u] = 0;
@@ -915,18 +934,6 @@ static void ddp_buckets(struct wk *w, int sign, int cat)
 	memwalk_event(w, sign, cat, W_BUCKET, -1, cur, 0, 1);
 }
 
-static int bucket_view(const struct wk *w)
-{
-	return w->pl->ddp_bucket_view;
-}
-
-/* Whether a replica's .grad is there before this micro-step's gradient: kept
- * by zero_grad (PyTorch 1.13), or DDP's bucket view on a micro-step that
- * reduces; not on a no_sync one after zero_grad(set_to_none) (to_view). */
-static int repl_grad_exists(const struct wk *w)
-{
-	return w->keep_grads || (bucket_view(w) && walk_syncs(w));
-}
 
 static void repl_setup(struct wk *w)
 {
@@ -1176,41 +1183,37 @@ void memstrat_bwd_pre(struct wk *w, int i)
 		zero3_pre(w, i, -1);
 }
 
+/* How autograd's per-parameter gradients land under w's mechanism: their label,
+ * whether .grad is there before this micro-step's (exists), whether they are
+ * copied into a bucket and dropped at once (free_now: ZeRO-2, ZeRO-3).
+ * Returns 0 where the mechanism keeps no per-parameter gradients (FSDP's
+ * units, the shardcast runtime's flat buffers). */
+static int pt_grad_args(const struct wk *w, int *what, int *exists, int *free_now)
+{
+	*what = w->mech == MECH_DP ? W_REPLICA_GRADS : W_GRADS;
+	*exists = w->mech == MECH_REPL ? repl_grad_exists(w) : 0;
+	*free_now = w->mech == MECH_ZERO3 || (w->mech == MECH_ZERO12 && w->zstage == 2);
+	return w->mech == MECH_DP || w->mech == MECH_ZERO3 ||
+		((w->mech == MECH_REPL || w->mech == MECH_ZERO12) && pt(w));
+}
+
 void memstrat_param_grads(struct wk *w, int i)
 {
-	switch (w->mech) {
-	case MECH_REPL:
-		if (pt(w))
-			pt_param_grads(w, i, W_GRADS, repl_grad_exists(w), 0);
-		break;
-	case MECH_DP:
-		pt_param_grads(w, i, W_REPLICA_GRADS, 0, 0);
-		break;
-	case MECH_ZERO12:
-		if (pt(w))
-			pt_param_grads(w, i, W_GRADS, 0, w->zstage == 2);
-		break;
-	case MECH_UNITS:
+	int what, exists, free_now;
+
+	if (w->mech == MECH_UNITS)
 		units_param_grads(w, i);
-		break;
-	case MECH_ZERO3:
-		pt_param_grads(w, i, W_GRADS, 0, 1);
-		break;
-	}
+	else if (pt_grad_args(w, &what, &exists, &free_now))
+		pt_param_grads(w, i, what, exists, free_now);
 }
 
 void memstrat_bwd_post(struct wk *w, int i)
 {
-	if (w->cast_op == i) {  /* autocast's weight gradients, after the op's frees (pt_param_grads) */
-		if (w->mech == MECH_DP)
-			pt_cast_grads(w, i, W_REPLICA_GRADS, 0, 0);
-		else if (w->mech == MECH_REPL)
-			pt_cast_grads(w, i, W_GRADS, repl_grad_exists(w), 0);
-		else if (w->mech == MECH_ZERO12)
-			pt_cast_grads(w, i, W_GRADS, 0, w->zstage == 2);
-		else if (w->mech == MECH_ZERO3)
-			pt_cast_grads(w, i, W_GRADS, 0, 1);
-	}
+	int what, exists, free_now;
+
+	/* autocast's weight gradients, after the op's frees (pt_param_grads) */
+	if (w->cast_op == i && pt_grad_args(w, &what, &exists, &free_now))
+		pt_cast_grads(w, i, what, exists, free_now);
 	if (per_param(w))
 		memfsdp2_bwd_post(w, i);
 	else if (w->mech == MECH_UNITS)

@@ -157,12 +157,11 @@ static inline int64_t shard(const struct wk *w, int64_t n)
 	return cdiv(n, w->N);
 }
 
-/* Whether this micro-step's backward reduces its gradients: the last does,
- * the others only without no_sync (plan.h). From w->micro, which a script's
- * replay sets too. */
+/* Whether this micro-step's backward reduces its gradients (plan.h
+ * plan_micro_syncs), from w->micro, which a script's replay sets too. */
 static inline int walk_syncs(const struct wk *w)
 {
-	return w->micro == w->nmicro - 1 || !w->pl->no_sync;
+	return plan_micro_syncs(w->pl, w->micro == w->nmicro - 1);
 }
 
 /* PyTorch's or DeepSpeed's engine (per-tensor autograd gradients, their

@@ -239,6 +239,14 @@ struct plan {
 				     optimizer states are) */
 };
 
+/* Whether a micro-step's backward reduces its gradients: the last always,
+ * the others unless they run in no_sync() (p->no_sync). Read by the memory
+ * walk and the step. */
+static inline int plan_micro_syncs(const struct plan *p, int last)
+{
+	return last || !p->no_sync;
+}
+
 /* Checks the training settings of s against its model and cluster (strategy
  * vs GPU count, offload vs strategy, tensor parallel vs heads, framework vs
  * strategy, precision vs device) and fills p. Returns 0 or ERR_INPUT with e

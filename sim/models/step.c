@@ -1774,7 +1774,7 @@ static int build(struct bld *b)
 			continue;
 		}
 		forward(b);
-		backward(b, last || !b->p->no_sync);
+		backward(b, plan_micro_syncs(b->p, last));
 	}
 	if (b->p->reduce == REDUCE_AFTER_ACCUM)
 		zero1_reduce(b);
