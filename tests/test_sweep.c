@@ -448,8 +448,10 @@ static long searches(const char *text, int detail, struct sweep *sw, struct swee
  * ruled out at 2048 before their tapes with accumulation are needed: 12
  * searches when written, 16 when a bound made every cell's choice at once.
  * A simulated step ruled out, with every smaller micro-batch's kernels, is not
- * checked to fit (tables): 2 and 5 breakdowns, 3 and 6 when every simulated
- * step was checked. */
+ * checked to fit (tables): 2 breakdowns in the first sweep, 3 when every
+ * simulated step was checked. In the second, 5 and 6 when written; the
+ * critical path in the bounds (step.h) then reordered its queue, and it makes
+ * 6 either way, so only its ceiling is held there. */
 Test(sweep, tables_search_memory_only_where_kernels_leave_a_chance, .timeout = 120)
 {
 	const char *head = "[cluster]\ngpu = a100-sxm4-80gb\ngpus_per_node = 8\nintra_node = nvlink3\n"
@@ -487,7 +489,7 @@ Test(sweep, tables_search_memory_only_where_kernels_leave_a_chance, .timeout = 1
 	best_only_same_tables(text, &nofit);
 	tables = searches(text, SWEEP_TABLES, &sw, &r, &k);
 	cr_expect_leq(tables, 13, "tables %ld searches", tables);
-	cr_expect_leq(k.emu.peaks, 5, "tables: %ld breakdowns", k.emu.peaks);
+	cr_expect_leq(k.emu.peaks, 6, "tables: %ld breakdowns", k.emu.peaks);
 	free(r);
 	sweep_free(&sw);
 }

@@ -614,6 +614,24 @@ void des_stream_bounds(const struct des *d, double *lb, int max, int *n)
 	}
 }
 
+double des_path_bound(const struct des *d, double *start)
+{
+	double end, span = 0;
+	int i, e;
+
+	for (i = 0; i < d->ntasks; i++)
+		start[i] = 0;
+	for (i = 0; i < d->ntasks; i++) {  /* an edge goes from a task to a later one (des_dep) */
+		const struct des_task *t = &d->tasks[i];
+		end = start[i] + (t->coll >= 0 ? coll_time(&d->colls[t->coll].c) : des_work_least(d, t->stream, t->dur));
+		span = end > span ? end : span;
+		for (e = t->edge; e >= 0; e = d->edges[e].next)
+			if (end > start[d->edges[e].to])
+				start[d->edges[e].to] = end;
+	}
+	return span;
+}
+
 void des_trace_events(const struct des *d, FILE *f, int *first,
 		      const char *(*name)(void *ctx, const struct des_task *t, char *buf, size_t n),
 		      void *ctx)

@@ -244,6 +244,14 @@ void des_trace_events(const struct des *d, FILE *f, int *first,
  * only stretch them, so des_run's makespan is at least the largest sum. */
 void des_stream_bounds(const struct des *d, double *lb, int max, int *n);
 
+/* The least makespan of d's task graph: every task at its least time (as
+ * des_stream_bounds takes it), started when the last task it waits for ends
+ * (the tasks before it on its stream among them). des_run starts a task at
+ * that moment too and only stretches tasks, and a task's end is a max-plus
+ * function of the times before it, nondecreasing in each, so des_run's
+ * makespan is at least this. start: scratch of ntasks. */
+double des_path_bound(const struct des *d, double *start);
+
 /* What des_work_least multiplies a work task's time by on a stream of class
  * cls of a DES whose slow is slow: a compute task runs slow times longer under
  * interference, so never shorter, unless a caller's factor were below 1 (then

@@ -1879,6 +1879,7 @@ void step_sim_delete(struct step_sim *ss)
 	free(ss->dynt);
 	free(ss->bterm);
 	free(ss->bsort);
+	free(ss->pstart);
 	free(ss->dyn);
 	free(ss->kern);
 	free(ss->sums);
@@ -2548,7 +2549,7 @@ static void bound_sums(const struct bld *b, struct step_bound *out)
 }
 
 int step_bound(struct step_sim *ss, const struct scenario *s, const struct graph *g, int64_t micro_batch,
-	       struct step_bound *out, struct err *e)
+	       int path, struct step_bound *out, struct err *e)
 {
 	struct bld b;
 	int rc;
@@ -2568,6 +2569,14 @@ int step_bound(struct step_sim *ss, const struct scenario *s, const struct graph
 		retime(&b);
 		des_stream_bounds(&ss->d, out->stream, STEP_BOUND_STREAMS, &out->nstream);
 		memset(out->kern, 0, sizeof out->kern);  /* kernels not told apart */
+	}
+	out->path = 0;
+	if (path) {
+		if (ss->bok)
+			retime(&b);
+		if (vec_grow((void **)&ss->pstart, &ss->cappstart, ss->d.ntasks, sizeof *ss->pstart))
+			return err_set(e, ERR_SYSTEM, NULL, 0, "out of memory bounding the step's task graph");
+		out->path = des_path_bound(&ss->d, ss->pstart);
 	}
 	out->grad_accum = b.accum;
 	return 0;
@@ -2687,6 +2696,10 @@ double step_bound_at(const struct step_bound *one, const struct step_bound *two,
 	double lb = 0, x;
 	int i;
 
+	if (ga == one->grad_accum)
+		lb = one->path;
+	if (two && ga == two->grad_accum && two->path > lb)
+		lb = two->path;
 	for (i = 0; i < one->nstream; i++) {
 		x = one->stream[i];
 		if (ga > 1 && two && i < two->nstream)
@@ -2703,6 +2716,7 @@ double step_bound_least(const struct step_bound *one, int64_t ga)
 
 	if (ga <= 1)
 		return step_bound_at(one, NULL, 1);
+	lb = ga == one->grad_accum ? one->path : 0;
 	for (i = 0; i < one->nstream; i++) {
 		x = (double)ga * one->kern[i];
 		lb = x > lb ? x : lb;

@@ -127,6 +127,8 @@ struct step_sim {
 	int bfirst[DES_MAX_STREAMS + 1]; /* each varying stream's first term in bsort */
 	struct step_bterm *bterm, *bsort; /* the varying streams' tasks: in task order, by stream */
 	int nbterm, capbterm, capbsort;
+	double *pstart;             /* (ntasks) step_bound's critical path: each task's earliest start */
+	int cappstart;
 	int bready;                 /* 1: the terms are those of the task graph in d */
 	int bok;                    /* 1: every task that varies is on a varying stream */
 	long builds;                /* task graphs built (step_simulate) */
@@ -217,13 +219,19 @@ int step_trace_write(const struct step_sim *ss, const char *path, struct err *e)
  * candidates that cannot be a cell's best or runner-up (sweep_eval.c). The
  * sums of a step of n micro-steps grow by the same amount per micro-step (every
  * micro-step but the last is the same tasks), so two of them bound a longer
- * step (step_bound_at). */
+ * step (step_bound_at). Tighter where the streams wait on each other (an
+ * all-gather exposed before its unit's forward, the reduction after the last
+ * backward kernel, a host-bound step): the critical path, each task at that
+ * least time and started when the last task it waits for ends (des_path_bound).
+ * It bounds the step of the task graph it walked, grad_accum micro-steps,
+ * and no other. */
 #define STEP_BOUND_STREAMS DES_MAX_STREAMS
 struct step_bound {
 	double stream[STEP_BOUND_STREAMS]; /* s: least time of each stream's tasks */
 	double kern[STEP_BOUND_STREAMS];   /* s: of that, the kernels of the forward, the
 					      recomputation and the backward (0: not told apart) */
 	int nstream;
+	double path;                       /* s: the critical path at least times (0 not asked) */
 	int64_t grad_accum;                /* the micro-steps of the graph bounded */
 };
 
@@ -245,10 +253,12 @@ struct step_bound {
 int step_kernel_least(struct step_sim *ss, const struct scenario *s, const struct graph *g,
 		      const int64_t *mbs, int n, double *least, struct err *e);
 
-/* The bound of s over g at micro_batch into out (s's grad_accum micro-steps).
+/* The bound of s over g at micro_batch into out (s's grad_accum micro-steps),
+ * with its critical path when path is 1 (a pass over every task and
+ * dependency, re-timed: a third of a bound's time where the graph is kept).
  * Needs ss->full (every block). Returns 0 or an error code with e filled. */
 int step_bound(struct step_sim *ss, const struct scenario *s, const struct graph *g, int64_t micro_batch,
-	       struct step_bound *out, struct err *e);
+	       int path, struct step_bound *out, struct err *e);
 
 /* Samples and tokens per second of step r from its time and global batch (0
  * when its time is 0): the throughput every step result reports, and the
@@ -257,11 +267,13 @@ void step_throughput(const struct graph *g, struct step_result *r);
 
 /* The least time of a step of ga micro-steps: from the bound of one micro-step
  * (one) alone when ga is 1, else from those of one and two (two), each stream
- * extended by its growth per micro-step. */
+ * extended by its growth per micro-step; and at least the critical path of
+ * whichever of them was bounded at ga micro-steps. */
 double step_bound_at(const struct step_bound *one, const struct step_bound *two, int64_t ga);
 
 /* A looser least time of a step of ga micro-steps from the bound of one alone:
  * with ga = 1 step_bound_at's; else ga times the most any stream's kernels
+ * (or one's critical path, had one ga micro-steps)
  * take, since every micro-step runs each kernel of the forward, the
  * recomputation and the backward (below: every micro-step but the last is the
  * same tasks, and the last is one micro-step's). recommend's tables try it
