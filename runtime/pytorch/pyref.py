@@ -200,13 +200,19 @@ def step(spec: Dict[str, Any], runner: torch.nn.Module, params: List[torch.nn.Pa
          amp: Optional[cudasubst.Amp], scale: Optional[List[torch.Tensor]], probe: Any) -> None:
     """One optimizer step: grad_accum micro-steps (those before the last in
     the wrapper's no_sync() where the scenario's plan says so: DDP by
-    default, FSDP1 with no_sync = true), the step, zero_grad as the stack
-    defaults (set_to_none from 2.0)."""
+    default, FSDP1 with no_sync = true; FSDP2's set_requires_gradient_sync(False)
+    with no_sync = true), the step, zero_grad as the stack defaults
+    (set_to_none from 2.0)."""
     t, m = spec["training"], spec["model"]
-    no_sync = bool(t.get("no_sync", False)) and hasattr(runner, "no_sync")
+    # FSDP2's counterpart of no_sync(): set_requires_gradient_sync(False)
+    # (fully_shard.py), as Accelerate's accumulate() calls it for FSDP2
+    fsdp2_sync = hasattr(runner, "set_requires_gradient_sync")
+    no_sync = bool(t.get("no_sync", False)) and (hasattr(runner, "no_sync") or fsdp2_sync)
     for micro in range(t["grad_accum"]):
         sync = micro == t["grad_accum"] - 1 or not no_sync
-        with (contextlib.nullcontext() if sync else runner.no_sync()):
+        if no_sync and fsdp2_sync:
+            runner.set_requires_gradient_sync(sync)
+        with (contextlib.nullcontext() if sync or fsdp2_sync else runner.no_sync()):
             trace.phase = "input"
             batch = hfmodels.batch(k, m, b, spec["seq_len"], spec["target_len"], device)
             trace.phase = "forward"

@@ -170,6 +170,23 @@ class Fsdp2(unittest.TestCase):
         finally:
             dist.destroy()
 
+    @unittest.skipUnless(fsdp2.available(), "torch < 2.4 has no fully_shard")
+    def test_gradient_sync_off_keeps_unsharded_fp32_gradients(self) -> None:
+        # FSDP2's no_sync (set_requires_gradient_sync(False) before every
+        # micro-step but the last): post_backward reshards and returns, each
+        # parameter keeping its unsharded gradient in its unsharded_grad_dtype
+        # (the parameter's fp32: reduce_dtype is not set), 4 B per parameter,
+        # where reducing every micro-step leaves only the fp32 shards (4 B / 4
+        # ranks): at the end of the second micro-step's forward the two differ
+        # by 3 B per parameter of gpt-tiny (120,576; rows divide by 4, no padding)
+        eof = {}
+        for no_sync in (True, False):
+            spec = dict(tiny(), world=4, dp=4, gpus_per_node=4, steps=1)
+            spec["training"] = dict(spec["training"], strategy="fsdp", fsdp_version=2, precision="bf16",
+                                    grad_accum=2, no_sync=no_sync)
+            eof[no_sync] = pyref.run(spec, 1, "meta")["end_of_forward_bytes"]
+        self.assertEqual(eof[True] - eof[False], 3 * 120576)
+
 
 if __name__ == "__main__":
     unittest.main()

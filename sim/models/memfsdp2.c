@@ -292,11 +292,14 @@ static void rs_release(struct wk *w, int op)
 }
 
 /* post_backward of unit u: reshard, the previous input released, the
- * reduce-scatter input and output, the input kept. */
+ * reduce-scatter input and output, the input kept. Under
+ * set_requires_gradient_sync(False) it reshards and returns: the unsharded
+ * gradients stay on the parameters for the later micro-steps to add into
+ * (memstrat.c accum_cast), and the reducing micro-step reduce-scatters them. */
 static void reduce(struct wk *w, int u, int op)
 {
 	reshard(w, u, op, 0);
-	if (!w->ugl[u])
+	if (!w->ugl[u] || !walk_syncs(w))
 		return;
 	rs_release(w, op);
 	alloc(w, MEM_BUFFERS, W_RS_OUT, op, w->ush[u] * w->N * w->wrs);

@@ -307,15 +307,21 @@ static void to_view(struct wk *w, int i, int idx, int64_t bytes, int what)
  * of bytes at op i: a tied op's is held (or summed into what is held); the
  * owner's, with what is held, makes the sum and hands it on, labelled what
  * when it becomes .grad (slot idx, exists: .grad is there whatever pg says).
- * Returns 1 when it took the gradient, 0 when nothing is held and i is the
- * owner (the caller's usual path: a gradient of its own). */
-static int tied_grad(struct wk *w, int i, int idx, int64_t bytes, int what, int exists)
+ * src: 0, or the bytes of the gradient as the op's kernel writes it where the
+ * engine casts it to bytes as it leaves the op (FSDP2's grad_dtype:
+ * accum_cast). Returns 1 when it took the gradient, 0 when nothing is held and
+ * i is the owner (the caller's usual path: a gradient of its own). */
+static int tied_grad(struct wk *w, int i, int idx, int64_t bytes, int what, int exists, int64_t src)
 {
 	int owner = i == w->owner;
 
 	if (owner && !w->tied_held)
 		return 0;
+	if (src)
+		alloc(w, MEM_GRADS, W_WGRAD_TEMP, i, src);
 	alloc(w, MEM_GRADS, W_WGRAD_TEMP, i, bytes);  /* this op's gradient */
+	if (src)
+		release(w, MEM_GRADS, W_WGRAD_TEMP, i, src);
 	if (!w->tied_held) {
 		w->tied_held = bytes;  /* the first: held */
 		return 1;
@@ -337,12 +343,52 @@ static int tied_grad(struct wk *w, int i, int idx, int64_t bytes, int what, int 
 	return 1;
 }
 
+/* FSDP2 under set_requires_gradient_sync(False) (plan.h accum_grad): a
+ * gradient that AccumulateGrad has just stolen as the unsharded parameter's
+ * .grad (slot idx, n elements) becomes one of the accumulation width when
+ * that is wider. The all-gather sets the unsharded parameter's grad_dtype to
+ * its unsharded_grad_dtype (_fsdp_param.py init_unsharded_param), and the
+ * pre-backward hook clears it only where a .grad is there or the group
+ * reduces (_fsdp_param_group.py _set_unsharded_grad_dtypes, defer_upcast):
+ * so in a no_sync micro-step a first gradient is cast as it lands (the
+ * wider copy made, autograd's freed), and the later micro-steps add into it
+ * in place (units_param_grads). */
+static int accum_casts(const struct wk *w, int idx)
+{
+	return w->wacc && w->wacc != w->wug && !walk_syncs(w) && !w->pg[idx];
+}
+
+static void accum_cast(struct wk *w, int i, int idx, int64_t n)
+{
+	alloc(w, MEM_GRADS, W_UNSHARDED_GRAD, i, n * w->wacc);
+	release(w, MEM_GRADS, W_UNSHARDED_GRAD, i, n * w->wug);
+	w->pg[idx] = 2;
+}
+
+/* A gradient of a tied table (n elements) at op i, slot idx the owner's:
+ * tied_grad's, each in the accumulation width where accum_cast's rule holds
+ * (the engine casts a gradient to its leaf's grad_dtype as it leaves the op
+ * that made it, so the held gradient and the sum are wide too: the PyTorch
+ * reference's trace of GPT-2 shows the fp32 cast of the embedding's gradient,
+ * then the fp32 sum). Returns tied_grad's. */
+static int units_tied_grad(struct wk *w, int i, int idx, int64_t n)
+{
+	int cast = accum_casts(w, idx);
+
+	if (!tied_grad(w, i, idx, n * (cast ? w->wacc : w->wug), W_UNSHARDED_GRAD, 0, cast ? n * w->wug : 0))
+		return 0;
+	if (cast && w->pg[idx])
+		w->pg[idx] = 2;  /* the sum, already wide, became .grad */
+	return 1;
+}
+
 /* Parameter gradients of op i into its unit: PyTorch keeps one gradient per
- * parameter until the post-backward hook flattens them for the reduce-scatter;
- * the shardcast runtime writes them into one unsharded buffer. */
+ * parameter until the post-backward hook flattens them for the reduce-scatter
+ * (FSDP2: copies them into its reduce-scatter input; under no_sync keeps them,
+ * accum_cast); the shardcast runtime writes them into one unsharded buffer. */
 static void units_param_grads(struct wk *w, int i)
 {
-	int u = grad_unit(w, i), k, n;
+	int u = grad_unit(w, i), k, n, idx;
 	int64_t sz[GRAPH_OP_PTENSORS];
 
 	if (u < 0)
@@ -355,19 +401,23 @@ static void units_param_grads(struct wk *w, int i)
 		return;
 	}
 	n = graph_op_params(w->g, i, sz);
-	for (k = 0; k < n; k++)
-		if (k == 0 && i == w->owner &&
-		    tied_grad(w, i, i * GRAPH_OP_PTENSORS, sz[k] * w->wug, W_UNSHARDED_GRAD, 0)) {
+	for (k = 0; k < n; k++) {
+		idx = i * GRAPH_OP_PTENSORS + k;
+		if (k == 0 && i == w->owner && units_tied_grad(w, i, idx, sz[k])) {
 			continue;  /* the tied table's sum (tied_grad) */
-		} else if (!w->pg[i * GRAPH_OP_PTENSORS + k]) {
+		} else if (!w->pg[idx]) {
+			int cast = accum_casts(w, idx);
 			alloc(w, MEM_GRADS, W_UNSHARDED_GRAD, i, sz[k] * w->wug);
-			w->pg[i * GRAPH_OP_PTENSORS + k] = 1;
+			w->pg[idx] = 1;
+			if (cast)
+				accum_cast(w, i, idx, sz[k]);
 		} else {
 			alloc(w, MEM_GRADS, W_WGRAD_TEMP, i, sz[k] * w->wug);
 			release(w, MEM_GRADS, W_WGRAD_TEMP, i, sz[k] * w->wug);
 		}
+	}
 	if (w->g->ops[i].tied && w->owner >= 0)
-		tied_grad(w, i, w->owner * GRAPH_OP_PTENSORS, w->table * w->wug, W_UNSHARDED_GRAD, 0);
+		units_tied_grad(w, i, w->owner * GRAPH_OP_PTENSORS, w->table);
 	w->ugl[u] = 1;
 }
 
@@ -825,7 +875,7 @@ static void pt_param_grads(struct wk *w, int i, int what, int exists, int free_n
 		if (k == 0 && c && pt(w) && !o->tied)
 			continue;  /* the weight's, after the op's frees: pt_cast_grads */
 		if (!(pt(w) && k == 0 && i == w->owner &&
-		      tied_grad(w, i, i * GRAPH_OP_PTENSORS, sz[k] * w->wg, what, exists)))
+		      tied_grad(w, i, i * GRAPH_OP_PTENSORS, sz[k] * w->wg, what, exists, 0)))
 			grad_one(w, i, i * GRAPH_OP_PTENSORS + k, sz[k], what, exists, 0);
 		if (free_now && w->pg[i * GRAPH_OP_PTENSORS + k]) {
 			release(w, MEM_GRADS, what, i, sz[k] * w->wg);
@@ -836,7 +886,7 @@ static void pt_param_grads(struct wk *w, int i, int what, int exists, int free_n
 		return;
 	if (pt(w)) {  /* autograd: held for the owner's (tied_grad); under autocast after the op's frees */
 		if (!c)
-			tied_grad(w, i, w->owner * GRAPH_OP_PTENSORS, w->table * w->wg, what, exists);
+			tied_grad(w, i, w->owner * GRAPH_OP_PTENSORS, w->table * w->wg, what, exists, 0);
 		return;
 	}
 	/* the shardcast runtime: straight into the table's gradient */
@@ -859,12 +909,12 @@ static void pt_cast_grads(struct wk *w, int i, int what, int exists, int free_no
 		return;
 	w->cast_op = -1;
 	if (o->tied && w->owner >= 0) {
-		tied_grad(w, i, w->owner * GRAPH_OP_PTENSORS, w->table * w->wg, what, exists);
+		tied_grad(w, i, w->owner * GRAPH_OP_PTENSORS, w->table * w->wg, what, exists, 0);
 		release(w, MEM_GRADS, W_WGRAD_TEMP, i, c);
 		return;
 	}
 	graph_op_params(w->g, i, sz);
-	if (!(i == w->owner && tied_grad(w, i, i * GRAPH_OP_PTENSORS, sz[0] * w->wg, what, exists))) {
+	if (!(i == w->owner && tied_grad(w, i, i * GRAPH_OP_PTENSORS, sz[0] * w->wg, what, exists, 0))) {
 		grad_one(w, i, i * GRAPH_OP_PTENSORS, sz[0], what, exists, c);
 		c = 0;
 	}
@@ -1278,7 +1328,8 @@ void memstrat_unit_grads_free(struct wk *w, int u, int op)
 		n = graph_op_params(w->g, i, sz);
 		for (k = 0; k < n; k++)
 			if (w->pg[i * GRAPH_OP_PTENSORS + k]) {
-				release(w, MEM_GRADS, W_UNSHARDED_GRAD, op, sz[k] * w->wug);
+				release(w, MEM_GRADS, W_UNSHARDED_GRAD, op,
+					sz[k] * (w->pg[i * GRAPH_OP_PTENSORS + k] == 2 ? w->wacc : w->wug));
 				w->pg[i * GRAPH_OP_PTENSORS + k] = 0;
 			}
 	}
@@ -1303,6 +1354,7 @@ static int configure_units(struct wk *w)
 	w->wagb = p->w.gather_buf;
 	w->agheld = w->rsheld = -1;
 	w->wfc = p->w.flat_cast;
+	w->wacc = p->w.accum_grad;
 	return build_units(w, p->wrap);
 }
 

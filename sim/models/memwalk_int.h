@@ -42,7 +42,8 @@ struct wk {
 	int *bref;
 	int nblk, capblk;
 	/* per op */
-	char *pg;             /* (nops x GRAPH_OP_PTENSORS) per-tensor gradient allocated */
+	char *pg;             /* (nops x GRAPH_OP_PTENSORS) per-tensor gradient allocated: 1 in
+				 the width autograd writes, 2 in FSDP2's accumulation width (wacc) */
 	char *castl;          /* autocast weight copy live */
 	/* units (MECH_UNITS) and per-op fetch (MECH_ZERO3) */
 	struct wrap_unit *u;  /* wrap.h's units (wrap_units_build) */
@@ -65,6 +66,7 @@ struct wk {
 				 reduce-scatter input are kept for the next one, -1 none */
 	int reshard_fwd, fwd_prefetch, bwd_prefetch;
 	int wgat, wug, wsg, wrs, wstage, wmp, wagb, wfc;
+	int wacc;             /* FSDP2 no_sync: plan_widths.accum_grad */
 	int64_t *G, *pers;    /* ZeRO-3: fetched elements, persistent elements per op */
 	char *zl;             /* ZeRO-3: gathered */
 	int64_t zlive;        /* ZeRO-3: gathered elements */

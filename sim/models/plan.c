@@ -221,6 +221,11 @@ static void widths(struct plan *p)
 							 reduce-scatter input is in reduce_dtype */
 			w->gather_buf = w->gathered;
 			w->flat_cast = 0;
+			/* unsynchronized gradients accumulate in the unsharded
+			 * parameter's unsharded_grad_dtype: reduce_dtype if set, else
+			 * the original (fp32) dtype (_fsdp_param.py), which is
+			 * reduce_bytes either way (fsdp_reduction) */
+			w->accum_grad = p->no_sync ? p->reduce_bytes : 0;
 		}
 	} else if (p->mech == MECH_UNITS) {
 		w->gathered = p->gathers ? w->params : 0;
@@ -331,9 +336,10 @@ void plan_derive(struct plan *p, const struct scn_settings *st, int64_t world, d
 	 * Accelerate's and the HF Trainer's GradientAccumulationPlugin default,
 	 * sync_each_batch = False, does not) */
 	p->no_sync = p->reduce == REDUCE_DDP ? t->no_sync != NOSYNC_FALSE
-		: p->reduce == REDUCE_UNITS && p->engine == FW_PYTORCH && p->fsdp_version == 1 &&
-		  t->no_sync == NOSYNC_TRUE;
-	p->no_sync_keeps_gathered = p->no_sync && p->units && p->gathers && !p->reshard_fwd;
+		: p->reduce == REDUCE_UNITS && p->engine == FW_PYTORCH && t->no_sync == NOSYNC_TRUE;
+	/* FSDP2's reshard_after_backward is its own setting, which
+	 * set_requires_gradient_sync leaves alone (_fully_shard.py) */
+	p->no_sync_keeps_gathered = p->no_sync && p->units && p->gathers && !p->reshard_fwd && p->fsdp_version == 1;
 	p->allgather_after_step = p->zero_stage == 1 || p->zero_stage == 2;
 	optimizer(p, t, cc);
 	fsdp_reduction(p, t);
@@ -440,8 +446,8 @@ static int check(const struct scenario *s, struct err *e)
 	if (t->fsdp_reduce_dtype != FDT_DEFAULT && (t->strategy != STRAT_FSDP || t->framework != FW_PYTORCH))
 		return scenario_error(s, e, "training", "fsdp_reduce_dtype", "%s", "is PyTorch FSDP's MixedPrecision (strategy = fsdp, framework = pytorch); the others reduce in their gradients' dtype");
 	if (t->no_sync != NOSYNC_DEFAULT && !(t->framework == FW_PYTORCH && (t->strategy == STRAT_DDP ||
-	    (t->strategy == STRAT_FSDP && t->fsdp_version == 1))))
-		return scenario_error(s, e, "training", "no_sync", "%s", "is the no_sync() of PyTorch's DDP and FSDP1 (strategy = ddp, or fsdp with fsdp_version = 1; framework = pytorch); DeepSpeed reduces at its own accumulation boundary, FSDP2's set_requires_gradient_sync is not modelled");
+	    t->strategy == STRAT_FSDP)))
+		return scenario_error(s, e, "training", "no_sync", "%s", "is the no_sync() of PyTorch's DDP and FSDP1, or FSDP2's set_requires_gradient_sync(False) (strategy = ddp or fsdp; framework = pytorch); DeepSpeed reduces at its own accumulation boundary");
 	if (s->gpu.peak[t->precision] <= 0) {
 		snprintf(d, sizeof d, "%s has no %s support (peak_%s = 0 in its catalog entry)", s->gpu.name,
 			 scenario_precision_name(t->precision), scenario_precision_name(t->precision));

@@ -133,6 +133,10 @@ struct plan_widths {
 	int gather_src;     /* the 16-bit copy of a shard made for its all-gather (FSDP MixedPrecision) */
 	int gather_buf;     /* FSDP2's flat all-gather buffer (the per-parameter copy-out's source) */
 	int unsharded_grad; /* a unit's unsharded gradient before its reduce-scatter */
+	int accum_grad;     /* FSDP2 under set_requires_gradient_sync(False) (no_sync): an
+			       unsharded gradient kept across micro-steps, in its
+			       unsharded_grad_dtype (reduce_dtype, else the parameter's
+			       fp32); 0 elsewhere */
 	int grad_shard;     /* the sharded gradient kept between backward and the step */
 	int reduced;        /* reduce-scatter output, FSDP2's input too (FSDP: reduce_dtype) */
 	int flat_cast;      /* a unit's flat gradient cast to the reduce dtype for its reduction
@@ -199,7 +203,9 @@ struct plan {
 	int no_sync;             /* micro-steps before the last run in no_sync(): no gradient
 				    reduction (DDP by default; PyTorch FSDP1 when [training]
 				    no_sync = true, each unit then keeping its unsharded
-				    flat gradient, _post_backward_hook) */
+				    flat gradient, _post_backward_hook; FSDP2's counterpart,
+				    set_requires_gradient_sync(False), likewise, each
+				    parameter keeping its unsharded gradient, accum_grad) */
 	int no_sync_keeps_gathered; /* FSDP1 under no_sync: a unit's gathered parameters stay
 				    after its backward where forward keeps them too
 				    (shard_grad_op, hybrid_shard_zero2:
