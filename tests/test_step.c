@@ -382,6 +382,28 @@ Test(step, ddp_accumulation_all_reduces_once)
 	cr_expect_gt(a4.r.compute, 3.5 * a1.r.compute);
 }
 
+/* Four micro-steps of full_shard FSDP (version: its fsdp_version setting)
+ * under no_sync = true against four without and one: each unit
+ * reduce-scattered once, where four without do so four times, and gathered in
+ * every forward and backward all the same. */
+static void no_sync_reduces_once(const char *version, const char *what)
+{
+	struct run s1, s4, n4;
+
+	sim(&s1, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16", version, NULL);
+	sim(&s4, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16", version,
+	    "training.grad_accum=4", NULL);
+	sim(&n4, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16", version,
+	    "training.grad_accum=4", "training.no_sync=true", NULL);
+	cr_assert_gt(s1.nrs, 0, "%s", what);
+	cr_expect_eq(s4.nrs, 4 * s1.nrs, "%s", what);
+	cr_expect_eq(n4.nrs, s1.nrs, "%s", what);
+	cr_expect_eq(n4.nag, s4.nag, "%s", what);
+	cr_expect_eq(s4.nag, 4 * s1.nag, "%s", what);
+	cr_expect_lt(n4.r.comm, s4.r.comm, "%s", what);
+	basic_invariants(&n4, what);
+}
+
 /* FSDP1 under no_sync (training.no_sync = true, plan.h): the post-backward
  * hook returns before _reduce_grad on every micro-step but the last
  * (torch/distributed/fsdp/_runtime_utils.py _post_backward_hook), so a step
@@ -392,20 +414,9 @@ Test(step, ddp_accumulation_all_reduces_once)
  * and so gathers only in the first micro-step's forward. */
 Test(step, fsdp_no_sync_reduces_once_and_shard_grad_op_gathers_once)
 {
-	struct run s1, s4, n4, g1, g4, gn4;
+	struct run g1, g4, gn4;
 
-	sim(&s1, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16", NULL);
-	sim(&s4, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16",
-	    "training.grad_accum=4", NULL);
-	sim(&n4, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16",
-	    "training.grad_accum=4", "training.no_sync=true", NULL);
-	cr_assert_gt(s1.nrs, 0);
-	cr_expect_eq(s4.nrs, 4 * s1.nrs);
-	cr_expect_eq(n4.nrs, s1.nrs);
-	cr_expect_eq(n4.nag, s4.nag);
-	cr_expect_eq(s4.nag, 4 * s1.nag);
-	cr_expect_lt(n4.r.comm, s4.r.comm);
-	basic_invariants(&n4, "full_shard no_sync");
+	no_sync_reduces_once("training.fsdp_version=1", "full_shard no_sync");
 	sim(&g1, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16",
 	    "training.fsdp_sharding_strategy=shard_grad_op", NULL);
 	sim(&g4, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.precision=bf16",
@@ -428,21 +439,7 @@ Test(step, fsdp_no_sync_reduces_once_and_shard_grad_op_gathers_once)
  * each in every forward and backward, as four without it do. */
 Test(step, fsdp2_without_gradient_sync_reduces_once)
 {
-	struct run s1, s4, n4;
-
-	sim(&s1, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.fsdp_version=2",
-	    "training.precision=bf16", NULL);
-	sim(&s4, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.fsdp_version=2",
-	    "training.precision=bf16", "training.grad_accum=4", NULL);
-	sim(&n4, "cluster.gpus_per_node=8", "training.strategy=fsdp", "training.fsdp_version=2",
-	    "training.precision=bf16", "training.grad_accum=4", "training.no_sync=true", NULL);
-	cr_assert_gt(s1.nrs, 0);
-	cr_expect_eq(s4.nrs, 4 * s1.nrs);
-	cr_expect_eq(n4.nrs, s1.nrs);
-	cr_expect_eq(n4.nag, s4.nag);
-	cr_expect_eq(s4.nag, 4 * s1.nag);
-	cr_expect_lt(n4.r.comm, s4.r.comm);
-	basic_invariants(&n4, "fsdp2 without gradient sync");
+	no_sync_reduces_once("training.fsdp_version=2", "fsdp2 without gradient sync");
 }
 
 Test(step, fsdp_backward_prefetch_hides_all_gathers)
