@@ -281,6 +281,71 @@ Test(periodic, linear_bound_of_random_runs)
 	cr_expect_geq(nonemp, 1000);
 }
 
+/* The micro-batches each memory comparison reads. */
+static const int64_t run_bs[] = {0, 1, 2, 3, 7, 16, 61};
+
+/* Scenario scen with sets[0..n) (why names it): the closed form over its
+ * periodic runs against the event-by-event reading of the same tape, at
+ * run_bs's micro-batches (peaks, details, the max batch). Returns -1 when the
+ * loader or the graph refuses the settings, else the events the runs cover
+ * (reps > 1); *bounded counts the tapes with a linear bound of a sample or
+ * more, *events the tapes' events. */
+static int same_as_full_tape(const char *scen, const char *const *sets, int n, const char *why, int *bounded,
+			     int *events)
+{
+	struct scenario s;
+	struct graph g;
+	struct graph_opts o;
+	struct fw_profile pf;
+	struct mem_plan p, flat;
+	struct mem_run one[2];
+	struct mem_tape kept[2];
+	struct mem_detail a, d;
+	struct err e = {0};
+	int covered = 0, t, k, bind, bind2;
+
+	if (scenario_load(&s, scen, sets, n, &e)) {
+		scenario_free(&s);  /* scenario.h: freed after a failed load too */
+		return -1;  /* not a valid setting (offload without sharding...) */
+	}
+	cr_assert_eq(plan_profile_load(&s, &pf, &e), 0, "%s", e.msg);
+	predict_graph_opts(&s, &o);
+	if (graph_build(&g, &s.model, &o, &e)) {  /* tp must divide the heads... */
+		graph_free(&g);
+		scenario_free(&s);
+		return -1;
+	}
+	cr_assert_eq(mem_plan_build(&p, &s, &g, &pf, &e), 0, "%s", e.msg);
+	cr_assert_eq(mem_plan_build(&flat, &s, &g, &pf, &e), 0, "%s", e.msg);
+	flatten(&flat, one, kept);
+	*events = 0;
+	for (t = 0; t < p.ntapes; t++) {
+		*events += p.tape[t].n;
+		for (k = 0; k < p.tape[t].nrun; k++)
+			if (p.tape[t].run[k].reps > 1)
+				covered += p.tape[t].run[k].len * p.tape[t].run[k].reps;
+		*bounded += expect_same_bound(&p, t, why) > 0;
+		for (k = 0; k < (int)(sizeof run_bs / sizeof run_bs[0]); k++) {
+			cr_expect_eq(mem_peak(&p, t, run_bs[k]), mem_peak(&flat, t, run_bs[k]), "%s b=%lld", why,
+				     (long long)run_bs[k]);
+			mem_detail(&p, t, run_bs[k], &a);
+			mem_detail(&flat, t, run_bs[k], &d);
+			expect_same_detail(&a, &d, why);
+			mem_detail_peak(&p, t, run_bs[k], &a);
+			mem_detail_peak(&flat, t, run_bs[k], &d);
+			expect_same_detail(&a, &d, why);
+		}
+	}
+	cr_expect_eq(mem_max_batch(&p, &bind), mem_max_batch(&flat, &bind2), "%s: max batch", why);
+	cr_expect_eq(bind, bind2, "%s: binding tape", why);
+	unflatten(&flat, kept);
+	mem_plan_free(&flat);
+	mem_plan_free(&p);
+	graph_free(&g);
+	scenario_free(&s);
+	return covered;
+}
+
 /* 300 random configurations (those the loader accepts), each at several
  * micro-batches: the closed form over periodic runs against the event-by-event
  * reading of the same tape. At least half of the tapes must have periodic runs
@@ -288,71 +353,24 @@ Test(periodic, linear_bound_of_random_runs)
  * at some capacity, or the test would check nothing. */
 Test(periodic, memory_runs_match_full_tape, .timeout = 120)
 {
-	static const int64_t bs[] = {0, 1, 2, 3, 7, 16, 61};
 	char model[96], scen[96], what[96], why[600], buf[16][160];
 	const char *sets[16];
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
-	int cases = 0, periodic = 0, bounded = 0, i, n, t, k, bind, bind2;
+	int cases = 0, periodic = 0, bounded = 0, i, n, k, covered, events;
 
 	snprintf(model, sizeof model, "/tmp/shardcast-periodic-%d-model.ini", (int)getpid());
 	snprintf(scen, sizeof scen, "/tmp/shardcast-periodic-%d.ini", (int)getpid());
 	write_scenario(scen);
 	for (i = 0; i < 300; i++) {
-		struct scenario s;
-		struct graph g;
-		struct graph_opts o;
-		struct fw_profile pf;
-		struct mem_plan p, flat;
-		struct mem_run one[2];
-		struct mem_tape kept[2];
-		struct mem_detail a, d;
-		struct err e = {0};
-		int covered = 0;
-
 		random_model(&seed, model, what, sizeof what);
 		n = random_settings(&seed, model, buf, sets);
-		if (scenario_load(&s, scen, sets, n, &e)) {
-			scenario_free(&s);  /* scenario.h: freed after a failed load too */
-			continue;  /* not a valid setting (offload without sharding...) */
-		}
-		cr_assert_eq(plan_profile_load(&s, &pf, &e), 0, "%s", e.msg);
-		predict_graph_opts(&s, &o);
-		if (graph_build(&g, &s.model, &o, &e)) {  /* tp must divide the heads... */
-			graph_free(&g);
-			scenario_free(&s);
-			continue;
-		}
-		cr_assert_eq(mem_plan_build(&p, &s, &g, &pf, &e), 0, "%s", e.msg);
-		cr_assert_eq(mem_plan_build(&flat, &s, &g, &pf, &e), 0, "%s", e.msg);
-		flatten(&flat, one, kept);
 		snprintf(why, sizeof why, "case %d: %s;", i, what);
 		for (k = 1; k < n; k++)
 			snprintf(why + strlen(why), sizeof why - strlen(why), " %s", sets[k]);
-		for (t = 0; t < p.ntapes; t++) {
-			for (k = 0; k < p.tape[t].nrun; k++)
-				if (p.tape[t].run[k].reps > 1)
-					covered += p.tape[t].run[k].len * p.tape[t].run[k].reps;
-			bounded += expect_same_bound(&p, t, why) > 0;
-			for (k = 0; k < (int)(sizeof bs / sizeof bs[0]); k++) {
-				cr_expect_eq(mem_peak(&p, t, bs[k]), mem_peak(&flat, t, bs[k]), "%s b=%lld", why,
-					     (long long)bs[k]);
-				mem_detail(&p, t, bs[k], &a);
-				mem_detail(&flat, t, bs[k], &d);
-				expect_same_detail(&a, &d, why);
-				mem_detail_peak(&p, t, bs[k], &a);
-				mem_detail_peak(&flat, t, bs[k], &d);
-				expect_same_detail(&a, &d, why);
-			}
-		}
-		cr_expect_eq(mem_max_batch(&p, &bind), mem_max_batch(&flat, &bind2), "%s: max batch", why);
-		cr_expect_eq(bind, bind2, "%s: binding tape", why);
+		if ((covered = same_as_full_tape(scen, sets, n, why, &bounded, &events)) < 0)
+			continue;
 		cases++;
-		periodic += 2 * covered > p.tape[0].n + (p.ntapes > 1 ? p.tape[1].n : 0);
-		unflatten(&flat, kept);
-		mem_plan_free(&flat);
-		mem_plan_free(&p);
-		graph_free(&g);
-		scenario_free(&s);
+		periodic += 2 * covered > events;
 	}
 	remove(model);
 	remove(scen);
@@ -361,6 +379,56 @@ Test(periodic, memory_runs_match_full_tape, .timeout = 120)
 	cr_expect_geq(cases, 100, "only %d of 300 random settings were valid", cases);
 	cr_expect_geq(2 * periodic, cases, "only %d of %d tapes were mostly periodic runs", periodic, cases);
 	cr_expect_geq(2 * bounded, cases, "only %d of %d tapes had a bound of a sample or more", bounded, cases);
+}
+
+/* Gradient accumulation without gradient sync (training.no_sync = true: FSDP1's
+ * no_sync(), FSDP2's set_requires_gradient_sync(False)), which the random
+ * settings above never draw: the unsharded gradients kept and, under FSDP2,
+ * cast to the reduce dtype as they land, the tied tables' held gradients and
+ * sums included (memstrat.c accum_cast), must read the same in closed form as
+ * event by event. GPT-2 (a tied table) and Llama-2-7B, two and three
+ * micro-steps, FSDP1 full_shard and shard_grad_op, FSDP2 with reduce_dtype
+ * default and bf16, on 8 x 80 GiB and 8 x 16 GiB (where the search binds). */
+Test(periodic, memory_runs_match_full_tape_without_gradient_sync, .timeout = 120)
+{
+	static const char *const models[] = {"model.name=gpt2", "model.name=llama-2-7b"};
+	static const char *const ways[][2] = {
+		{"training.fsdp_version=1", "training.fsdp_sharding_strategy=full_shard"},
+		{"training.fsdp_version=1", "training.fsdp_sharding_strategy=shard_grad_op"},
+		{"training.fsdp_version=2", "training.fsdp_reduce_dtype=default"},
+		{"training.fsdp_version=2", "training.fsdp_reduce_dtype=bf16"},
+	};
+	char scen[96], why[400], ga[32], mem[40];
+	const char *sets[9];
+	int m, w, k, q, covered, events, bounded = 0, cases = 0, periodic = 0;
+
+	snprintf(scen, sizeof scen, "/tmp/shardcast-periodic-ns-%d.ini", (int)getpid());
+	write_scenario(scen);
+	for (m = 0; m < 2; m++)
+		for (w = 0; w < 4; w++)
+			for (k = 2; k <= 3; k++)
+				for (q = 0; q < 2; q++) {
+					snprintf(ga, sizeof ga, "training.grad_accum=%d", k);
+					snprintf(mem, sizeof mem, "cluster.gpu_memory=%dGiB", q ? 16 : 80);
+					sets[0] = models[m];
+					sets[1] = "training.strategy=fsdp";
+					sets[2] = "training.precision=bf16";
+					sets[3] = "cluster.gpus_per_node=8";
+					sets[4] = "training.no_sync=true";
+					sets[5] = ways[w][0];
+					sets[6] = ways[w][1];
+					sets[7] = ga;
+					sets[8] = mem;
+					snprintf(why, sizeof why, "%s %s %s %s %s", models[m], ways[w][0], ways[w][1], ga, mem);
+					covered = same_as_full_tape(scen, sets, 9, why, &bounded, &events);
+					cr_assert_geq(covered, 0, "%s: refused", why);
+					cases++;
+					periodic += 2 * covered > events;
+				}
+	remove(scen);
+	/* every tape is mostly periodic runs (the blocks), or the closed form
+	 * was not what ran */
+	cr_expect_eq(periodic, cases, "%d of %d tapes mostly periodic runs", periodic, cases);
 }
 
 /* Model file path rewritten with layers blocks (decoder or encoder) and
