@@ -281,6 +281,19 @@ Test(periodic, linear_bound_of_random_runs)
 	cr_expect_geq(nonemp, 1000);
 }
 
+/* mem_detail and mem_detail_peak of plans p and q, tape t at micro-batch b, alike. */
+static void expect_same_at(const struct mem_plan *p, const struct mem_plan *q, int t, int64_t b, const char *why)
+{
+	struct mem_detail a, d;
+
+	mem_detail(p, t, b, &a);
+	mem_detail(q, t, b, &d);
+	expect_same_detail(&a, &d, why);
+	mem_detail_peak(p, t, b, &a);
+	mem_detail_peak(q, t, b, &d);
+	expect_same_detail(&a, &d, why);
+}
+
 /* The micro-batches each memory comparison reads. */
 static const int64_t run_bs[] = {0, 1, 2, 3, 7, 16, 61};
 
@@ -300,7 +313,6 @@ static int same_as_full_tape(const char *scen, const char *const *sets, int n, c
 	struct mem_plan p, flat;
 	struct mem_run one[2];
 	struct mem_tape kept[2];
-	struct mem_detail a, d;
 	struct err e = {0};
 	int covered = 0, t, k, bind, bind2;
 
@@ -328,12 +340,7 @@ static int same_as_full_tape(const char *scen, const char *const *sets, int n, c
 		for (k = 0; k < (int)(sizeof run_bs / sizeof run_bs[0]); k++) {
 			cr_expect_eq(mem_peak(&p, t, run_bs[k]), mem_peak(&flat, t, run_bs[k]), "%s b=%lld", why,
 				     (long long)run_bs[k]);
-			mem_detail(&p, t, run_bs[k], &a);
-			mem_detail(&flat, t, run_bs[k], &d);
-			expect_same_detail(&a, &d, why);
-			mem_detail_peak(&p, t, run_bs[k], &a);
-			mem_detail_peak(&flat, t, run_bs[k], &d);
-			expect_same_detail(&a, &d, why);
+			expect_same_at(&p, &flat, t, run_bs[k], why);
 		}
 	}
 	cr_expect_eq(mem_max_batch(&p, &bind), mem_max_batch(&flat, &bind2), "%s: max batch", why);
@@ -432,7 +439,6 @@ static long same_as_whole_replays(struct scenario *s, const char *why)
 	struct graph_opts o;
 	struct fw_profile pf;
 	struct mem_plan p, w;
-	struct mem_detail a, d;
 	struct mem_emu_counts kp;
 	struct err e = {0};
 	int64_t mp, mw, bs[8];
@@ -458,12 +464,7 @@ static long same_as_whole_replays(struct scenario *s, const char *why)
 		for (k = 0; k < 8; k++) {
 			if (bs[k] < 1)
 				continue;
-			mem_detail(&p, t, bs[k], &a);
-			mem_detail(&w, t, bs[k], &d);
-			expect_same_detail(&a, &d, why);
-			mem_detail_peak(&p, t, bs[k], &a);
-			mem_detail_peak(&w, t, bs[k], &d);
-			expect_same_detail(&a, &d, why);
+			expect_same_at(&p, &w, t, bs[k], why);
 		}
 	mem_emu_counts(&p, &kp);
 	mem_plan_free(&p);
