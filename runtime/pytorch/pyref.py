@@ -205,7 +205,9 @@ def step(spec: Dict[str, Any], runner: torch.nn.Module, params: List[torch.nn.Pa
     (set_to_none from 2.0)."""
     t, m = spec["training"], spec["model"]
     # FSDP2's counterpart of no_sync(): set_requires_gradient_sync(False)
-    # (fully_shard.py), as Accelerate's accumulate() calls it for FSDP2
+    # (fully_shard.py), as verl's FSDP2 accumulation and hand-written loops
+    # call it (Accelerate's no_sync() looks up the module's no_sync(), which
+    # fully_shard modules lack)
     fsdp2_sync = hasattr(runner, "set_requires_gradient_sync")
     no_sync = bool(t.get("no_sync", False)) and (hasattr(runner, "no_sync") or fsdp2_sync)
     for micro in range(t["grad_accum"]):

@@ -28,7 +28,8 @@ enum fsdp_prefetch { PREFETCH_BACKWARD_PRE, PREFETCH_BACKWARD_POST, PREFETCH_NON
  * reduce_dtype; default: FSDP1 the compute dtype, FSDP2 the parameters' own (fp32) */
 enum fsdp_dtype { FDT_DEFAULT, FDT_FP32, FDT_BF16, FDT_FP16 };
 /* [training] no_sync: whether micro-steps before the last run in the wrapper's
- * no_sync() (DDP, FSDP1); default resolves per strategy (plan.c) */
+ * no_sync() (DDP, FSDP1) or under set_requires_gradient_sync(False) (FSDP2);
+ * default resolves per strategy (plan.c) */
 enum no_sync { NOSYNC_DEFAULT, NOSYNC_TRUE, NOSYNC_FALSE };
 enum offload { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_OPTIMIZER_AND_PARAMS };
 enum optimizer { OPT_SGD, OPT_SGD_MOMENTUM, OPT_ADAM, OPT_ADAMW };

@@ -984,7 +984,6 @@ static void ddp_buckets(struct wk *w, int sign, int cat)
 	memwalk_event(w, sign, cat, W_BUCKET, -1, cur, 0, 1);
 }
 
-
 static void repl_setup(struct wk *w)
 {
 	int bytes, copies;

@@ -331,10 +331,11 @@ void plan_derive(struct plan *p, const struct scn_settings *st, int64_t world, d
 	p->reduce = reduction(p);
 	p->ddp_bucket_view = p->reduce == REDUCE_DDP && t->ddp_gradient_as_bucket_view;
 	/* no_sync(): DDP's default (Composer, Accelerate and the HF Trainer wrap
-	 * the micro-steps before the last in it); FSDP1's only when asked
-	 * (Composer reduces every micro-step under FSDP, ddp_sync_context;
-	 * Accelerate's and the HF Trainer's GradientAccumulationPlugin default,
-	 * sync_each_batch = False, does not) */
+	 * the micro-steps before the last in it); FSDP's only when asked, FSDP1's
+	 * no_sync() or FSDP2's set_requires_gradient_sync(False) (Composer
+	 * reduces every micro-step under FSDP, ddp_sync_context; Accelerate's and
+	 * the HF Trainer's GradientAccumulationPlugin default, sync_each_batch =
+	 * False, does not, under FSDP1) */
 	p->no_sync = p->reduce == REDUCE_DDP ? t->no_sync != NOSYNC_FALSE
 		: p->reduce == REDUCE_UNITS && p->engine == FW_PYTORCH && t->no_sync == NOSYNC_TRUE;
 	/* FSDP2's reshard_after_backward is its own setting, which
